@@ -1,0 +1,60 @@
+# batchpilot: `make run` and `make test` do all set-up themselves on a fresh machine.
+# Python 3.11 to 3.13; the venv uses `python3` unless PYTHON is given.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+SAMVENV := .venv-sam
+BIN := $(VENV)/bin
+SAM := $(SAMVENV)/bin/sam
+SAM_CLI_VERSION := 1.170.0
+export AWS_DEFAULT_REGION ?= us-east-1
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: run test lint typecheck validate unit bench build clean help
+
+help:
+	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
+	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, pytest)"
+	@echo "make bench  - run the benchmarks in benchmarks/"
+	@echo "make build  - sam build (needs python3.13 on PATH, e.g. PYENV_VERSION=3.13.0)"
+
+$(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# The SAM CLI pins its own dependency versions, so it lives in a venv of its own.
+$(SAM): Makefile
+	$(PYTHON) -m venv $(SAMVENV)
+	$(SAMVENV)/bin/pip install --quiet --upgrade pip
+	$(SAMVENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+run: $(BIN)/.installed
+	$(BIN)/batchpilot replay events/
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy layers/batchpilot/batchpilot local/batchpilot_local functions
+
+validate: $(SAM)
+	$(SAM) validate --lint --template template.yaml
+
+unit: $(BIN)/.installed $(SAM)
+	SAM_CLI=$(abspath $(SAM)) $(BIN)/python -m pytest
+
+test: lint typecheck validate unit
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/bench_metrics_handler.py
+	$(BIN)/python benchmarks/bench_cold_start.py
+
+build: $(SAM)
+	$(SAM) build --template template.yaml
+
+clean:
+	rm -rf $(VENV) $(SAMVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

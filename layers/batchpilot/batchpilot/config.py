@@ -1,0 +1,54 @@
+"""Configuration models, validated once at cold start. Domain code never reads ``os.environ``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = ["ConfigError", "MetricsSettings"]
+
+
+class ConfigError(RuntimeError):
+    """The function's configuration is invalid. The message names the variable and the rule."""
+
+
+class MetricsSettings(BaseModel):
+    """Settings of the metrics function.
+
+    Attributes:
+        namespace: CloudWatch namespace of every metric (env ``POWERTOOLS_METRICS_NAMESPACE``,
+            default ``BatchPilot``; 1-255 characters of ``[A-Za-z0-9.\\-_/#:]``).
+        service: value of the ``service`` dimension (env ``POWERTOOLS_SERVICE_NAME``, default
+            ``batchpilot``).
+        function: value of the ``Function`` dimension on the function's own counters.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str = Field(default="BatchPilot", min_length=1, max_length=255, pattern=r"^[A-Za-z0-9.\-_/#:]+$")
+    service: str = Field(default="batchpilot", min_length=1, max_length=1024)
+    function: str = Field(default="metrics", min_length=1, max_length=64)
+
+    _ENV: ClassVar[dict[str, str]] = {"namespace": "POWERTOOLS_METRICS_NAMESPACE", "service": "POWERTOOLS_SERVICE_NAME"}
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], *, function: str = "metrics") -> MetricsSettings:
+        """Build the settings from environment variables.
+
+        Raises:
+            ConfigError: a variable is set but invalid; the message names the variable.
+        """
+        values: dict[str, str] = {"function": function}
+        for field, var in cls._ENV.items():
+            if environ.get(var, "").strip():
+                values[field] = environ[var].strip()
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{cls._ENV.get(str(e['loc'][0]), str(e['loc'][0]))}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise ConfigError(f"invalid metrics function configuration: {problems}") from None

@@ -1,0 +1,452 @@
+"""Pydantic models of the EventBridge events batchpilot reacts to, dispatched on ``detail-type``.
+
+One model per detail-type (domain.md section 1). Every model ignores unknown fields (AWS adds
+fields at any time) and makes optional every field that real events can omit. Timestamps in any of
+the shapes AWS sends (epoch milliseconds as a number or a numeric string, ISO-8601 strings) become
+timezone-aware UTC ``datetime`` objects.
+
+Fields that can carry secrets (``container.environment``, ``container.command``,
+``HyperParameters``) are deliberately not modelled: they are dropped at parse time, so no later
+code can log them.
+
+Entry point: :func:`parse_event`. It raises only :class:`InvalidEventError` (and its subclass
+:class:`UnsupportedEventError`) whatever it is given.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "DETAIL_TYPES",
+    "BatchJobDetail",
+    "BatchJobQueueBlocked",
+    "BatchJobStateChange",
+    "BatchServiceJobPreemptionCompleted",
+    "BatchServiceJobPreemptionStarted",
+    "BatchServiceJobQueueBlocked",
+    "BatchServiceJobStateChange",
+    "InvalidEventError",
+    "JobEvent",
+    "PreemptionDetail",
+    "SageMakerTrainingJobStateChange",
+    "ServiceJobDetail",
+    "TrainingJobDetail",
+    "UnsupportedEventError",
+    "parse_event",
+    "to_datetime",
+]
+
+
+class InvalidEventError(ValueError):
+    """An event that batchpilot cannot use: not an object, a missing or mistyped field.
+
+    The message names the offending fields and never repeats their values (events can carry
+    secrets). ``event_id`` and ``detail_type`` are set when the envelope had them.
+    """
+
+    def __init__(self, message: str, *, event_id: str | None = None, detail_type: str | None = None):
+        super().__init__(message)
+        self.event_id = event_id
+        self.detail_type = detail_type
+
+
+class UnsupportedEventError(InvalidEventError):
+    """A well-formed envelope whose ``detail-type``/``source`` pair batchpilot does not handle."""
+
+
+_NUMERIC = re.compile(r"^\s*-?\d+(\.\d+)?\s*$")
+# 0001-01-01 .. 9999-12-31 in epoch milliseconds: outside this datetime cannot represent it.
+_MIN_MS = -62_135_596_800_000
+_MAX_MS = 253_402_300_799_000
+
+
+def to_datetime(value: Any) -> datetime:
+    """Normalise an AWS timestamp to a timezone-aware UTC datetime.
+
+    Accepts epoch **milliseconds** as an int, a float or a numeric string (Batch ``detail`` fields,
+    SageMaker events), ISO-8601 strings (the envelope ``time``; a trailing ``Z`` or no offset
+    means UTC), and ``datetime`` objects (naive ones are taken as UTC).
+
+    Raises:
+        ValueError: for booleans, non-finite or out-of-range numbers, and unparseable strings.
+    """
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, bool):
+        raise ValueError("expected a timestamp, got a boolean")
+    if isinstance(value, str) and _NUMERIC.match(value):
+        value = float(value)
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or not _MIN_MS <= value <= _MAX_MS:
+            raise ValueError("epoch-millisecond timestamp out of range")
+        return datetime.fromtimestamp(value / 1000.0, tz=UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError("not an ISO-8601 timestamp or epoch milliseconds") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    raise ValueError("expected epoch milliseconds or an ISO-8601 string")
+
+
+Timestamp = Annotated[datetime, BeforeValidator(to_datetime)]
+
+
+def _tags(value: Any) -> Any:
+    """SageMaker ``Tags`` arrive as an object or as a list of ``{Key, Value}``: both become a dict."""
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        out: dict[str, Any] = {}
+        for item in value:
+            if not isinstance(item, Mapping) or "Key" not in item:
+                raise ValueError("tag list items must be objects with Key and Value")
+            out[str(item["Key"])] = "" if item.get("Value") is None else item.get("Value")
+        return out
+    return value
+
+
+TagMap = Annotated[dict[str, str], BeforeValidator(_tags)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- Batch container jobs
+class ContainerAttemptDetail(_Model):
+    """``attempts[].container`` of a Batch job: every field may be missing (F1, F2)."""
+
+    exitCode: int | None = None
+    reason: str | None = None
+    logStreamName: str | None = None
+    taskArn: str | None = None
+    containerInstanceArn: str | None = None
+
+
+class BatchAttempt(_Model):
+    """One attempt of a Batch container job (DescribeJobs ``AttemptDetail``); times in UTC."""
+
+    container: ContainerAttemptDetail | None = None
+    startedAt: Timestamp | None = None
+    stoppedAt: Timestamp | None = None
+    statusReason: str | None = None
+
+
+class RetryStrategy(_Model):
+    """``retryStrategy``: ``attempts`` counts the first try (1 to 10)."""
+
+    attempts: int | None = None
+
+
+class ArrayProperties(_Model):
+    """``arrayProperties``: ``index`` is set on an array child, ``size`` on the parent."""
+
+    index: int | None = None
+    size: int | None = None
+
+
+class ContainerDetail(_Model):
+    """``container`` of a Batch job. Only non-secret fields are kept (no environment, no command)."""
+
+    image: str | None = None
+    exitCode: int | None = None
+    reason: str | None = None
+    logStreamName: str | None = None
+
+
+class BatchJobDetail(_Model):
+    """``detail`` of ``Batch Job State Change`` / ``Batch Job Queue Blocked`` (resembles DescribeJobs).
+
+    ``jobId`` of an array child is ``UUID:INDEX`` and is kept intact. Timestamps come as epoch ms.
+    """
+
+    jobArn: str | None = None
+    jobName: str
+    jobId: str
+    jobQueue: str
+    status: str
+    statusReason: str | None = None
+    attempts: list[BatchAttempt] = Field(default_factory=list)
+    createdAt: Timestamp | None = None
+    startedAt: Timestamp | None = None
+    stoppedAt: Timestamp | None = None
+    retryStrategy: RetryStrategy | None = None
+    jobDefinition: str | None = None
+    parameters: dict[str, str] = Field(default_factory=dict)
+    container: ContainerDetail | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    shareIdentifier: str | None = None
+    schedulingPriority: int | None = None
+    arrayProperties: ArrayProperties | None = None
+    isCancelled: bool | None = None
+    isTerminated: bool | None = None
+
+
+# ------------------------------------------------------------------------------ Batch service jobs
+class ServiceResourceId(_Model):
+    """``serviceResourceId``: ``name`` is ``TrainingJobArn``, ``value`` the SageMaker ARN."""
+
+    name: str | None = None
+    value: str | None = None
+
+
+class ServiceJobAttempt(_Model):
+    """One attempt (one SageMaker training job) of a service job."""
+
+    serviceResourceId: ServiceResourceId | None = None
+    startedAt: Timestamp | None = None
+    stoppedAt: Timestamp | None = None
+    statusReason: str | None = None
+
+
+class PreemptionSummary(_Model):
+    """``preemptionSummary``: how often Batch preempted (and requeued) the job."""
+
+    preemptedAttemptCount: int = 0
+    recentPreemptedAttempts: list[ServiceJobAttempt] = Field(default_factory=list)
+
+
+class CapacityUsage(_Model):
+    """``capacityUsage[]``: ``quantity`` of ``capacityUnit`` (NUM_INSTANCES or an instance type)."""
+
+    capacityUnit: str | None = None
+    quantity: float | None = None
+
+
+class ServiceJobDetail(_Model):
+    """``detail`` of ``Batch Service Job State Change`` / ``... Queue Blocked``.
+
+    Resembles DescribeServiceJob **without** ``tags`` and ``serviceRequestPayload``; share, quota
+    and preemption fields are optional (UNCONFIRMED in events). Key jobs on ``jobArn``.
+    """
+
+    jobArn: str
+    jobName: str | None = None
+    jobId: str | None = None
+    jobQueue: str | None = None
+    status: str
+    statusReason: str | None = None
+    attempts: list[ServiceJobAttempt] = Field(default_factory=list)
+    latestAttempt: ServiceJobAttempt | None = None
+    createdAt: Timestamp | None = None
+    scheduledAt: Timestamp | None = None
+    startedAt: Timestamp | None = None
+    stoppedAt: Timestamp | None = None
+    serviceJobType: str | None = None
+    shareIdentifier: str | None = None
+    schedulingPriority: int | None = None
+    quotaShareName: str | None = None
+    isTerminated: bool | None = None
+    retryStrategy: RetryStrategy | None = None
+    preemptionSummary: PreemptionSummary | None = None
+    capacityUsage: list[CapacityUsage] = Field(default_factory=list)
+
+
+class PreemptionDetail(_Model):
+    """``detail`` of ``Batch Service Job Preemption Started`` / ``... Completed``.
+
+    Started: ``status`` RUNNING, ``statusReason`` ``PREEMPTION_IN_PROGRESS: ...``.
+    Completed: ``status`` RUNNABLE (Batch requeued the job) and a ``preemptionSummary``.
+    """
+
+    preemptedJobArn: str
+    status: str | None = None
+    statusReason: str | None = None
+    preemptionSummary: PreemptionSummary | None = None
+
+
+# ----------------------------------------------------------------------------------- SageMaker
+class TrainingResourceConfig(_Model):
+    """``ResourceConfig``: instance type and count of a training job."""
+
+    InstanceType: str | None = None
+    InstanceCount: int | None = None
+    VolumeSizeInGB: int | None = None
+
+
+class TrainingStoppingCondition(_Model):
+    """``StoppingCondition`` in seconds."""
+
+    MaxRuntimeInSeconds: int | None = None
+    MaxWaitTimeInSeconds: int | None = None
+
+
+class TrainingCheckpointConfig(_Model):
+    """``CheckpointConfig`` (not in the documented event; DescribeTrainingJob has it)."""
+
+    S3Uri: str | None = None
+    LocalPath: str | None = None
+
+
+class TrainingJobDetail(_Model):
+    """``detail`` of ``SageMaker Training Job State Change`` (resembles DescribeTrainingJob).
+
+    Timestamps arrive as epoch-ms strings or numbers; ``Tags`` as an object or a Key/Value list.
+    ``HyperParameters`` are not kept.
+    """
+
+    TrainingJobName: str
+    TrainingJobArn: str | None = None
+    TrainingJobStatus: str
+    SecondaryStatus: str | None = None
+    FailureReason: str | None = None
+    ResourceConfig: TrainingResourceConfig | None = None
+    StoppingCondition: TrainingStoppingCondition | None = None
+    RoleArn: str | None = None
+    CheckpointConfig: TrainingCheckpointConfig | None = None
+    EnableManagedSpotTraining: bool | None = None
+    CreationTime: Timestamp | None = None
+    TrainingStartTime: Timestamp | None = None
+    TrainingEndTime: Timestamp | None = None
+    LastModifiedTime: Timestamp | None = None
+    BillableTimeInSeconds: int | None = None
+    Tags: TagMap = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ envelopes
+class _Envelope(_Model):
+    """The EventBridge envelope shared by every event (``replay-name`` only on replayed events)."""
+
+    version: str | None = None
+    id: str
+    detail_type: str = Field(alias="detail-type")
+    source: str
+    account: str | None = None
+    time: Timestamp
+    region: str | None = None
+    resources: list[str] = Field(default_factory=list)
+    replay_name: str | None = Field(default=None, alias="replay-name")
+
+
+class BatchJobStateChange(_Envelope):
+    """``Batch Job State Change`` from ``aws.batch``: a container job changed status."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Job State Change"] = Field(alias="detail-type")
+    detail: BatchJobDetail
+
+
+class BatchJobQueueBlocked(_Envelope):
+    """``Batch Job Queue Blocked`` from ``aws.batch``: a container job is stuck in RUNNABLE."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Job Queue Blocked"] = Field(alias="detail-type")
+    detail: BatchJobDetail
+
+
+class BatchServiceJobStateChange(_Envelope):
+    """``Batch Service Job State Change`` from ``aws.batch``: a service job changed status."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Service Job State Change"] = Field(alias="detail-type")
+    detail: ServiceJobDetail
+
+
+class BatchServiceJobQueueBlocked(_Envelope):
+    """``Batch Service Job Queue Blocked`` from ``aws.batch``: a service job is stuck in RUNNABLE."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Service Job Queue Blocked"] = Field(alias="detail-type")
+    detail: ServiceJobDetail
+
+
+class BatchServiceJobPreemptionStarted(_Envelope):
+    """``Batch Service Job Preemption Started`` (quota-management queues only)."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Service Job Preemption Started"] = Field(alias="detail-type")
+    detail: PreemptionDetail
+
+
+class BatchServiceJobPreemptionCompleted(_Envelope):
+    """``Batch Service Job Preemption Completed``: Batch requeued the preempted job as RUNNABLE."""
+
+    source: Literal["aws.batch"]
+    detail_type: Literal["Batch Service Job Preemption Completed"] = Field(alias="detail-type")
+    detail: PreemptionDetail
+
+
+class SageMakerTrainingJobStateChange(_Envelope):
+    """``SageMaker Training Job State Change`` from ``aws.sagemaker``."""
+
+    source: Literal["aws.sagemaker"]
+    detail_type: Literal["SageMaker Training Job State Change"] = Field(alias="detail-type")
+    detail: TrainingJobDetail
+
+
+JobEvent = (
+    BatchJobStateChange
+    | BatchJobQueueBlocked
+    | BatchServiceJobStateChange
+    | BatchServiceJobQueueBlocked
+    | BatchServiceJobPreemptionStarted
+    | BatchServiceJobPreemptionCompleted
+    | SageMakerTrainingJobStateChange
+)
+
+DETAIL_TYPES: dict[str, type[JobEvent]] = {
+    "Batch Job State Change": BatchJobStateChange,
+    "Batch Job Queue Blocked": BatchJobQueueBlocked,
+    "Batch Service Job State Change": BatchServiceJobStateChange,
+    "Batch Service Job Queue Blocked": BatchServiceJobQueueBlocked,
+    "Batch Service Job Preemption Started": BatchServiceJobPreemptionStarted,
+    "Batch Service Job Preemption Completed": BatchServiceJobPreemptionCompleted,
+    "SageMaker Training Job State Change": SageMakerTrainingJobStateChange,
+}
+"""``detail-type`` → model. The ``source`` each model accepts is fixed by the model."""
+
+
+def _describe(error: ValidationError) -> str:
+    """Name the failing fields and why, never their values (which may be secrets)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False)[:5]:
+        loc = ".".join(str(p) for p in item["loc"]) or "<event>"
+        parts.append(f"{loc}: {item['msg']}")
+    more = error.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def parse_event(raw: object) -> JobEvent:
+    """Parse one EventBridge event (a decoded JSON object) into its detail-type's model.
+
+    Args:
+        raw: the event as delivered by EventBridge (envelope with ``detail``).
+
+    Returns:
+        One of the seven models of :data:`DETAIL_TYPES`.
+
+    Raises:
+        UnsupportedEventError: the ``detail-type`` is not one batchpilot handles.
+        InvalidEventError: anything else is wrong (not an object, fields missing or mistyped,
+            ``source`` not the one the detail-type comes from). Nothing else is ever raised.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidEventError(f"event must be a JSON object, got {type(raw).__name__}")
+    event_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    detail_type = raw.get("detail-type")
+    if not isinstance(detail_type, str):
+        raise InvalidEventError("detail-type: missing or not a string", event_id=event_id)
+    model = DETAIL_TYPES.get(detail_type)
+    if model is None:
+        raise UnsupportedEventError(
+            "detail-type is not handled by batchpilot", event_id=event_id, detail_type=detail_type
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidEventError(_describe(exc), event_id=event_id, detail_type=detail_type) from None
+    except (RecursionError, OverflowError, TypeError) as exc:  # pathological input
+        raise InvalidEventError(
+            f"unusable event: {type(exc).__name__}", event_id=event_id, detail_type=detail_type
+        ) from None

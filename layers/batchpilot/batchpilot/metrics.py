@@ -1,0 +1,159 @@
+"""The metrics batchpilot derives from one job event: pure domain code, no I/O.
+
+:func:`metric_points` turns :class:`~batchpilot.classification.JobFacts` into
+:class:`MetricPoint` values; an adapter (:mod:`batchpilot.adapters.emf`) writes them as CloudWatch
+Embedded Metric Format. The README's metric catalog documents every name produced here.
+
+Dimensions come only from :data:`DIMENSIONS`, a fixed allow-list of low-cardinality keys (never job
+names, tags, parameters or free-text reasons); every value is a non-empty string of at most 1024
+characters; every metric value is finite and non-negative.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from batchpilot.classification import EventKind, JobFacts, JobKind
+
+__all__ = [
+    "DIMENSIONS",
+    "MAX_AHEAD",
+    "MAX_BEHIND",
+    "MetricPoint",
+    "metric_points",
+    "metric_timestamp",
+]
+
+Unit = Literal["Count", "Seconds"]
+
+DIMENSIONS: frozenset[str] = frozenset(
+    {
+        "JobKind",
+        "JobQueue",
+        "ShareIdentifier",
+        "QuotaShare",
+        "InstanceType",
+        "Status",
+        "FailureCategory",
+        "BlockedCategory",
+    }
+)
+"""The only dimension keys batchpilot ever emits (plus Powertools' ``service``)."""
+
+MAX_BEHIND = timedelta(days=14)
+"""CloudWatch rejects EMF timestamps older than this."""
+MAX_AHEAD = timedelta(hours=2)
+"""CloudWatch rejects EMF timestamps further in the future than this."""
+
+_MAX_DIMENSION_VALUE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """One metric value.
+
+    Attributes:
+        name: metric name from the README catalog.
+        unit: CloudWatch unit, ``Count`` or ``Seconds`` (instance-hours are ``Count``).
+        value: finite, non-negative.
+        dimensions: sorted ``(key, value)`` pairs; keys from :data:`DIMENSIONS`.
+        timestamp: UTC datetime the value belongs to.
+    """
+
+    name: str
+    unit: Unit
+    value: float
+    dimensions: tuple[tuple[str, str], ...]
+    timestamp: datetime
+
+
+def metric_timestamp(event_time: datetime, now: datetime) -> datetime:
+    """The event's own time when CloudWatch accepts it (14 days back, 2 hours ahead), else ``now``."""
+    if now - MAX_BEHIND < event_time < now + MAX_AHEAD:
+        return event_time
+    return now
+
+
+def _dims(**values: str | None) -> tuple[tuple[str, str], ...]:
+    out = []
+    for key, value in values.items():
+        assert key in DIMENSIONS, key  # noqa: S101 - programming error, not input
+        if value is None:
+            continue
+        text = value.strip()[:_MAX_DIMENSION_VALUE]
+        if text:
+            out.append((key, text))
+    return tuple(sorted(out))
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start).total_seconds()
+
+
+def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[MetricPoint]:
+    """Derive the metric values of one classified job event.
+
+    Args:
+        facts: the classification of the event.
+        event_time: the envelope ``time`` of the event (UTC).
+        now: the current time (UTC), injected so the result is reproducible.
+
+    Returns:
+        The points, in a stable order. Values that would be negative or non-finite (clock skew,
+        events that lack a timestamp) are left out, never clamped.
+
+    The catalog (units; dimensions beyond ``JobKind`` + ``JobQueue``/``ShareIdentifier``/
+    ``QuotaShare`` for Batch jobs, or ``JobKind`` + ``InstanceType`` for training jobs):
+    ``JobStateTransitions`` (Count; + ``Status``), ``JobsSucceeded`` (Count), ``JobsFailed``
+    (Count; + ``FailureCategory``), ``QueueWaitTime`` and ``RunTime`` (Seconds, on terminal
+    events), ``InstanceHours`` (Count; terminal training jobs), ``QueueBlocked`` (Count;
+    + ``BlockedCategory``), ``Preemptions`` (Count; preemption started), ``SpotInterruptions``
+    (Count; a spot reclaim Batch is retrying, or a SageMaker managed-spot interruption).
+    """
+    ts = metric_timestamp(event_time, now)
+    if facts.kind is JobKind.TRAINING_JOB:
+        base = {"JobKind": facts.kind.value, "InstanceType": facts.instance_type}
+    else:
+        base = {
+            "JobKind": facts.kind.value,
+            "JobQueue": facts.queue,
+            "ShareIdentifier": facts.share_identifier,
+            "QuotaShare": facts.quota_share,
+        }
+    base_dims = _dims(**base)
+    points: list[MetricPoint] = []
+
+    def add(name: str, unit: Unit, value: float | None, dims: tuple[tuple[str, str], ...]) -> None:
+        if value is None or not math.isfinite(value) or value < 0:
+            return
+        points.append(MetricPoint(name, unit, float(value), dims, ts))
+
+    category = facts.category.value if facts.category else None
+    if facts.event_kind is EventKind.QUEUE_BLOCKED:
+        add("QueueBlocked", "Count", 1, _dims(**base, BlockedCategory=category))
+        return points
+    if facts.event_kind is EventKind.PREEMPTION_STARTED:
+        add("Preemptions", "Count", 1, base_dims)
+        return points
+    if facts.event_kind is EventKind.PREEMPTION_COMPLETED:
+        return points
+
+    add("JobStateTransitions", "Count", 1, _dims(**base, Status=facts.status))
+    if facts.terminal:
+        if facts.succeeded:
+            add("JobsSucceeded", "Count", 1, base_dims)
+        else:
+            add("JobsFailed", "Count", 1, _dims(**base, FailureCategory=category or "UNKNOWN"))
+        add("QueueWaitTime", "Seconds", _seconds(facts.created_at, facts.started_at), base_dims)
+        add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at), base_dims)
+        if facts.kind is JobKind.TRAINING_JOB and facts.instance_count:
+            run = _seconds(facts.started_at, facts.stopped_at)
+            add("InstanceHours", "Count", None if run is None else facts.instance_count * run / 3600, base_dims)
+    elif facts.category is not None and facts.category.value == "SPOT_INTERRUPTION":
+        add("SpotInterruptions", "Count", 1, base_dims)
+    return points

@@ -1,0 +1,19 @@
+"""The one place that creates Powertools' Logger and Metrics for every function.
+
+Handlers import ``logger`` and ``metrics`` from here. The logger never logs whole events
+(Batch events carry container environments and commands): log ids, detail-types and reasons only.
+Tracer is left out of the metrics path on purpose: the X-Ray SDK would double its cold start.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics
+
+__all__ = ["logger", "metrics"]
+
+logger = Logger(log_uncaught_exceptions=True)
+"""JSON logger; ``service`` and level come from POWERTOOLS_SERVICE_NAME / POWERTOOLS_LOG_LEVEL."""
+
+metrics = Metrics()
+"""The function's own counters (events processed, ignored, invalid). Handlers set ``namespace`` and
+``service`` from their validated settings at cold start."""
