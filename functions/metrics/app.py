@@ -21,6 +21,7 @@ publisher = EmfPublisher(settings.namespace, settings.service)
 processor = BatchProcessor(event_type=EventType.SQS)
 metrics.namespace = settings.namespace
 metrics.service = settings.service
+logger.append_keys(service=settings.service)
 metrics.set_default_dimensions(Function=settings.function)
 
 _COUNTERS = {Outcome.PROCESSED: "EventsProcessed", Outcome.IGNORED: "EventsIgnored", Outcome.INVALID: "InvalidEvents"}

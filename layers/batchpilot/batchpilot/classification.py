@@ -120,7 +120,11 @@ class JobFacts:
 BATCH_TERMINAL = frozenset({"SUCCEEDED", "FAILED"})
 SAGEMAKER_TERMINAL = frozenset({"Completed", "Failed", "Stopped"})
 
-_JOB_STATE_TIME_LIMIT = "Terminated by JobStateTimeLimit action due to reason:"
+# Service jobs are "Terminated by ...", container jobs (ECS queues) "Canceled by ...".
+_JOB_STATE_TIME_LIMIT = (
+    "Terminated by JobStateTimeLimit action due to reason:",
+    "Canceled by JobStateTimeLimit action due to reason:",
+)
 _FROM_SAGEMAKER = "Received status from SageMaker:"
 
 # Prefix → category, checked in order (first match wins). Case-sensitive, as AWS writes them.
@@ -156,13 +160,14 @@ _REASON_PREFIXES: tuple[tuple[str, Category], ...] = (
 def category_of_reason(reason: str | None) -> Category | None:
     """Map a Batch or SageMaker reason text to a category by its prefix; None when no rule knows it.
 
-    Unwraps ``Terminated by JobStateTimeLimit action due to reason: <R>`` and
+    Unwraps ``Terminated by JobStateTimeLimit action due to reason: <R>`` (``Canceled by ...`` for
+    container jobs) and
     ``Received status from SageMaker: <R>`` and classifies ``<R>``.
     """
     if not reason:
         return None
     text = reason.strip()
-    for wrapper in (_JOB_STATE_TIME_LIMIT, _FROM_SAGEMAKER):
+    for wrapper in (*_JOB_STATE_TIME_LIMIT, _FROM_SAGEMAKER):
         if text.startswith(wrapper):
             return category_of_reason(text[len(wrapper) :])
     for prefix, category in _REASON_PREFIXES:
@@ -246,8 +251,12 @@ def _first_category(reasons: list[str | None]) -> Category | None:
 
 
 def _service_job(detail: ServiceJobDetail, event_kind: EventKind) -> JobFacts:
-    last = detail.latestAttempt or (detail.attempts[-1] if detail.attempts else None)
-    reasons = [detail.statusReason, last.statusReason if last else None]
+    # latestAttempt often carries only serviceResourceId: read both it and the last attempt.
+    reasons = [
+        detail.statusReason,
+        detail.latestAttempt.statusReason if detail.latestAttempt else None,
+        detail.attempts[-1].statusReason if detail.attempts else None,
+    ]
     reason = _first(*reasons)
     status = detail.status
     category: Category | None = None

@@ -1,0 +1,186 @@
+"""The real metrics handler, fed SQS batches of sample events; EMF parsed from what it prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from batchpilot.config import ConfigError
+from batchpilot.observability import metrics as shared_metrics
+from tests.conftest import ROOT, sample, sample_event_paths
+
+APP = ROOT / "functions" / "metrics" / "app.py"
+
+
+def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
+    """Import functions/metrics/app.py afresh (a cold start) with the given environment."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "batchpilot")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    name = f"metrics_app_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(name, APP)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    shared_metrics.clear_metrics()
+    yield load_handler(monkeypatch)
+    shared_metrics.clear_metrics()
+
+
+def sqs_event(bodies: list[str]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"msg-{i}",
+                "receiptHandle": f"handle-{i}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763633000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:batchpilot-MetricsQueue",
+                "awsRegion": "us-east-1",
+            }
+            for i, body in enumerate(bodies)
+        ]
+    }
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """Split stdout into EMF blobs and log records; also return the raw text."""
+    out = capsys.readouterr().out
+    blobs, logs = [], []
+    for line in out.splitlines():
+        record = json.loads(line)  # every line is JSON: EMF or a Powertools log record
+        (blobs if "_aws" in record else logs).append(record)
+    return blobs, logs, out
+
+
+def metric_values(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, dict[str, str]]]:
+    found = []
+    for blob in blobs:
+        directive = blob["_aws"]["CloudWatchMetrics"][0]
+        if any(m["Name"] == name for m in directive["Metrics"]):
+            keys = {k for dims in directive["Dimensions"] for k in dims}
+            for value in blob[name]:
+                found.append((value, {k: blob[k] for k in keys}))
+    return found
+
+
+def test_batch_of_samples_emits_valid_emf(handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [p for p in sample_event_paths() if "ignored" not in p.parts]
+    total_failed = 0
+    for start in range(0, len(paths), 10):
+        bodies = [p.read_text() for p in paths[start : start + 10]]
+        assert handler.lambda_handler(sqs_event(bodies), lambda_context) == {"batchItemFailures": []}
+        blobs, _, _ = printed(capsys)
+        for blob in blobs:
+            directive = blob["_aws"]["CloudWatchMetrics"][0]
+            assert directive["Namespace"] == "BatchPilot"
+            assert len(directive["Metrics"]) <= 100
+            for dims in directive["Dimensions"]:
+                assert len(dims) <= 30
+                for key in dims:
+                    assert isinstance(blob[key], str) and blob[key].strip()
+            for metric in directive["Metrics"]:
+                assert all(v >= 0 for v in blob[metric["Name"]])
+        total_failed += sum(v for v, _ in metric_values(blobs, "JobsFailed"))
+    expected_failed = 0
+    for p in paths:
+        status = json.loads(p.read_text())["detail"].get("status") or json.loads(p.read_text())["detail"].get("TrainingJobStatus")
+        expected_failed += status in {"FAILED", "Failed", "Stopped"} and "Queue Blocked" not in p.read_text()
+    assert total_failed == expected_failed
+
+
+def test_failed_spot_reclaim_metrics(handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    handler.lambda_handler(sqs_event([json.dumps(sample("batch-job/failed-spot-reclaim"))]), lambda_context)
+    blobs, _, _ = printed(capsys)
+    [(value, dims)] = metric_values(blobs, "JobsFailed")
+    assert value == 1.0
+    assert dims["FailureCategory"] == "SPOT_INTERRUPTION"
+    assert dims["JobKind"] == "container-job"
+    assert not dims["JobQueue"].startswith("arn:")
+    assert metric_values(blobs, "EventsProcessed") == [(1.0, {"Function": "metrics", "service": "batchpilot"})]
+
+
+def test_malformed_and_unknown_events_are_counted_not_retried_and_not_logged(
+    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = sample("batch-job/failed-spot-reclaim")
+    del broken["detail"]["status"]
+    broken["detail"]["container"] = {"environment": [{"name": "TOKEN", "value": "hunter2-secret"}]}
+    bodies = [
+        "{not json",
+        json.dumps(broken),
+        json.dumps(sample("ignored/ec2-spot-interruption-warning")),
+        json.dumps(sample("service-job/succeeded")),
+    ]
+    result = handler.lambda_handler(sqs_event(bodies), lambda_context)
+    assert result == {"batchItemFailures": []}
+    blobs, _, out = printed(capsys)
+    assert "hunter2-secret" not in out
+    assert "hunter2-secret" not in caplog.text
+    assert sum(v for v, _ in metric_values(blobs, "InvalidEvents")) == 2
+    assert sum(v for v, _ in metric_values(blobs, "EventsIgnored")) == 1
+    assert sum(v for v, _ in metric_values(blobs, "EventsProcessed")) == 1
+    assert sum(v for v, _ in metric_values(blobs, "JobsSucceeded")) == 1
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert sorted(r.outcome for r in warnings) == ["ignored", "invalid", "invalid"]  # type: ignore[attr-defined]
+    assert any("detail.status" in r.error for r in warnings)  # type: ignore[attr-defined]
+    assert "hunter2-secret" not in str([r.__dict__ for r in warnings])
+
+
+def test_a_publishing_bug_fails_only_its_record(
+    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = handler.publisher
+
+    class FailsOnPreemption:
+        def publish(self, points: list[Any]) -> int:
+            if any(p.name == "Preemptions" for p in points):
+                raise RuntimeError("boom")
+            return int(real.publish(points))
+
+    monkeypatch.setattr(handler, "publisher", FailsOnPreemption())
+    bodies = [json.dumps(sample("service-job/succeeded")), json.dumps(sample("service-job-preemption/started"))]
+    result = handler.lambda_handler(sqs_event(bodies), lambda_context)
+    assert result == {"batchItemFailures": [{"itemIdentifier": "msg-1"}]}
+    blobs, _, _ = printed(capsys)
+    assert sum(v for v, _ in metric_values(blobs, "JobsSucceeded")) == 1
+
+
+def test_namespace_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared_metrics.clear_metrics()
+    module = load_handler(monkeypatch, POWERTOOLS_METRICS_NAMESPACE="Team/Training")
+    module.lambda_handler(sqs_event([json.dumps(sample("sagemaker/completed"))]), lambda_context)
+    blobs, _, _ = printed(capsys)
+    assert blobs
+    assert {b["_aws"]["CloudWatchMetrics"][0]["Namespace"] for b in blobs} == {"Team/Training"}
+    shared_metrics.clear_metrics()
+
+
+def test_invalid_namespace_fails_at_cold_start_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="POWERTOOLS_METRICS_NAMESPACE"):
+        load_handler(monkeypatch, POWERTOOLS_METRICS_NAMESPACE="bad namespace!")
+
+
+def test_handler_imports_only_what_the_layer_ships() -> None:
+    # The handler must import only from the layer package and Powertools (what the layer ships).
+    source = APP.read_text()
+    imported = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
+    assert imported <= {"os", "aws_lambda_powertools", "batchpilot"}
+    assert "sys.path" not in source

@@ -1,0 +1,173 @@
+"""Metric derivation: names, dimensions from the allow-list, values, timestamps."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from batchpilot.classification import Category, JobFacts, classify
+from batchpilot.events import parse_event
+from batchpilot.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from tests.conftest import sample, sample_event_paths, service_job, training_job
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+EVENT_TIME = datetime(2026, 11, 20, 10, 15, 30, tzinfo=UTC)
+
+
+def by_name(points: list[MetricPoint]) -> dict[str, MetricPoint]:
+    names = [p.name for p in points]
+    assert len(names) == len(set(names)), names
+    return {p.name: p for p in points}
+
+
+def test_failed_service_job_on_fair_share_queue() -> None:
+    event = service_job(
+        "FAILED",
+        statusReason="Received status from SageMaker: CapacityError: Unable to provision",
+        shareIdentifier="prod",
+        createdAt=1763633000000,
+        startedAt=1763633060000,
+        stoppedAt=1763636660000,
+    )
+    facts = classify(parse_event(event))
+    points = by_name(metric_points(facts, EVENT_TIME, NOW))
+    base = (("JobKind", "service-job"), ("JobQueue", "ml-training-highpri"), ("ShareIdentifier", "prod"))
+    assert set(points) == {"JobStateTransitions", "JobsFailed", "QueueWaitTime", "RunTime"}
+    assert points["JobsFailed"].dimensions == tuple(sorted((*base, ("FailureCategory", "CAPACITY"))))
+    assert points["JobStateTransitions"].dimensions == tuple(sorted((*base, ("Status", "FAILED"))))
+    assert points["QueueWaitTime"] == MetricPoint("QueueWaitTime", "Seconds", 60.0, base, EVENT_TIME)
+    assert points["RunTime"].value == 3600.0
+    assert points["RunTime"].unit == "Seconds"
+
+
+def test_job_queue_dimension_is_the_name_not_the_arn() -> None:
+    facts = classify(parse_event(sample("service-job/succeeded")))
+    for point in metric_points(facts, EVENT_TIME, NOW):
+        queue = dict(point.dimensions)["JobQueue"]
+        assert not queue.startswith("arn:")
+        assert "/" not in queue
+
+
+def test_succeeded_training_job_instance_hours_by_instance_type() -> None:
+    event = training_job("Completed", TrainingStartTime=1763633000000, TrainingEndTime=1763633000000 + 5_400_000)
+    points = by_name(metric_points(classify(parse_event(event)), EVENT_TIME, NOW))
+    assert points["InstanceHours"].value == pytest.approx(3.0)  # 2 instances x 1.5 h
+    assert dict(points["InstanceHours"].dimensions) == {"JobKind": "training-job", "InstanceType": "ml.p4d.24xlarge"}
+    assert "JobsSucceeded" in points
+    assert "JobsFailed" not in points
+
+
+def test_stopped_training_job_counts_as_failed_never_succeeded() -> None:
+    points = by_name(metric_points(classify(parse_event(sample("sagemaker/stopped-by-user"))), EVENT_TIME, NOW))
+    assert "JobsSucceeded" not in points
+    assert dict(points["JobsFailed"].dimensions)["FailureCategory"] == "USER_STOPPED"
+
+
+def test_queue_blocked_and_preemption() -> None:
+    blocked = metric_points(
+        classify(parse_event(sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource"))),
+        EVENT_TIME,
+        NOW,
+    )
+    assert [p.name for p in blocked] == ["QueueBlocked"]
+    assert dict(blocked[0].dimensions)["BlockedCategory"] == "MISCONFIGURATION"
+    started = metric_points(classify(parse_event(sample("service-job-preemption/started"))), EVENT_TIME, NOW)
+    assert [(p.name, p.value) for p in started] == [("Preemptions", 1.0)]
+    completed = metric_points(classify(parse_event(sample("service-job-preemption/completed"))), EVENT_TIME, NOW)
+    assert completed == []
+
+
+def test_spot_interruption_while_batch_retries() -> None:
+    facts = classify(parse_event(sample("batch-job/runnable-retrying-after-spot-reclaim")))
+    names = [p.name for p in metric_points(facts, EVENT_TIME, NOW)]
+    assert names == ["JobStateTransitions", "SpotInterruptions"]
+
+
+def test_negative_durations_are_left_out_not_clamped() -> None:
+    event = service_job("SUCCEEDED", createdAt=1763633060000, startedAt=1763633000000, stoppedAt=1763633100000)
+    points = by_name(metric_points(classify(parse_event(event)), EVENT_TIME, NOW))
+    assert "QueueWaitTime" not in points  # started before created: clock skew
+    assert points["RunTime"].value == 100.0
+
+
+def test_missing_timestamps_emit_no_duration() -> None:
+    points = by_name(metric_points(classify(parse_event(sample("batch-job/failed-before-start-no-attempts"))), EVENT_TIME, NOW))
+    assert "RunTime" not in points
+    assert "JobsFailed" in points
+
+
+def test_empty_share_identifier_is_not_a_dimension() -> None:
+    facts = classify(parse_event(service_job("SUCCEEDED", shareIdentifier="  ")))
+    for point in metric_points(facts, EVENT_TIME, NOW):
+        assert "ShareIdentifier" not in dict(point.dimensions)
+
+
+@pytest.mark.parametrize(
+    ("event_time", "expected"),
+    [
+        (NOW - timedelta(days=13, hours=23), NOW - timedelta(days=13, hours=23)),
+        (NOW - timedelta(days=14, seconds=1), NOW),
+        (NOW + timedelta(hours=1, minutes=59), NOW + timedelta(hours=1, minutes=59)),
+        (NOW + timedelta(hours=2, seconds=1), NOW),
+    ],
+)
+def test_timestamp_is_event_time_inside_cloudwatch_window(event_time: datetime, expected: datetime) -> None:
+    assert metric_timestamp(event_time, NOW) == expected
+
+
+categories = st.none() | st.sampled_from(list(Category))
+texts = st.none() | st.text(max_size=1100)
+times = st.none() | st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+
+
+@given(
+    st.sampled_from([p for p in sample_event_paths() if "ignored" not in p.parts]),
+    categories,
+    texts,
+    texts,
+    texts,
+    times,
+    times,
+    times,
+    st.none() | st.integers(min_value=-5, max_value=10_000),
+)
+def test_every_point_is_well_formed(
+    path: Path,
+    category: Category | None,
+    queue: str | None,
+    share: str | None,
+    instance_type: str | None,
+    created: datetime | None,
+    started: datetime | None,
+    stopped: datetime | None,
+    count: int | None,
+) -> None:
+    facts: JobFacts = classify(parse_event(json.loads(path.read_text())))
+    facts = replace(
+        facts,
+        category=category,
+        queue=queue,
+        share_identifier=share,
+        instance_type=instance_type,
+        created_at=created,
+        started_at=started,
+        stopped_at=stopped,
+        instance_count=count,
+    )
+    for point in metric_points(facts, EVENT_TIME, NOW):
+        assert math.isfinite(point.value)
+        assert point.value >= 0
+        assert point.dimensions
+        for key, value in point.dimensions:
+            assert key in DIMENSIONS
+            assert value.strip()
+            assert 1 <= len(value) <= 1024
