@@ -28,7 +28,9 @@ def sample_event_paths() -> list[Path]:
     return paths
 
 
-def envelope(detail_type: str, detail: dict[str, Any], source: str = "aws.batch", **extra: Any) -> dict[str, Any]:
+def envelope(
+    detail_type: str, detail: dict[str, Any], source: str = "aws.batch", **extra: Any
+) -> dict[str, Any]:
     """A real-shaped EventBridge envelope around ``detail``."""
     return {
         "version": "0",
@@ -59,7 +61,9 @@ def batch_job(status: str, **detail: Any) -> dict[str, Any]:
     return envelope("Batch Job State Change", base)
 
 
-def service_job(status: str, detail_type: str = "Batch Service Job State Change", **detail: Any) -> dict[str, Any]:
+def service_job(
+    status: str, detail_type: str = "Batch Service Job State Change", **detail: Any
+) -> dict[str, Any]:
     """A ``Batch Service Job State Change`` (or ``... Queue Blocked``) event."""
     base = {
         "jobArn": "arn:aws:batch:us-east-1:111122223333:service-job/4c7599ae-0a82-49aa-ba5a-4727fcce14a8",

@@ -5,26 +5,28 @@ with ``ReportBatchItemFailures``. Calls no AWS API.
 """
 
 import os
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from batchpilot.adapters.emf import EmfPublisher
 from batchpilot.config import MetricsSettings
-from batchpilot.observability import logger, metrics
+from batchpilot.observability import configure, logger, metrics
 from batchpilot.pipeline import Outcome, handle_metrics_record
 
 settings = MetricsSettings.from_environ(os.environ, function="metrics")
 publisher = EmfPublisher(settings.namespace, settings.service)
 processor = BatchProcessor(event_type=EventType.SQS)
-metrics.namespace = settings.namespace
-metrics.service = settings.service
-logger.append_keys(service=settings.service)
-metrics.set_default_dimensions(Function=settings.function)
+configure(settings)
 
-_COUNTERS = {Outcome.PROCESSED: "EventsProcessed", Outcome.IGNORED: "EventsIgnored", Outcome.INVALID: "InvalidEvents"}
+_COUNTERS = {
+    Outcome.PROCESSED: "EventsProcessed",
+    Outcome.IGNORED: "EventsIgnored",
+    Outcome.INVALID: "InvalidEvents",
+}
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -34,13 +36,19 @@ def record_handler(record: SQSRecord) -> None:
     if result.outcome is not Outcome.PROCESSED:
         logger.warning(
             "event not processed",
-            extra={"outcome": result.outcome, "event_id": result.event_id,
-                   "detail_type": result.detail_type, "error": result.error},
+            extra={
+                "outcome": result.outcome,
+                "event_id": result.event_id,
+                "detail_type": result.detail_type,
+                "error": result.error,
+            },
         )
 
 
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
-def lambda_handler(event: dict, context: LambdaContext) -> dict:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility)."""
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

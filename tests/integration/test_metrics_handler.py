@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 import uuid
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
 import pytest
-
 from batchpilot.config import ConfigError
 from batchpilot.observability import metrics as shared_metrics
+
 from tests.conftest import ROOT, sample, sample_event_paths
 
 APP = ROOT / "functions" / "metrics" / "app.py"
@@ -79,7 +78,9 @@ def metric_values(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, d
     return found
 
 
-def test_batch_of_samples_emits_valid_emf(handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_batch_of_samples_emits_valid_emf(
+    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     paths = [p for p in sample_event_paths() if "ignored" not in p.parts]
     total_failed = 0
     for start in range(0, len(paths), 10):
@@ -99,12 +100,16 @@ def test_batch_of_samples_emits_valid_emf(handler: ModuleType, lambda_context: A
         total_failed += sum(v for v, _ in metric_values(blobs, "JobsFailed"))
     expected_failed = 0
     for p in paths:
-        status = json.loads(p.read_text())["detail"].get("status") or json.loads(p.read_text())["detail"].get("TrainingJobStatus")
+        status = json.loads(p.read_text())["detail"].get("status") or json.loads(p.read_text())["detail"].get(
+            "TrainingJobStatus"
+        )
         expected_failed += status in {"FAILED", "Failed", "Stopped"} and "Queue Blocked" not in p.read_text()
     assert total_failed == expected_failed
 
 
-def test_failed_spot_reclaim_metrics(handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_spot_reclaim_metrics(
+    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     handler.lambda_handler(sqs_event([json.dumps(sample("batch-job/failed-spot-reclaim"))]), lambda_context)
     blobs, _, _ = printed(capsys)
     [(value, dims)] = metric_values(blobs, "JobsFailed")
@@ -112,11 +117,16 @@ def test_failed_spot_reclaim_metrics(handler: ModuleType, lambda_context: Any, c
     assert dims["FailureCategory"] == "SPOT_INTERRUPTION"
     assert dims["JobKind"] == "container-job"
     assert not dims["JobQueue"].startswith("arn:")
-    assert metric_values(blobs, "EventsProcessed") == [(1.0, {"Function": "metrics", "service": "batchpilot"})]
+    assert metric_values(blobs, "EventsProcessed") == [
+        (1.0, {"Function": "metrics", "service": "batchpilot"})
+    ]
 
 
 def test_malformed_and_unknown_events_are_counted_not_retried_and_not_logged(
-    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    handler: ModuleType,
+    lambda_context: Any,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     broken = sample("batch-job/failed-spot-reclaim")
     del broken["detail"]["status"]
@@ -143,7 +153,10 @@ def test_malformed_and_unknown_events_are_counted_not_retried_and_not_logged(
 
 
 def test_a_publishing_bug_fails_only_its_record(
-    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    handler: ModuleType,
+    lambda_context: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = handler.publisher
 
@@ -154,7 +167,10 @@ def test_a_publishing_bug_fails_only_its_record(
             return int(real.publish(points))
 
     monkeypatch.setattr(handler, "publisher", FailsOnPreemption())
-    bodies = [json.dumps(sample("service-job/succeeded")), json.dumps(sample("service-job-preemption/started"))]
+    bodies = [
+        json.dumps(sample("service-job/succeeded")),
+        json.dumps(sample("service-job-preemption/started")),
+    ]
     result = handler.lambda_handler(sqs_event(bodies), lambda_context)
     assert result == {"batchItemFailures": [{"itemIdentifier": "msg-1"}]}
     blobs, _, _ = printed(capsys)
@@ -181,6 +197,8 @@ def test_invalid_namespace_fails_at_cold_start_naming_the_variable(monkeypatch: 
 def test_handler_imports_only_what_the_layer_ships() -> None:
     # The handler must import only from the layer package and Powertools (what the layer ships).
     source = APP.read_text()
-    imported = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imported <= {"os", "aws_lambda_powertools", "batchpilot"}
+    imported = {
+        line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))
+    }
+    assert imported <= {"os", "typing", "aws_lambda_powertools", "batchpilot"}
     assert "sys.path" not in source

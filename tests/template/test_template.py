@@ -53,10 +53,6 @@ SQS_POLLING_AND_LOGGING_ACTIONS = {
     "logs:CreateLogStream",
     "logs:PutLogEvents",
 }
-SQS_POLLING_AND_LOGGING_MANAGED_POLICIES = {
-    "service-role/AWSLambdaBasicExecutionRole",
-    "service-role/AWSLambdaSQSQueueExecutionRole",
-}
 
 CONDITIONAL_ALARM_ACTIONS = {
     "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
@@ -315,7 +311,9 @@ def test_metrics_rule_matches_exactly_the_seven_detail_types(template: dict[str,
     assert sorted(pattern["detail-type"]) == sorted(METRICS_DETAIL_TYPES)
 
 
-def test_metrics_queue_redrives_to_its_dead_letter_queue(template: dict[str, Any], translated: dict[str, Any]) -> None:
+def test_metrics_queue_redrives_to_its_dead_letter_queue(
+    template: dict[str, Any], translated: dict[str, Any]
+) -> None:
     queue = props(translated, "MetricsQueue", "AWS::SQS::Queue")
     dlq = props(translated, "MetricsDeadLetterQueue", "AWS::SQS::Queue")
     assert getatt(queue["RedrivePolicy"]["deadLetterTargetArn"], "Arn") == "MetricsDeadLetterQueue"
@@ -336,7 +334,10 @@ def test_only_the_metrics_rule_may_send_to_the_metrics_queues(translated: dict[s
     assert statement["Effect"] == "Allow"
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert as_list(statement["Action"]) == ["sqs:SendMessage"]
-    assert sorted(getatt(r, "Arn") for r in statement["Resource"]) == ["MetricsDeadLetterQueue", "MetricsQueue"]
+    assert sorted(getatt(r, "Arn") for r in statement["Resource"]) == [
+        "MetricsDeadLetterQueue",
+        "MetricsQueue",
+    ]
     assert getatt(statement["Condition"]["ArnEquals"]["aws:SourceArn"], "Arn") == "MetricsRule"
 
 
@@ -352,7 +353,9 @@ def test_metrics_dead_letter_alarm_watches_the_dead_letter_queue(translated: dic
     assert p["TreatMissingData"] == "notBreaching"
 
 
-@pytest.mark.parametrize(("alarm", "metric"), [("MetricsErrorsAlarm", "Errors"), ("MetricsThrottlesAlarm", "Throttles")])
+@pytest.mark.parametrize(
+    ("alarm", "metric"), [("MetricsErrorsAlarm", "Errors"), ("MetricsThrottlesAlarm", "Throttles")]
+)
 def test_metrics_function_alarms(translated: dict[str, Any], alarm: str, metric: str) -> None:
     p = props(translated, alarm, "AWS::CloudWatch::Alarm")
     assert (p["Namespace"], p["MetricName"], p["Statistic"]) == ("AWS/Lambda", metric, "Sum")
@@ -385,24 +388,31 @@ def test_metrics_log_group_has_retention_and_is_the_functions_log_group(
     assert "FunctionName" not in props(template, "MetricsFunction", "AWS::Serverless::Function")
 
 
-def test_metrics_role_only_polls_sqs_and_writes_logs(template: dict[str, Any], translated: dict[str, Any]) -> None:
+def test_metrics_role_only_polls_its_queue_and_writes_its_logs(
+    template: dict[str, Any], translated: dict[str, Any]
+) -> None:
     source = props(template, "MetricsFunction", "AWS::Serverless::Function")
-    assert "Policies" not in source and "Role" not in source
+    assert "Policies" not in source  # an explicit role: SAM's managed policies allow every queue
     role_id = getatt(props(translated, "MetricsFunction", "AWS::Lambda::Function")["Role"], "Arn")
+    assert role_id == "MetricsFunctionRole"
     role = props(translated, role_id, "AWS::IAM::Role")
-
-    managed = set()
-    for arn in role.get("ManagedPolicyArns", []):
-        text = arn["Fn::Sub"] if isinstance(arn, dict) else arn
-        managed.add(text.split(":policy/", 1)[1])
-    assert managed <= SQS_POLLING_AND_LOGGING_MANAGED_POLICIES
+    assert not role.get("ManagedPolicyArns")
 
     actions: set[str] = set()
     for policy in role.get("Policies", []):
         for statement in as_list(policy["PolicyDocument"]["Statement"]):
             assert statement.get("Effect") == "Allow"
-            actions.update(as_list(statement["Action"]))
+            statement_actions = set(as_list(statement["Action"]))
+            actions |= statement_actions
+            resources = as_list(statement["Resource"])
+            assert "*" not in resources
+            targets = {getatt(r, "Arn") for r in resources}
+            if any(a.startswith("sqs:") for a in statement_actions):
+                assert targets == {"MetricsQueue"}
+            else:
+                assert targets == {"MetricsLogGroup"}
     assert actions <= SQS_POLLING_AND_LOGGING_ACTIONS
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "logs:PutLogEvents"} <= actions
     assert not [a for a in actions if a.split(":")[0] in {"batch", "sagemaker", "cloudwatch", "iam", "sns"}]
 
 
@@ -445,13 +455,17 @@ def test_every_function_has_log_group_queue_dead_letter_queue_and_alarms(templat
             resource(template, dlq_id, "AWS::SQS::Queue")
             assert queue["VisibilityTimeout"] >= 6 * effective_timeout(template, function), queue_id
             dims = {"Fn::GetAtt": [dlq_id, "QueueName"]}
-            assert alarms_on(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", dims) == [
-                f"{name}DeadLetterAlarm"
-            ]
+            assert alarms_on(
+                template, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", dims
+            ) == [f"{name}DeadLetterAlarm"]
 
         fn_dim = {"Ref": function_id}
-        assert alarms_on(template, "AWS/Lambda", "Errors", "FunctionName", fn_dim), f"{function_id}: Errors alarm"
-        assert alarms_on(template, "AWS/Lambda", "Throttles", "FunctionName", fn_dim), f"{function_id}: Throttles"
+        assert alarms_on(template, "AWS/Lambda", "Errors", "FunctionName", fn_dim), (
+            f"{function_id}: Errors alarm"
+        )
+        assert alarms_on(template, "AWS/Lambda", "Throttles", "FunctionName", fn_dim), (
+            f"{function_id}: Throttles"
+        )
 
 
 def test_every_rule_routes_to_exactly_one_function_through_its_queue(template: dict[str, Any]) -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from batchpilot.classification import Category, EventKind, JobKind, category_of_reason, classify, queue_name
 from batchpilot.events import parse_event
+
 from tests.conftest import batch_job, envelope, service_job, training_job
 
 SPOT = "Host EC2 (instance i-0a1b2c3d4e5f67890) terminated."
-TIME_LIMIT_CAPACITY = "Terminated by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+TIME_LIMIT_CAPACITY = (
+    "Terminated by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+)
 C = Category
 
 # (id, event, kind, terminal, succeeded, category)
@@ -22,26 +24,40 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
     (
         "spot reclaim, no exit code",
         batch_job("FAILED", attempts=[{"container": {"logStreamName": "x"}, "statusReason": SPOT}]),
-        JobKind.CONTAINER_JOB, True, False, C.SPOT_INTERRUPTION,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.SPOT_INTERRUPTION,
     ),
     (
         "spot reclaim while Batch retries",
         batch_job("RUNNABLE", attempts=[{"container": {}, "statusReason": SPOT}]),
-        JobKind.CONTAINER_JOB, False, False, C.SPOT_INTERRUPTION,
+        JobKind.CONTAINER_JOB,
+        False,
+        False,
+        C.SPOT_INTERRUPTION,
     ),
     (
         "failed before start, no attempts",
         batch_job("FAILED", statusReason="MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT - needs 16 GPUs"),
-        JobKind.CONTAINER_JOB, True, False, C.MISCONFIGURATION,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.MISCONFIGURATION,
     ),
     (
         "cannot pull image",
         batch_job(
             "FAILED",
             statusReason="Task failed to start",
-            attempts=[{"container": {"reason": "CannotPullContainerError: pull image manifest ... not found"}}],
+            attempts=[
+                {"container": {"reason": "CannotPullContainerError: pull image manifest ... not found"}}
+            ],
         ),
-        JobKind.CONTAINER_JOB, True, False, C.MISCONFIGURATION,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.MISCONFIGURATION,
     ),
     (
         "application exit 1",
@@ -50,40 +66,63 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
             statusReason="Essential container in task exited",
             attempts=[{"container": {"exitCode": 1}, "statusReason": "Essential container in task exited"}],
         ),
-        JobKind.CONTAINER_JOB, True, False, C.APPLICATION_ERROR,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.APPLICATION_ERROR,
     ),
     (
         "exit code 0 yet FAILED is not success",
         batch_job("FAILED", attempts=[{"container": {"exitCode": 0}}]),
-        JobKind.CONTAINER_JOB, True, False, C.UNKNOWN,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.UNKNOWN,
     ),
     (
         "attempt timeout",
         batch_job("FAILED", statusReason="Job attempt duration exceeded timeout"),
-        JobKind.CONTAINER_JOB, True, False, C.TIMEOUT,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.TIMEOUT,
     ),
     (
         "job state time limit for capacity",
         batch_job("FAILED", statusReason=TIME_LIMIT_CAPACITY),
-        JobKind.CONTAINER_JOB, True, False, C.CAPACITY,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "container job canceled by job state time limit",
         batch_job("FAILED", statusReason=TIME_LIMIT_CAPACITY.replace("Terminated", "Canceled")),
-        JobKind.CONTAINER_JOB, True, False, C.CAPACITY,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "terminated by a person",
         batch_job("FAILED", statusReason="Terminated by ml-oncall", isTerminated=True),
-        JobKind.CONTAINER_JOB, True, False, C.USER_STOPPED,
+        JobKind.CONTAINER_JOB,
+        True,
+        False,
+        C.USER_STOPPED,
     ),
     (
         "container queue blocked, misconfiguration",
         envelope(
             "Batch Job Queue Blocked",
-            batch_job("RUNNABLE", statusReason="MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE - x")["detail"],
+            batch_job("RUNNABLE", statusReason="MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE - x")[
+                "detail"
+            ],
         ),
-        JobKind.CONTAINER_JOB, False, False, C.MISCONFIGURATION,
+        JobKind.CONTAINER_JOB,
+        False,
+        False,
+        C.MISCONFIGURATION,
     ),
     # ---- service jobs
     ("service succeeded", service_job("SUCCEEDED"), JobKind.SERVICE_JOB, True, True, None),
@@ -91,47 +130,80 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
     (
         "service runnable for capacity is not a failure",
         service_job("RUNNABLE", statusReason="CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - waiting"),
-        JobKind.SERVICE_JOB, False, False, None,
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        None,
     ),
     (
         "sagemaker capacity error",
-        service_job("FAILED", statusReason="Received status from SageMaker: CapacityError: Unable to provision"),
-        JobKind.SERVICE_JOB, True, False, C.CAPACITY,
+        service_job(
+            "FAILED", statusReason="Received status from SageMaker: CapacityError: Unable to provision"
+        ),
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "sagemaker internal error",
-        service_job("FAILED", statusReason="Received status from SageMaker: InternalServerError: We encountered"),
-        JobKind.SERVICE_JOB, True, False, C.INTERNAL_ERROR,
+        service_job(
+            "FAILED", statusReason="Received status from SageMaker: InternalServerError: We encountered"
+        ),
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.INTERNAL_ERROR,
     ),
     (
         "sagemaker algorithm error",
-        service_job("FAILED", statusReason="Received status from SageMaker: AlgorithmError: ExecuteUserScriptError"),
-        JobKind.SERVICE_JOB, True, False, C.APPLICATION_ERROR,
+        service_job(
+            "FAILED", statusReason="Received status from SageMaker: AlgorithmError: ExecuteUserScriptError"
+        ),
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.APPLICATION_ERROR,
     ),
     (
         "sagemaker validation",
         service_job("FAILED", statusReason="Received status from SageMaker: ValidationException: bad role"),
-        JobKind.SERVICE_JOB, True, False, C.MISCONFIGURATION,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.MISCONFIGURATION,
     ),
     (
         "service job state time limit",
         service_job("FAILED", statusReason=TIME_LIMIT_CAPACITY, isTerminated=True),
-        JobKind.SERVICE_JOB, True, False, C.CAPACITY,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "preemption budget spent (reason)",
         service_job("FAILED", statusReason="PREEMPTION: retries exhausted"),
-        JobKind.SERVICE_JOB, True, False, C.PREEMPTION,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.PREEMPTION,
     ),
     (
         "preemption budget spent (summary only)",
         service_job("FAILED", preemptionSummary={"preemptedAttemptCount": 3}),
-        JobKind.SERVICE_JOB, True, False, C.PREEMPTION,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.PREEMPTION,
     ),
     (
         "service terminated by a person",
         service_job("FAILED", statusReason="Terminated by ml-oncall: superseded", isTerminated=True),
-        JobKind.SERVICE_JOB, True, False, C.USER_STOPPED,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.USER_STOPPED,
     ),
     (
         "reason from the latest attempt",
@@ -139,7 +211,10 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
             "FAILED",
             latestAttempt={"statusReason": "Received status from SageMaker: InternalServerError: x"},
         ),
-        JobKind.SERVICE_JOB, True, False, C.INTERNAL_ERROR,
+        JobKind.SERVICE_JOB,
+        True,
+        False,
+        C.INTERNAL_ERROR,
     ),
     ("service failed, no reason", service_job("FAILED"), JobKind.SERVICE_JOB, True, False, C.UNKNOWN),
     (
@@ -149,17 +224,30 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
             "Batch Service Job Queue Blocked",
             statusReason="MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - needs 8",
         ),
-        JobKind.SERVICE_JOB, False, False, C.MISCONFIGURATION,
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        C.MISCONFIGURATION,
     ),
     (
         "blocked: capacity",
-        service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"),
-        JobKind.SERVICE_JOB, False, False, C.CAPACITY,
+        service_job(
+            "RUNNABLE",
+            "Batch Service Job Queue Blocked",
+            statusReason="CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+        ),
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        C.CAPACITY,
     ),
     (
         "blocked: undetermined",
         service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="UNDETERMINED"),
-        JobKind.SERVICE_JOB, False, False, C.UNKNOWN,
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        C.UNKNOWN,
     ),
     (
         "preemption started",
@@ -167,56 +255,101 @@ TABLE: list[tuple[str, dict[str, Any], JobKind, bool, bool, Category | None]] = 
             "Batch Service Job Preemption Started",
             {"preemptedJobArn": "arn:x", "status": "RUNNING", "statusReason": "PREEMPTION_IN_PROGRESS: by y"},
         ),
-        JobKind.SERVICE_JOB, False, False, C.PREEMPTION,
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        C.PREEMPTION,
     ),
     (
         "preemption completed",
-        envelope("Batch Service Job Preemption Completed", {"preemptedJobArn": "arn:x", "status": "RUNNABLE"}),
-        JobKind.SERVICE_JOB, False, False, C.PREEMPTION,
+        envelope(
+            "Batch Service Job Preemption Completed", {"preemptedJobArn": "arn:x", "status": "RUNNABLE"}
+        ),
+        JobKind.SERVICE_JOB,
+        False,
+        False,
+        C.PREEMPTION,
     ),
     # ---- training jobs
     ("training completed", training_job("Completed"), JobKind.TRAINING_JOB, True, True, None),
-    ("training in progress", training_job("InProgress", SecondaryStatus="Training"), JobKind.TRAINING_JOB, False, False, None),
+    (
+        "training in progress",
+        training_job("InProgress", SecondaryStatus="Training"),
+        JobKind.TRAINING_JOB,
+        False,
+        False,
+        None,
+    ),
     (
         "managed spot interrupted",
         training_job("InProgress", SecondaryStatus="Interrupted"),
-        JobKind.TRAINING_JOB, False, False, C.SPOT_INTERRUPTION,
+        JobKind.TRAINING_JOB,
+        False,
+        False,
+        C.SPOT_INTERRUPTION,
     ),
     (
         "capacity error",
-        training_job("Failed", SecondaryStatus="Failed", FailureReason="CapacityError: Unable to provision requested ML compute capacity."),
-        JobKind.TRAINING_JOB, True, False, C.CAPACITY,
+        training_job(
+            "Failed",
+            SecondaryStatus="Failed",
+            FailureReason="CapacityError: Unable to provision requested ML compute capacity.",
+        ),
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "ec2 insufficient capacity",
-        training_job("Failed", FailureReason="EC2InsufficientCapacityError: We currently do not have sufficient"),
-        JobKind.TRAINING_JOB, True, False, C.CAPACITY,
+        training_job(
+            "Failed", FailureReason="EC2InsufficientCapacityError: We currently do not have sufficient"
+        ),
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.CAPACITY,
     ),
     (
         "internal server error",
         training_job("Failed", FailureReason="InternalServerError: We encountered an internal error."),
-        JobKind.TRAINING_JOB, True, False, C.INTERNAL_ERROR,
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.INTERNAL_ERROR,
     ),
     (
         "algorithm error",
         training_job("Failed", FailureReason="AlgorithmError: ExecuteUserScriptError"),
-        JobKind.TRAINING_JOB, True, False, C.APPLICATION_ERROR,
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.APPLICATION_ERROR,
     ),
     ("failed without reason", training_job("Failed"), JobKind.TRAINING_JOB, True, False, C.UNKNOWN),
     (
         "stopped: max wait (spot starvation)",
         training_job("Stopped", SecondaryStatus="MaxWaitTimeExceeded"),
-        JobKind.TRAINING_JOB, True, False, C.SPOT_INTERRUPTION,
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.SPOT_INTERRUPTION,
     ),
     (
         "stopped: max runtime",
         training_job("Stopped", SecondaryStatus="MaxRuntimeExceeded"),
-        JobKind.TRAINING_JOB, True, False, C.TIMEOUT,
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.TIMEOUT,
     ),
     (
         "stopped by a person is never success",
         training_job("Stopped", SecondaryStatus="Stopped"),
-        JobKind.TRAINING_JOB, True, False, C.USER_STOPPED,
+        JobKind.TRAINING_JOB,
+        True,
+        False,
+        C.USER_STOPPED,
     ),
 ]
 
@@ -230,7 +363,12 @@ def test_classification_table(
     event: dict[str, Any], kind: JobKind, terminal: bool, succeeded: bool, category: Category | None
 ) -> None:
     facts = classify(parse_event(event))
-    assert (facts.kind, facts.terminal, facts.succeeded, facts.category) == (kind, terminal, succeeded, category)
+    assert (facts.kind, facts.terminal, facts.succeeded, facts.category) == (
+        kind,
+        terminal,
+        succeeded,
+        category,
+    )
 
 
 def test_missing_exit_code_is_never_success() -> None:
@@ -253,7 +391,9 @@ def test_most_specific_reason_is_the_last_attempts_container_reason() -> None:
 
 
 def test_queue_name_and_event_kind() -> None:
-    facts = classify(parse_event(service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="UNDETERMINED")))
+    facts = classify(
+        parse_event(service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="UNDETERMINED"))
+    )
     assert facts.queue == "ml-training-highpri"
     assert facts.event_kind is EventKind.QUEUE_BLOCKED
     assert queue_name("arn:aws:batch:us-east-1:111122223333:job-queue/q1") == "q1"
@@ -271,7 +411,10 @@ def test_training_job_created_by_batch_is_marked() -> None:
     ("reason", "category"),
     [
         ("Received status from SageMaker: Training job completed", None),
-        ("Terminated by JobStateTimeLimit action due to reason: MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT", C.MISCONFIGURATION),
+        (
+            "Terminated by JobStateTimeLimit action due to reason: MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT",
+            C.MISCONFIGURATION,
+        ),
         ("something Host EC2 (instance i-1) terminated.", None),  # prefixes only, never substrings
         ("", None),
         (None, None),

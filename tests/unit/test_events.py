@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from batchpilot.events import (
     DETAIL_TYPES,
     BatchJobStateChange,
@@ -21,6 +19,9 @@ from batchpilot.events import (
     parse_event,
     to_datetime,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.conftest import batch_job, envelope, service_job, training_job
 
 
@@ -114,7 +115,11 @@ def test_sagemaker_epoch_strings_and_numbers_both_parse() -> None:
 
 
 @pytest.mark.parametrize(
-    "tags", [{"team": "nlp", "cost-center": "42"}, [{"Key": "team", "Value": "nlp"}, {"Key": "cost-center", "Value": "42"}]]
+    "tags",
+    [
+        {"team": "nlp", "cost-center": "42"},
+        [{"Key": "team", "Value": "nlp"}, {"Key": "cost-center", "Value": "42"}],
+    ],
 )
 def test_sagemaker_tags_as_object_or_list(tags: Any) -> None:
     parsed = parse_event(training_job("InProgress", Tags=tags))
@@ -151,7 +156,9 @@ def test_not_an_event_raises_invalid_event_error(raw: Any) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6)
+    ),
     max_leaves=30,
 )
 
@@ -175,10 +182,8 @@ def near_events(draw: st.DrawFn) -> Any:
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 @given(near_events())
 def test_parser_raises_only_its_own_error(raw: Any) -> None:
-    try:
+    with contextlib.suppress(InvalidEventError):
         parse_event(raw)
-    except InvalidEventError:
-        pass
 
 
 @settings(max_examples=200)
@@ -186,7 +191,5 @@ def test_parser_raises_only_its_own_error(raw: Any) -> None:
 def test_parser_total_on_arbitrary_detail_of_real_event(detail: Any) -> None:
     event = json.loads(json.dumps(service_job("FAILED")))
     event["detail"] = detail
-    try:
+    with contextlib.suppress(InvalidEventError):
         parse_event(event)
-    except InvalidEventError:
-        pass

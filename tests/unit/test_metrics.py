@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from batchpilot.classification import Category, JobFacts, classify
 from batchpilot.events import parse_event
 from batchpilot.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.conftest import sample, sample_event_paths, service_job, training_job
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -56,23 +56,32 @@ def test_job_queue_dimension_is_the_name_not_the_arn() -> None:
 
 
 def test_succeeded_training_job_instance_hours_by_instance_type() -> None:
-    event = training_job("Completed", TrainingStartTime=1763633000000, TrainingEndTime=1763633000000 + 5_400_000)
+    event = training_job(
+        "Completed", TrainingStartTime=1763633000000, TrainingEndTime=1763633000000 + 5_400_000
+    )
     points = by_name(metric_points(classify(parse_event(event)), EVENT_TIME, NOW))
     assert points["InstanceHours"].value == pytest.approx(3.0)  # 2 instances x 1.5 h
-    assert dict(points["InstanceHours"].dimensions) == {"JobKind": "training-job", "InstanceType": "ml.p4d.24xlarge"}
+    assert dict(points["InstanceHours"].dimensions) == {
+        "JobKind": "training-job",
+        "InstanceType": "ml.p4d.24xlarge",
+    }
     assert "JobsSucceeded" in points
     assert "JobsFailed" not in points
 
 
 def test_stopped_training_job_counts_as_failed_never_succeeded() -> None:
-    points = by_name(metric_points(classify(parse_event(sample("sagemaker/stopped-by-user"))), EVENT_TIME, NOW))
+    points = by_name(
+        metric_points(classify(parse_event(sample("sagemaker/stopped-by-user"))), EVENT_TIME, NOW)
+    )
     assert "JobsSucceeded" not in points
     assert dict(points["JobsFailed"].dimensions)["FailureCategory"] == "USER_STOPPED"
 
 
 def test_queue_blocked_and_preemption() -> None:
     blocked = metric_points(
-        classify(parse_event(sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource"))),
+        classify(
+            parse_event(sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource"))
+        ),
         EVENT_TIME,
         NOW,
     )
@@ -80,7 +89,9 @@ def test_queue_blocked_and_preemption() -> None:
     assert dict(blocked[0].dimensions)["BlockedCategory"] == "MISCONFIGURATION"
     started = metric_points(classify(parse_event(sample("service-job-preemption/started"))), EVENT_TIME, NOW)
     assert [(p.name, p.value) for p in started] == [("Preemptions", 1.0)]
-    completed = metric_points(classify(parse_event(sample("service-job-preemption/completed"))), EVENT_TIME, NOW)
+    completed = metric_points(
+        classify(parse_event(sample("service-job-preemption/completed"))), EVENT_TIME, NOW
+    )
     assert completed == []
 
 
@@ -91,14 +102,20 @@ def test_spot_interruption_while_batch_retries() -> None:
 
 
 def test_negative_durations_are_left_out_not_clamped() -> None:
-    event = service_job("SUCCEEDED", createdAt=1763633060000, startedAt=1763633000000, stoppedAt=1763633100000)
+    event = service_job(
+        "SUCCEEDED", createdAt=1763633060000, startedAt=1763633000000, stoppedAt=1763633100000
+    )
     points = by_name(metric_points(classify(parse_event(event)), EVENT_TIME, NOW))
     assert "QueueWaitTime" not in points  # started before created: clock skew
     assert points["RunTime"].value == 100.0
 
 
 def test_missing_timestamps_emit_no_duration() -> None:
-    points = by_name(metric_points(classify(parse_event(sample("batch-job/failed-before-start-no-attempts"))), EVENT_TIME, NOW))
+    points = by_name(
+        metric_points(
+            classify(parse_event(sample("batch-job/failed-before-start-no-attempts"))), EVENT_TIME, NOW
+        )
+    )
     assert "RunTime" not in points
     assert "JobsFailed" in points
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from batchpilot.classification import Category as C
 from batchpilot.classification import JobKind as K
 from batchpilot.classification import classify
 from batchpilot.events import UnsupportedEventError, parse_event
+
 from tests.conftest import EVENTS_DIR, sample, sample_event_paths
 
 # file (under events/, no suffix) → kind, terminal, succeeded, category
@@ -25,8 +25,20 @@ EXPECTED = [
     ("batch-job/runnable-retrying-after-spot-reclaim", K.CONTAINER_JOB, False, False, C.SPOT_INTERRUPTION),
     ("batch-job/running", K.CONTAINER_JOB, False, False, None),
     ("batch-job/succeeded", K.CONTAINER_JOB, True, True, None),
-    ("batch-job-queue-blocked/capacity-insufficient-instance-capacity", K.CONTAINER_JOB, False, False, C.CAPACITY),
-    ("batch-job-queue-blocked/misconfiguration-job-resource-requirement", K.CONTAINER_JOB, False, False, C.MISCONFIGURATION),
+    (
+        "batch-job-queue-blocked/capacity-insufficient-instance-capacity",
+        K.CONTAINER_JOB,
+        False,
+        False,
+        C.CAPACITY,
+    ),
+    (
+        "batch-job-queue-blocked/misconfiguration-job-resource-requirement",
+        K.CONTAINER_JOB,
+        False,
+        False,
+        C.MISCONFIGURATION,
+    ),
     ("sagemaker/completed", K.TRAINING_JOB, True, True, None),
     ("sagemaker/created-by-batch-failed", K.TRAINING_JOB, True, False, C.CAPACITY),
     ("sagemaker/failed-algorithm-error", K.TRAINING_JOB, True, False, C.APPLICATION_ERROR),
@@ -51,20 +63,45 @@ EXPECTED = [
     ("service-job/succeeded", K.SERVICE_JOB, True, True, None),
     ("service-job-preemption/completed", K.SERVICE_JOB, False, False, C.PREEMPTION),
     ("service-job-preemption/started", K.SERVICE_JOB, False, False, C.PREEMPTION),
-    ("service-job-queue-blocked/capacity-insufficient-instance-capacity", K.SERVICE_JOB, False, False, C.CAPACITY),
-    ("service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded", K.SERVICE_JOB, False, False, C.MISCONFIGURATION),
-    ("service-job-queue-blocked/misconfiguration-service-environment-max-resource", K.SERVICE_JOB, False, False, C.MISCONFIGURATION),
+    (
+        "service-job-queue-blocked/capacity-insufficient-instance-capacity",
+        K.SERVICE_JOB,
+        False,
+        False,
+        C.CAPACITY,
+    ),
+    (
+        "service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded",
+        K.SERVICE_JOB,
+        False,
+        False,
+        C.MISCONFIGURATION,
+    ),
+    (
+        "service-job-queue-blocked/misconfiguration-service-environment-max-resource",
+        K.SERVICE_JOB,
+        False,
+        False,
+        C.MISCONFIGURATION,
+    ),
     ("service-job-queue-blocked/undetermined", K.SERVICE_JOB, False, False, C.UNKNOWN),
 ]
 UNSUPPORTED = ["ignored/batch-compute-environment-state-change", "ignored/ec2-spot-interruption-warning"]
 
 
-@pytest.mark.parametrize(("name", "kind", "terminal", "succeeded", "category"), EXPECTED, ids=[r[0] for r in EXPECTED])
+@pytest.mark.parametrize(
+    ("name", "kind", "terminal", "succeeded", "category"), EXPECTED, ids=[r[0] for r in EXPECTED]
+)
 def test_sample_classifies_as_its_case(
     name: str, kind: K, terminal: bool, succeeded: bool, category: C | None
 ) -> None:
     facts = classify(parse_event(sample(name)))
-    assert (facts.kind, facts.terminal, facts.succeeded, facts.category) == (kind, terminal, succeeded, category)
+    assert (facts.kind, facts.terminal, facts.succeeded, facts.category) == (
+        kind,
+        terminal,
+        succeeded,
+        category,
+    )
 
 
 @pytest.mark.parametrize("name", UNSUPPORTED)

@@ -218,9 +218,7 @@ def _container_job(detail: BatchJobDetail, event_kind: EventKind) -> JobFacts:
     elif status == "RUNNABLE" and last is not None:
         # Batch is retrying after a lost attempt: note the disruption (spot reclaim), no failure.
         category = _first_category(reasons)
-    started = detail.startedAt or min(
-        (a.startedAt for a in detail.attempts if a.startedAt), default=None
-    )
+    started = detail.startedAt or min((a.startedAt for a in detail.attempts if a.startedAt), default=None)
     return JobFacts(
         kind=JobKind.CONTAINER_JOB,
         event_kind=event_kind,

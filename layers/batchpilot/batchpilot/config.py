@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["ConfigError", "MetricsSettings"]
+__all__ = ["ConfigError", "FunctionSettings", "MetricsSettings"]
 
 
 class ConfigError(RuntimeError):
     """The function's configuration is invalid. The message names the variable and the rule."""
 
 
-class MetricsSettings(BaseModel):
-    """Settings of the metrics function.
+class FunctionSettings(BaseModel):
+    """Settings every batchpilot function has; each function's settings extend this model.
 
     Attributes:
         namespace: CloudWatch namespace of every metric (env ``POWERTOOLS_METRICS_NAMESPACE``,
@@ -27,15 +27,20 @@ class MetricsSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    namespace: str = Field(default="BatchPilot", min_length=1, max_length=255, pattern=r"^[A-Za-z0-9.\-_/#:]+$")
+    namespace: str = Field(
+        default="BatchPilot", min_length=1, max_length=255, pattern=r"^[A-Za-z0-9.\-_/#:]+$"
+    )
     service: str = Field(default="batchpilot", min_length=1, max_length=1024)
     function: str = Field(default="metrics", min_length=1, max_length=64)
 
-    _ENV: ClassVar[dict[str, str]] = {"namespace": "POWERTOOLS_METRICS_NAMESPACE", "service": "POWERTOOLS_SERVICE_NAME"}
+    _ENV: ClassVar[dict[str, str]] = {
+        "namespace": "POWERTOOLS_METRICS_NAMESPACE",
+        "service": "POWERTOOLS_SERVICE_NAME",
+    }
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str], *, function: str = "metrics") -> MetricsSettings:
-        """Build the settings from environment variables.
+    def from_environ(cls, environ: Mapping[str, str], *, function: str = "metrics") -> Self:
+        """Build the settings from environment variables (names in ``_ENV``).
 
         Raises:
             ConfigError: a variable is set but invalid; the message names the variable.
@@ -51,4 +56,8 @@ class MetricsSettings(BaseModel):
                 f"{cls._ENV.get(str(e['loc'][0]), str(e['loc'][0]))}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
-            raise ConfigError(f"invalid metrics function configuration: {problems}") from None
+            raise ConfigError(f"invalid {function} function configuration: {problems}") from None
+
+
+class MetricsSettings(FunctionSettings):
+    """Settings of the metrics function: only what :class:`FunctionSettings` has."""

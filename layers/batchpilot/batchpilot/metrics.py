@@ -80,7 +80,7 @@ def metric_timestamp(event_time: datetime, now: datetime) -> datetime:
 def _dims(**values: str | None) -> tuple[tuple[str, str], ...]:
     out = []
     for key, value in values.items():
-        assert key in DIMENSIONS, key  # noqa: S101 - programming error, not input
+        assert key in DIMENSIONS, key
         if value is None:
             continue
         text = value.strip()[:_MAX_DIMENSION_VALUE]
@@ -153,7 +153,12 @@ def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[
         add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at), base_dims)
         if facts.kind is JobKind.TRAINING_JOB and facts.instance_count:
             run = _seconds(facts.started_at, facts.stopped_at)
-            add("InstanceHours", "Count", None if run is None else facts.instance_count * run / 3600, base_dims)
+            add(
+                "InstanceHours",
+                "Count",
+                None if run is None else facts.instance_count * run / 3600,
+                base_dims,
+            )
     elif facts.category is not None and facts.category.value == "SPOT_INTERRUPTION":
         add("SpotInterruptions", "Count", 1, base_dims)
     return points

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Metrics
 
-__all__ = ["logger", "metrics"]
+from batchpilot.config import FunctionSettings
+
+__all__ = ["configure", "logger", "metrics"]
 
 logger = Logger(log_uncaught_exceptions=True)
 """JSON logger; ``service`` and level come from POWERTOOLS_SERVICE_NAME / POWERTOOLS_LOG_LEVEL."""
@@ -17,3 +19,11 @@ logger = Logger(log_uncaught_exceptions=True)
 metrics = Metrics()
 """The function's own counters (events processed, ignored, invalid). Handlers set ``namespace`` and
 ``service`` from their validated settings at cold start."""
+
+
+def configure(settings: FunctionSettings) -> None:
+    """Apply validated settings at cold start: namespace, ``service`` and ``Function`` dimensions."""
+    metrics.namespace = settings.namespace
+    metrics.service = settings.service
+    metrics.set_default_dimensions(Function=settings.function)
+    logger.append_keys(service=settings.service, function=settings.function)

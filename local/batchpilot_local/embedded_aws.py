@@ -1,0 +1,311 @@
+"""An AWS account that lives in this process (moto), for the replay runner and the tests.
+
+:class:`EmbeddedAws` is a context manager. While it is open:
+
+- ``os.environ`` holds fake credentials and region (``AWS_ACCESS_KEY_ID=testing``,
+  ``AWS_DEFAULT_REGION=us-east-1``, ...); every variable that could point boto3 at a real
+  account (profiles, config and credential files, custom endpoints, session tokens) is removed;
+- ``moto.mock_aws()`` answers every boto3/botocore call in the process;
+- outbound network connections are refused, except to loopback addresses (local endpoints such as
+  a Slack sink): even a library that bypassed moto could not reach real AWS.
+
+Everything is restored on exit. It delivers events the way an SQS event source mapping does:
+:meth:`EmbeddedAws.receive_as_lambda_event` turns queued messages into the Lambda SQS event shape,
+and :meth:`EmbeddedAws.delete_processed` deletes the records the handler did not report as failed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from batchpilot_local.template import ACCOUNT_ID, REGION
+
+__all__ = ["EmbeddedAws", "NetworkBlockedError", "WorldError"]
+
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "MOTO_ACCOUNT_ID": ACCOUNT_ID,
+}
+# Variables that could make boto3 use a real account or endpoint: removed while open.
+_REMOVED_ENV = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CREDENTIAL_EXPIRATION",
+    "AWS_ENDPOINT_URL",
+)
+
+WORLD_KEYS: frozenset[str] = frozenset()
+"""Keys :meth:`EmbeddedAws.seed` understands. None yet: later features (job queues, training jobs,
+tables) add theirs here and in :meth:`EmbeddedAws.seed`."""
+
+
+class WorldError(ValueError):
+    """A scenario's ``world`` cannot be set up (an unknown key, a malformed value)."""
+
+
+class NetworkBlockedError(ConnectionRefusedError):
+    """Code running inside :class:`EmbeddedAws` tried to open a non-loopback network connection."""
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, str | bytes):  # AF_UNIX path
+        return True
+    if not isinstance(address, tuple) or not address:
+        return False
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@contextmanager
+def _network_guard() -> Iterator[None]:
+    """Refuse every non-loopback ``connect``/``connect_ex`` on Python sockets while active."""
+    cls = socket.socket
+    original_connect = cls.connect
+    original_connect_ex = cls.connect_ex
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not _is_loopback(address):
+            raise NetworkBlockedError(f"batchpilot replay: network access to {address!r} is blocked")
+        original_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not _is_loopback(address):
+            raise NetworkBlockedError(f"batchpilot replay: network access to {address!r} is blocked")
+        return original_connect_ex(self, address)
+
+    cls.connect = connect  # type: ignore[method-assign]
+    cls.connect_ex = connect_ex  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.connect = original_connect  # type: ignore[method-assign]
+        cls.connect_ex = original_connect_ex  # type: ignore[method-assign]
+
+
+class EmbeddedAws:
+    """A moto-backed AWS account in this process (account ``123456789012``, region ``us-east-1``).
+
+    Use as a context manager; nothing works before ``__enter__``::
+
+        with EmbeddedAws() as aws:
+            url = aws.create_queue("MetricsQueue")
+            aws.send(url, json_text)
+            event = aws.receive_as_lambda_event(url)
+
+    Not re-entrant; not thread-safe. Raises ``RuntimeError`` when used while closed.
+    """
+
+    def __init__(self, region: str = REGION) -> None:
+        self.region = region
+        self._saved_env: dict[str, str | None] = {}
+        self._mock: Any = None
+        self._guard: Any = None
+        self._session: boto3.Session | None = None
+        self._clients: dict[str, Any] = {}
+        self._queues: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> EmbeddedAws:
+        if self._mock is not None:
+            raise RuntimeError("EmbeddedAws is already open")
+        for name in (*_FAKE_ENV, *_REMOVED_ENV, *(k for k in os.environ if k.startswith("AWS_ENDPOINT_URL_"))):
+            self._saved_env.setdefault(name, os.environ.get(name))
+        for name in list(self._saved_env):
+            os.environ.pop(name, None)
+        os.environ.update(_FAKE_ENV)
+        self._guard = _network_guard()
+        self._guard.__enter__()
+        self._mock = mock_aws()
+        self._mock.start()
+        self._session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=self.region
+        )
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop moto, drop its data and restore the environment and the network. Idempotent."""
+        try:
+            if self._mock is not None:
+                self._mock.stop()
+        finally:
+            self._mock = None
+            self._session = None
+            self._clients.clear()
+            self._queues.clear()
+            if self._guard is not None:
+                self._guard.__exit__(None, None, None)
+                self._guard = None
+            for name, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._saved_env.clear()
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service`` bound to the embedded account (cached per service)."""
+        if self._session is None:
+            raise RuntimeError("EmbeddedAws is not open")
+        if service not in self._clients:
+            self._clients[service] = self._session.client(service, region_name=self.region)  # type: ignore[call-overload]
+        return self._clients[service]
+
+    # ------------------------------------------------------------------ world
+    @staticmethod
+    def check_world(world: object) -> None:
+        """Validate a scenario's ``world`` without creating anything.
+
+        Raises:
+            WorldError: ``world`` is not an object, or has keys that :data:`WORLD_KEYS` lacks.
+        """
+        if not isinstance(world, Mapping):
+            raise WorldError(f"world must be a JSON object, got {type(world).__name__}")
+        unknown = sorted(str(k) for k in world if k not in WORLD_KEYS)
+        if unknown:
+            known = ", ".join(sorted(WORLD_KEYS)) or "none yet"
+            raise WorldError(f"unknown world key(s): {', '.join(unknown)} (known keys: {known})")
+
+    def seed(self, world: Mapping[str, Any]) -> None:
+        """Create the resources a scenario's ``world`` describes (jobs, queues, tables, ...).
+
+        Today only an empty world is accepted; later features add keys to :data:`WORLD_KEYS`.
+        May be called several times: worlds add up.
+
+        Raises:
+            WorldError: see :meth:`check_world`.
+            RuntimeError: the embedded AWS is not open.
+        """
+        if self._session is None:
+            raise RuntimeError("EmbeddedAws is not open")
+        self.check_world(world)
+
+    # ------------------------------------------------------------------ SQS
+    def create_queue(self, name: str) -> str:
+        """Create (or return) the standard SQS queue ``name``; returns its URL."""
+        if name not in self._queues:
+            self._queues[name] = self.client("sqs").create_queue(QueueName=name)["QueueUrl"]
+        return self._queues[name]
+
+    def queue_url(self, name: str) -> str:
+        """URL of a queue made by :meth:`create_queue`. Raises ``KeyError`` for an unknown queue."""
+        return self._queues[name]
+
+    def queue_arn(self, name: str) -> str:
+        """ARN of the queue ``name`` (``arn:aws:sqs:us-east-1:123456789012:<name>``)."""
+        return f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
+
+    def send(self, queue: str, body: str) -> str:
+        """Send one message (``body`` as is) to the named queue; returns its MessageId."""
+        response = self.client("sqs").send_message(QueueUrl=self.queue_url(queue), MessageBody=body)
+        return str(response["MessageId"])
+
+    def receive_as_lambda_event(self, queue: str, max_records: int = 10) -> dict[str, Any]:
+        """Receive up to ``max_records`` (1-10) messages and wrap them as Lambda's SQS event.
+
+        Returns:
+            ``{"Records": [{"messageId", "receiptHandle", "body", "attributes": {
+            "ApproximateReceiveCount", "SentTimestamp", "SenderId",
+            "ApproximateFirstReceiveTimestamp"}, "messageAttributes", "md5OfBody",
+            "eventSource": "aws:sqs", "eventSourceARN", "awsRegion"}]}``; ``Records`` is empty when
+            the queue is.
+        """
+        response = self.client("sqs").receive_message(
+            QueueUrl=self.queue_url(queue),
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+            MaxNumberOfMessages=max(1, min(10, max_records)),
+        )
+        arn = self.queue_arn(queue)
+        records = [self._record(message, arn) for message in response.get("Messages", [])]
+        return {"Records": records}
+
+    def _record(self, message: Mapping[str, Any], arn: str) -> dict[str, Any]:
+        attrs = message.get("Attributes", {})
+        keep = ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp")
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": {k: str(attrs[k]) for k in keep if k in attrs},
+            "messageAttributes": {
+                name: _lambda_message_attribute(value)
+                for name, value in (message.get("MessageAttributes") or {}).items()
+            },
+            "md5OfBody": message.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": arn,
+            "awsRegion": self.region,
+        }
+
+    def delete_processed(self, queue: str, records: Sequence[Mapping[str, Any]], failed_ids: set[str]) -> int:
+        """Delete the records whose ``messageId`` is not in ``failed_ids`` (what Lambda does after
+        a partial batch response); returns how many were deleted."""
+        client = self.client("sqs")
+        url = self.queue_url(queue)
+        deleted = 0
+        for record in records:
+            if record["messageId"] not in failed_ids:
+                client.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+                deleted += 1
+        return deleted
+
+    def approximate_depth(self, queue: str) -> int:
+        """``ApproximateNumberOfMessages`` + ``...NotVisible`` of the named queue."""
+        attrs = self.client("sqs").get_queue_attributes(
+            QueueUrl=self.queue_url(queue),
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def _lambda_message_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    """SQS API ``{"StringValue", "DataType", ...}`` → Lambda's ``{"stringValue", "dataType", ...}``."""
+    out: dict[str, Any] = {
+        "stringListValues": list(value.get("StringListValues", [])),
+        "binaryListValues": list(value.get("BinaryListValues", [])),
+        "dataType": value.get("DataType", "String"),
+    }
+    if "StringValue" in value:
+        out["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        import base64
+
+        raw = value["BinaryValue"]
+        out["binaryValue"] = base64.b64encode(raw).decode("ascii") if isinstance(raw, bytes) else raw
+    return out

@@ -1,0 +1,527 @@
+"""Reading ``template.yaml``: which function each EventBridge rule feeds, and how each function runs.
+
+The replay runner follows the template's own wiring, never a hand-kept list::
+
+    AWS::Events::Rule (EventPattern, default bus)
+      └─ target Arn: !GetAtt <Queue>.Arn          (an AWS::SQS::Queue)
+           └─ AWS::Serverless::Function whose Events has an SQS event with Queue: !GetAtt <Queue>.Arn
+
+A function's short name is the last folder of its ``CodeUri`` (``functions/metrics/`` → ``metrics``).
+Its timeout, memory size and environment come from the function, falling back to
+``Globals.Function`` (environment variables are merged, the function's own winning).
+
+Intrinsic functions are resolved the way CloudFormation would with every parameter at its
+``Default``: ``Ref`` (parameters, pseudo parameters, resources), ``Fn::GetAtt``, ``Fn::Sub``,
+``Fn::Join``, ``Fn::Select``, ``Fn::If`` and the condition functions. Resources resolve to the
+physical names the embedded AWS gives them (a queue is named after its logical id).
+
+Entry points: :func:`load_template` (→ :class:`AppTemplate`) and :func:`default_template_path`.
+Every error is a :class:`TemplateError` whose message names the file and the resource.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from moto.events.models import EventPattern
+
+__all__ = [
+    "ACCOUNT_ID",
+    "REGION",
+    "STACK_NAME",
+    "AppTemplate",
+    "FunctionSpec",
+    "Route",
+    "TemplateError",
+    "default_template_path",
+    "load_template",
+]
+
+REGION = "us-east-1"
+"""Region of the embedded AWS; ``!Ref AWS::Region`` resolves to it."""
+ACCOUNT_ID = "123456789012"
+"""Account id of the embedded AWS (moto's default); ``!Ref AWS::AccountId`` resolves to it."""
+STACK_NAME = "batchpilot"
+"""Stack name assumed for ``!Ref AWS::StackName``."""
+
+DEFAULT_BUS = "default"
+"""Name of the account's default event bus, where AWS services send their events."""
+
+_LAMBDA_DEFAULT_TIMEOUT = 3  # seconds, Lambda's own default
+_LAMBDA_DEFAULT_MEMORY = 128  # MB, Lambda's own default
+
+_PSEUDO = {
+    "AWS::Region": REGION,
+    "AWS::AccountId": ACCOUNT_ID,
+    "AWS::StackName": STACK_NAME,
+    "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/{STACK_NAME}/replay",
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+}
+
+
+class TemplateError(ValueError):
+    """``template.yaml`` cannot be read, or its wiring is not what the replay runner understands."""
+
+
+class _NoValue:
+    """``!Ref AWS::NoValue``: the property is removed."""
+
+
+NO_VALUE = _NoValue()
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One ``AWS::Serverless::Function`` as the replay runner runs it.
+
+    Attributes:
+        logical_id: the function's logical id (``MetricsFunction``).
+        short_name: last folder of ``CodeUri`` (``metrics``); also the report's function name.
+        code_dir: absolute path of the ``CodeUri`` folder.
+        handler: the ``Handler`` string (``app.lambda_handler``).
+        module_file: absolute path of the handler's module (``<code_dir>/app.py``).
+        handler_name: the handler's attribute name in that module (``lambda_handler``).
+        timeout: seconds (function, else ``Globals.Function``, else Lambda's default 3).
+        memory_size: MB (function, else ``Globals.Function``, else Lambda's default 128).
+        environment: the environment variables, resolved to strings (Globals merged with the
+            function's own).
+        queues: logical ids of the SQS queues that trigger the function, in template order.
+    """
+
+    logical_id: str
+    short_name: str
+    code_dir: Path
+    handler: str
+    module_file: Path
+    handler_name: str
+    timeout: int
+    memory_size: int
+    environment: dict[str, str]
+    queues: tuple[str, ...]
+
+    @property
+    def lambda_name(self) -> str:
+        """The deployed-looking function name used in the fake Lambda context: ``batchpilot-<short>``."""
+        return f"{STACK_NAME}-{self.short_name}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One path an event can take: a rule's pattern, the queue it targets, the function that reads it.
+
+    Attributes:
+        rule: logical id of the ``AWS::Events::Rule``.
+        event_bus: the rule's bus name (``default`` unless ``EventBusName`` says otherwise).
+        event_pattern: the rule's ``EventPattern`` (plain JSON data).
+        queue: logical id of the target ``AWS::SQS::Queue``.
+        function: the function whose SQS event source is that queue.
+    """
+
+    rule: str
+    event_bus: str
+    event_pattern: dict[str, Any]
+    queue: str
+    function: FunctionSpec
+    _matcher: EventPattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            matcher = EventPattern.load(json.dumps(self.event_pattern))
+        except Exception as exc:  # moto's InvalidEventPatternException and friends
+            raise TemplateError(f"{self.rule}: invalid EventPattern: {_short(exc)}") from None
+        object.__setattr__(self, "_matcher", matcher)
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        """True when the rule's pattern matches the event (moto's EventBridge matcher)."""
+        return bool(self._matcher.matches_event(dict(event)))
+
+
+@dataclass(frozen=True)
+class AppTemplate:
+    """What the replay runner needs from one template.
+
+    Attributes:
+        path: the template file.
+        routes: every rule → queue → function path, in template order.
+        functions: every routed function, by short name.
+    """
+
+    path: Path
+    routes: tuple[Route, ...]
+    functions: dict[str, FunctionSpec]
+
+    def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
+        """The routes on ``bus`` whose pattern matches the event, in template order."""
+        return [r for r in self.routes if r.event_bus == bus and r.matches(event)]
+
+
+def default_template_path(cwd: Path | None = None) -> Path:
+    """``template.yaml`` in the current directory if there is one, else the repository's own.
+
+    The repository is found from this package's location (``<repo>/local/batchpilot_local``),
+    which holds for the editable install the Makefile creates.
+    """
+    here = (cwd or Path.cwd()) / "template.yaml"
+    if here.is_file():
+        return here
+    return Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _plain(node: Any) -> Any:
+    """cfn-lint's decoded nodes (dict/list/str subclasses with marks) → plain JSON data."""
+    if isinstance(node, Mapping):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TemplateError(f"{path}: cannot read the template: {_short(exc)}") from None
+    try:
+        from cfnlint.decode.cfn_yaml import loads
+
+        data = loads(text, str(path))
+    except Exception as exc:  # yaml.YAMLError, cfn-lint's CfnParseError (duplicate keys, ...)
+        raise TemplateError(f"{path}: not a valid template: {_short(exc)}") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("Resources"), Mapping):
+        raise TemplateError(f"{path}: not a valid template: no Resources section")
+    return dict(_plain(data))
+
+
+class _Resolver:
+    """Evaluates intrinsic functions with every parameter at its Default."""
+
+    def __init__(self, template: Mapping[str, Any], path: Path) -> None:
+        self.path = path
+        self.parameters: Mapping[str, Any] = template.get("Parameters") or {}
+        self.resources: Mapping[str, Any] = template.get("Resources") or {}
+        self.conditions: Mapping[str, Any] = template.get("Conditions") or {}
+        self._condition_cache: dict[str, bool] = {}
+
+    def error(self, where: str, message: str) -> TemplateError:
+        return TemplateError(f"{self.path}: {where}: {message}")
+
+    def resource_type(self, logical_id: str) -> str | None:
+        res = self.resources.get(logical_id)
+        if isinstance(res, Mapping) and isinstance(res.get("Type"), str):
+            return str(res["Type"])
+        return None
+
+    def ref(self, name: str, where: str) -> Any:
+        if name == "AWS::NoValue":
+            return NO_VALUE
+        if name in _PSEUDO:
+            return _PSEUDO[name]
+        if name in self.parameters:
+            param = self.parameters[name]
+            if not isinstance(param, Mapping) or "Default" not in param:
+                raise self.error(where, f"parameter {name} has no Default")
+            default = param["Default"]
+            return default if isinstance(default, str) else json.dumps(default)
+        kind = self.resource_type(name)
+        if kind is None:
+            raise self.error(where, f"!Ref {name}: no such parameter or resource")
+        if kind == "AWS::SQS::Queue":
+            return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{name}"
+        if kind == "AWS::SNS::Topic":
+            return f"arn:aws:sns:{REGION}:{ACCOUNT_ID}:{name}"
+        return name
+
+    def get_att(self, logical_id: str, attribute: str, where: str) -> str:
+        kind = self.resource_type(logical_id)
+        if kind is None:
+            raise self.error(where, f"!GetAtt {logical_id}.{attribute}: no such resource")
+        service = {
+            "AWS::SQS::Queue": "sqs",
+            "AWS::SNS::Topic": "sns",
+            "AWS::DynamoDB::Table": "dynamodb",
+            "AWS::Serverless::Function": "lambda",
+            "AWS::Events::Rule": "events",
+        }.get(kind)
+        if attribute == "Arn" and service is not None:
+            resource = {
+                "dynamodb": f"table/{logical_id}",
+                "lambda": f"function:{STACK_NAME}-{logical_id}",
+                "events": f"rule/{logical_id}",
+            }.get(service, logical_id)
+            return f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{resource}"
+        if attribute == "QueueName" and kind == "AWS::SQS::Queue":
+            return logical_id
+        if attribute == "QueueUrl" and kind == "AWS::SQS::Queue":
+            return str(self.ref(logical_id, where))
+        if attribute == "TopicName" and kind == "AWS::SNS::Topic":
+            return logical_id
+        raise self.error(where, f"!GetAtt {logical_id}.{attribute} is not supported by the replay runner")
+
+    def condition(self, name: str, where: str) -> bool:
+        if name not in self._condition_cache:
+            if name not in self.conditions:
+                raise self.error(where, f"no such condition {name}")
+            self._condition_cache[name] = self.truth(self.conditions[name], where)
+        return self._condition_cache[name]
+
+    def truth(self, node: Any, where: str) -> bool:
+        if isinstance(node, Mapping) and len(node) == 1:
+            (key, arg), *_ = node.items()
+            if key == "Condition" and isinstance(arg, str):
+                return self.condition(arg, where)
+            if key == "Fn::Equals" and isinstance(arg, list) and len(arg) == 2:
+                return bool(self.value(arg[0], where) == self.value(arg[1], where))
+            if key == "Fn::Not" and isinstance(arg, list) and len(arg) == 1:
+                return not self.truth(arg[0], where)
+            if key == "Fn::And" and isinstance(arg, list):
+                return all(self.truth(a, where) for a in arg)
+            if key == "Fn::Or" and isinstance(arg, list):
+                return any(self.truth(a, where) for a in arg)
+        raise self.error(where, "unsupported condition expression")
+
+    def sub(self, arg: Any, where: str) -> str:
+        if isinstance(arg, str):
+            text, variables = arg, {}
+        elif isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str) and isinstance(arg[1], Mapping):
+            text, variables = arg[0], {k: self.value(v, where) for k, v in arg[1].items()}
+        else:
+            raise self.error(where, "malformed Fn::Sub")
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in variables:
+                return str(variables[name])
+            if "." in name and not name.startswith("AWS::"):
+                logical_id, attribute = name.split(".", 1)
+                return self.get_att(logical_id, attribute, where)
+            value = self.ref(name, where)
+            if value is NO_VALUE:
+                raise self.error(where, "AWS::NoValue inside Fn::Sub")
+            return str(value)
+
+        return re.sub(r"\$\{([^}]+)\}", replace, text)
+
+    def value(self, node: Any, where: str) -> Any:
+        """Resolve every intrinsic function inside ``node``."""
+        if isinstance(node, list):
+            return [v for v in (self.value(item, where) for item in node) if v is not NO_VALUE]
+        if not isinstance(node, Mapping):
+            return node
+        if len(node) == 1:
+            (key, arg), *_ = node.items()
+            if key == "Ref" and isinstance(arg, str):
+                return self.ref(arg, where)
+            if key == "Fn::GetAtt":
+                parts = arg.split(".", 1) if isinstance(arg, str) else arg
+                if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)):
+                    raise self.error(where, "malformed Fn::GetAtt")
+                return self.get_att(parts[0], parts[1], where)
+            if key == "Fn::Sub":
+                return self.sub(arg, where)
+            if key == "Fn::Join" and isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str):
+                items = self.value(arg[1], where)
+                if not isinstance(items, list):
+                    raise self.error(where, "malformed Fn::Join")
+                return arg[0].join(str(i) for i in items)
+            if key == "Fn::Select" and isinstance(arg, list) and len(arg) == 2:
+                items = self.value(arg[1], where)
+                index = int(self.value(arg[0], where))
+                if not isinstance(items, list) or not 0 <= index < len(items):
+                    raise self.error(where, "malformed Fn::Select")
+                return items[index]
+            if key == "Fn::If" and isinstance(arg, list) and len(arg) == 3 and isinstance(arg[0], str):
+                chosen = arg[1] if self.condition(arg[0], where) else arg[2]
+                return self.value(chosen, where)
+            if key.startswith("Fn::") or key == "Condition":
+                raise self.error(where, f"{key} is not supported by the replay runner")
+        out: dict[str, Any] = {}
+        for key, item in node.items():
+            resolved = self.value(item, where)
+            if resolved is not NO_VALUE:
+                out[key] = resolved
+        return out
+
+
+def _env_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    raise TypeError(type(value).__name__)
+
+
+def _getatt_arn_target(node: Any) -> str | None:
+    """``{"Fn::GetAtt": ["X", "Arn"]}`` or ``{"Fn::GetAtt": "X.Arn"}`` → ``X``; anything else → None."""
+    if not isinstance(node, Mapping) or set(node) != {"Fn::GetAtt"}:
+        return None
+    arg = node["Fn::GetAtt"]
+    parts = arg.split(".", 1) if isinstance(arg, str) else arg
+    if isinstance(parts, list) and len(parts) == 2 and parts[1] == "Arn" and isinstance(parts[0], str):
+        return parts[0]
+    return None
+
+
+def _int_property(props: Mapping[str, Any], globals_fn: Mapping[str, Any], name: str, default: int) -> int:
+    value = props.get(name, globals_fn.get(name, default))
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(name)
+    return int(value)
+
+
+def _function_spec(logical_id: str, resource: Mapping[str, Any], template: _Template) -> FunctionSpec:
+    resolver = template.resolver
+    where = f"{logical_id}"
+    props = resource.get("Properties") or {}
+    globals_fn = template.globals_function
+    code_uri = props.get("CodeUri", globals_fn.get("CodeUri"))
+    if not isinstance(code_uri, str) or not code_uri.strip():
+        raise resolver.error(where, "CodeUri must be a local folder")
+    code_dir = (template.path.parent / code_uri).resolve()
+    short_name = Path(code_uri.rstrip("/")).name
+    handler = props.get("Handler", globals_fn.get("Handler"))
+    if not isinstance(handler, str) or "." not in handler:
+        raise resolver.error(where, "Handler must look like module.function")
+    module_path, handler_name = handler.rsplit(".", 1)
+    module_file = code_dir / (module_path.replace(".", "/") + ".py")
+    try:
+        timeout = _int_property(props, globals_fn, "Timeout", _LAMBDA_DEFAULT_TIMEOUT)
+        memory = _int_property(props, globals_fn, "MemorySize", _LAMBDA_DEFAULT_MEMORY)
+    except ValueError as exc:
+        raise resolver.error(where, f"{exc} must be a number") from None
+
+    environment: dict[str, str] = {}
+    for source, scope in ((globals_fn, "Globals.Function"), (props, logical_id)):
+        env = source.get("Environment") or {}
+        variables = env.get("Variables") if isinstance(env, Mapping) else None
+        if variables is None:
+            continue
+        if not isinstance(variables, Mapping):
+            raise resolver.error(f"{scope}.Environment", "Variables must be a mapping")
+        for name, raw in variables.items():
+            var_where = f"{scope}.Environment.Variables.{name}"
+            value = resolver.value(raw, var_where)
+            if value is NO_VALUE:
+                environment.pop(name, None)
+                continue
+            try:
+                environment[name] = _env_string(value)
+            except TypeError:
+                raise resolver.error(var_where, "does not resolve to a string") from None
+
+    queues: list[str] = []
+    events = props.get("Events") or {}
+    if isinstance(events, Mapping):
+        for event in events.values():
+            if isinstance(event, Mapping) and event.get("Type") == "SQS":
+                queue = _getatt_arn_target((event.get("Properties") or {}).get("Queue"))
+                if queue is not None:
+                    queues.append(queue)
+    return FunctionSpec(
+        logical_id=logical_id,
+        short_name=short_name,
+        code_dir=code_dir,
+        handler=handler,
+        module_file=module_file,
+        handler_name=handler_name,
+        timeout=timeout,
+        memory_size=memory,
+        environment=environment,
+        queues=tuple(queues),
+    )
+
+
+@dataclass
+class _Template:
+    path: Path
+    data: dict[str, Any]
+    resolver: _Resolver
+    globals_function: Mapping[str, Any]
+
+
+def _bus_name(resolver: _Resolver, rule_id: str, props: Mapping[str, Any]) -> str:
+    raw = props.get("EventBusName", DEFAULT_BUS)
+    if isinstance(raw, Mapping) and set(raw) == {"Ref"} and resolver.resource_type(str(raw["Ref"])):
+        return str(raw["Ref"])  # a bus defined in the template: named by its logical id
+    value = resolver.value(raw, f"{rule_id}.EventBusName")
+    if value is NO_VALUE:
+        return DEFAULT_BUS
+    return str(value).rsplit("event-bus/", 1)[-1] or DEFAULT_BUS
+
+
+def load_template(path: Path) -> AppTemplate:
+    """Read ``template.yaml`` and derive its routes and functions.
+
+    Rules that are disabled, have no ``EventPattern`` or target anything but an SQS queue of the
+    template are skipped; so are queues no function reads.
+
+    Raises:
+        TemplateError: the file is unreadable or not YAML, or a routed function's wiring cannot
+            be resolved (missing ``CodeUri``/``Handler``, an unsupported intrinsic function in its
+            environment, an invalid event pattern).
+    """
+    path = Path(path)
+    data = _parse(path)
+    resolver = _Resolver(data, path)
+    globals_section = data.get("Globals") or {}
+    globals_fn = globals_section.get("Function") if isinstance(globals_section, Mapping) else None
+    template = _Template(path, data, resolver, globals_fn if isinstance(globals_fn, Mapping) else {})
+    resources: Mapping[str, Any] = data["Resources"]
+
+    by_queue: dict[str, list[str]] = {}
+    for logical_id, res in resources.items():
+        if isinstance(res, Mapping) and res.get("Type") == "AWS::Serverless::Function":
+            events = (res.get("Properties") or {}).get("Events") or {}
+            for event in events.values() if isinstance(events, Mapping) else ():
+                if isinstance(event, Mapping) and event.get("Type") == "SQS":
+                    queue = _getatt_arn_target((event.get("Properties") or {}).get("Queue"))
+                    if queue is not None:
+                        by_queue.setdefault(queue, []).append(logical_id)
+
+    specs: dict[str, FunctionSpec] = {}
+    routes: list[Route] = []
+    for rule_id, res in resources.items():
+        if not isinstance(res, Mapping) or res.get("Type") != "AWS::Events::Rule":
+            continue
+        props = res.get("Properties") or {}
+        if props.get("State", "ENABLED") != "ENABLED" or "EventPattern" not in props:
+            continue
+        pattern = resolver.value(props["EventPattern"], f"{rule_id}.EventPattern")
+        if isinstance(pattern, str):
+            try:
+                pattern = json.loads(pattern)
+            except ValueError:
+                raise resolver.error(rule_id, "EventPattern is not JSON") from None
+        if not isinstance(pattern, dict):
+            raise resolver.error(rule_id, "EventPattern must be an object")
+        bus = _bus_name(resolver, rule_id, props)
+        for target in props.get("Targets") or []:
+            queue = _getatt_arn_target(target.get("Arn") if isinstance(target, Mapping) else None)
+            if queue is None or resolver.resource_type(queue) != "AWS::SQS::Queue":
+                continue
+            for function_id in by_queue.get(queue, []):
+                spec = specs.get(function_id) or _function_spec(function_id, resources[function_id], template)
+                other = next((s for s in specs.values() if s.short_name == spec.short_name), None)
+                if other is not None and other.logical_id != function_id:
+                    raise resolver.error(
+                        function_id, f"short name {spec.short_name!r} is also used by {other.logical_id}"
+                    )
+                specs[function_id] = spec
+                routes.append(Route(rule_id, bus, pattern, queue, spec))
+    return AppTemplate(path, tuple(routes), {s.short_name: s for s in specs.values()})
