@@ -41,7 +41,6 @@ _FAKE_ENV = {
     "AWS_EC2_METADATA_DISABLED": "true",
     "AWS_CONFIG_FILE": os.devnull,
     "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "MOTO_ACCOUNT_ID": ACCOUNT_ID,
 }
 # Variables that could make boto3 use a real account or endpoint: removed while open.
 _REMOVED_ENV = (
@@ -104,8 +103,8 @@ def _network_guard() -> Iterator[None]:
             raise NetworkBlockedError(f"batchpilot replay: network access to {address!r} is blocked")
         return original_connect_ex(self, address)
 
-    cls.connect = connect  # type: ignore[method-assign]
-    cls.connect_ex = connect_ex  # type: ignore[method-assign]
+    cls.connect = connect  # type: ignore[method-assign,assignment]
+    cls.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
@@ -139,18 +138,29 @@ class EmbeddedAws:
     def __enter__(self) -> EmbeddedAws:
         if self._mock is not None:
             raise RuntimeError("EmbeddedAws is already open")
-        for name in (*_FAKE_ENV, *_REMOVED_ENV, *(k for k in os.environ if k.startswith("AWS_ENDPOINT_URL_"))):
+        for name in (
+            *_FAKE_ENV,
+            *_REMOVED_ENV,
+            *(k for k in os.environ if k.startswith("AWS_ENDPOINT_URL_")),
+        ):
             self._saved_env.setdefault(name, os.environ.get(name))
-        for name in list(self._saved_env):
-            os.environ.pop(name, None)
-        os.environ.update(_FAKE_ENV)
-        self._guard = _network_guard()
-        self._guard.__enter__()
-        self._mock = mock_aws()
-        self._mock.start()
-        self._session = boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=self.region
-        )
+        try:
+            self._guard = _network_guard()
+            self._guard.__enter__()
+            self._mock = mock_aws()
+            self._mock.start()
+            # After moto's start: it patches os.environ with credentials of its own.
+            for name in list(self._saved_env):
+                os.environ.pop(name, None)
+            os.environ.update(_FAKE_ENV)
+            self._session = boto3.Session(
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",  # noqa: S106 - moto's fake credentials
+                region_name=self.region,
+            )
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(
@@ -216,10 +226,12 @@ class EmbeddedAws:
         self.check_world(world)
 
     # ------------------------------------------------------------------ SQS
-    def create_queue(self, name: str) -> str:
-        """Create (or return) the standard SQS queue ``name``; returns its URL."""
+    def create_queue(self, name: str, attributes: Mapping[str, str] | None = None) -> str:
+        """Create (or return) the standard SQS queue ``name`` with the given SQS attributes (e.g.
+        ``{"VisibilityTimeout": "60"}``); returns its URL."""
         if name not in self._queues:
-            self._queues[name] = self.client("sqs").create_queue(QueueName=name)["QueueUrl"]
+            response = self.client("sqs").create_queue(QueueName=name, Attributes=dict(attributes or {}))
+            self._queues[name] = response["QueueUrl"]
         return self._queues[name]
 
     def queue_url(self, name: str) -> str:

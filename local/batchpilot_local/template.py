@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from moto.events.models import EventPattern
 
@@ -139,7 +139,7 @@ class Route:
 
     def matches(self, event: Mapping[str, Any]) -> bool:
         """True when the rule's pattern matches the event (moto's EventBridge matcher)."""
-        return bool(self._matcher.matches_event(dict(event)))
+        return bool(self._matcher.matches_event(cast(Any, dict(event))))
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,12 @@ class _Resolver:
     def sub(self, arg: Any, where: str) -> str:
         if isinstance(arg, str):
             text, variables = arg, {}
-        elif isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str) and isinstance(arg[1], Mapping):
+        elif (
+            isinstance(arg, list)
+            and len(arg) == 2
+            and isinstance(arg[0], str)
+            and isinstance(arg[1], Mapping)
+        ):
             text, variables = arg[0], {k: self.value(v, where) for k, v in arg[1].items()}
         else:
             raise self.error(where, "malformed Fn::Sub")
@@ -328,7 +333,9 @@ class _Resolver:
                 return self.ref(arg, where)
             if key == "Fn::GetAtt":
                 parts = arg.split(".", 1) if isinstance(arg, str) else arg
-                if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)):
+                if not (
+                    isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts)
+                ):
                     raise self.error(where, "malformed Fn::GetAtt")
                 return self.get_att(parts[0], parts[1], where)
             if key == "Fn::Sub":

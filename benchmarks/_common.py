@@ -1,0 +1,94 @@
+"""Shared by the benchmark scripts: the machine description and the RESULTS.md section writer."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS_DIR = ROOT / "events"
+FUNCTION_DIR = ROOT / "functions" / "metrics"
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+# What the template's Globals give every function (parameters at their defaults) and what Lambda
+# itself sets for a python3.13 function with LogFormat JSON.
+LAMBDA_ENV = {
+    "POWERTOOLS_SERVICE_NAME": "batchpilot",
+    "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+    "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+    "AWS_LAMBDA_LOG_FORMAT": "JSON",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_LAMBDA_FUNCTION_NAME": "batchpilot-metrics",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+    "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+}
+
+
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    match = re.search(r"^(?:model name|Model|cpu model)\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else "unknown"
+
+
+def machine() -> dict[str, str]:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+        "cpu": cpu_model(),
+        "nproc": f"{os.cpu_count()}" + (f" (usable by this process: {affinity})" if affinity else ""),
+        "load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def machine_markdown(info: dict[str, str]) -> str:
+    return "\n".join(f"- {key}: `{value}`" for key, value in info.items())
+
+
+def pin_to_one_core() -> str:
+    """Run this process on CPU 0 only (Lambda at 256 MB gets a fraction of one vCPU)."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+        return "pinned to CPU 0 (os.sched_setaffinity)"
+    return "not pinned (os.sched_setaffinity unavailable)"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def write_section(key: str, body: str) -> None:
+    """Replace (or append) the section of RESULTS.md between this benchmark's markers."""
+    start, end = f"<!-- bench:{key}:start -->", f"<!-- bench:{key}:end -->"
+    block = f"{start}\n{body.rstrip()}\n{end}\n"
+    text = (
+        RESULTS.read_text()
+        if RESULTS.exists()
+        else (
+            "# Benchmark results\n\n"
+            "Written by the scripts in this folder (`make bench`); each script replaces its own section.\n"
+            "Numbers are from one machine and one run: compare runs on the same machine only.\n\n"
+        )
+    )
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.DOTALL)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block
+    RESULTS.write_text(text)

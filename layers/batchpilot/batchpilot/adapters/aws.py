@@ -1,0 +1,45 @@
+"""boto3 clients for the adapters: one session per process, botocore's standard retry mode.
+
+Only adapters call :func:`client`. boto3 is imported lazily so the metrics function, which
+calls no AWS API, never pays for it at cold start. Throttling and transient errors are retried
+by botocore itself (``standard`` mode: exponential backoff with jitter, throttling errors
+included), never by a hand-written loop.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import boto3
+
+__all__ = ["RETRY_ATTEMPTS", "client", "session"]
+
+RETRY_ATTEMPTS = 6
+"""Total attempts per call (first try included) in botocore's ``standard`` retry mode."""
+
+
+@cache
+def session() -> boto3.Session:
+    """The process-wide boto3 session (region and credentials from the Lambda environment).
+
+    Local tools (the replay runner, tests) register botocore event hooks on ``session().events``
+    before a handler creates its clients.
+    """
+    import boto3
+
+    return boto3.Session()
+
+
+def client(service: str, **kwargs: Any) -> Any:
+    """A new boto3 client for ``service`` with standard-mode retries and bounded timeouts."""
+    from botocore.config import Config
+
+    config = Config(  # type: ignore[call-arg]  # user_agent_appid: botocore-stubs lag botocore
+        retries={"mode": "standard", "total_max_attempts": RETRY_ATTEMPTS},
+        connect_timeout=5,
+        read_timeout=20,
+        user_agent_appid="batchpilot",
+    )
+    return session().client(service, config=config, **kwargs)  # type: ignore[call-overload]

@@ -1,0 +1,201 @@
+"""The replay runner: events in, one :class:`~batchpilot_local.report.EventReport` per event out.
+
+For each event, every rule of ``template.yaml`` whose pattern matches (moto's EventBridge matcher)
+delivers the event, unchanged, to its SQS queue in the embedded AWS; the message is received and
+wrapped as Lambda's SQS event, the real handler runs, and the records it does not report in
+``batchItemFailures`` are deleted from the queue. What the handler printed becomes the report's
+metrics and errors.
+
+Usage::
+
+    reports = Replayer("template.yaml").run(events)
+    for report in reports:
+        print(report.to_json())
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+from batchpilot.classification import classify
+from batchpilot.events import InvalidEventError, parse_event
+
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
+from batchpilot_local.report import EventReport, JobSummary, parse_output
+from batchpilot_local.template import AppTemplate, Route, default_template_path, load_template
+
+__all__ = ["Replayer", "job_summary"]
+
+# Failed records stay in flight for the rest of the run instead of coming back after the default
+# 30 s and being received with a later event (the replay does not simulate SQS retries).
+_QUEUE_ATTRIBUTES = {"VisibilityTimeout": "43200"}
+
+
+def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
+    """The job an event is about, or None when batchpilot cannot parse it as a job event."""
+    try:
+        facts = classify(parse_event(event))
+    except InvalidEventError:
+        return None
+    return JobSummary(
+        kind=facts.kind.value,
+        arn=facts.arn,
+        name=facts.name,
+        queue=facts.queue,
+        status=facts.status,
+        category=facts.category.value if facts.category else None,
+    )
+
+
+def _not_an_event(item: Any) -> str | None:
+    """Why ``item`` is not an EventBridge event, or None when it is one (for routing purposes)."""
+    if not isinstance(item, Mapping):
+        kind = "an array" if isinstance(item, list) else type(item).__name__
+        return f"not an EventBridge event: expected a JSON object, got {kind}"
+    missing = [key for key in ("detail-type", "source") if not isinstance(item.get(key), str)]
+    if missing:
+        return f"not an EventBridge event: {' and '.join(missing)} missing or not a string"
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class Replayer:
+    """Replays events through the functions of one template.
+
+    Args:
+        template_path: the SAM template; default :func:`~batchpilot_local.template.default_template_path`.
+
+    Raises:
+        batchpilot_local.template.TemplateError: the template cannot be read or routed.
+    """
+
+    def __init__(self, template_path: str | Path | None = None) -> None:
+        path = Path(template_path) if template_path is not None else default_template_path()
+        self.template: AppTemplate = load_template(path)
+
+    def run(
+        self,
+        events: Iterable[Any],
+        *,
+        worlds: Sequence[Mapping[str, Any]] = (),
+        origins: Sequence[str | None] | None = None,
+        on_report: Callable[[EventReport], None] | None = None,
+    ) -> list[EventReport]:
+        """Replay the events, in order, in a fresh embedded AWS (one cold start per function).
+
+        Args:
+            events: decoded JSON values; each should be an EventBridge event object. An item
+                that is not (not an object, no string ``detail-type``/``source``) gets a report
+                with an error and is not delivered.
+            worlds: scenario worlds, seeded in order before the first event.
+            origins: where each event came from (shown in the text report), same length as events.
+            on_report: called with each report as soon as it is ready; anything it prints goes to
+                the real stdout (the handlers' stdout is captured separately).
+
+        Returns:
+            One report per event, in input order.
+
+        Raises:
+            batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
+        """
+        reports: list[EventReport] = []
+        real_stdout = sys.stdout
+        sink = SwitchableStdout(real_stdout)
+        sys.stdout = cast(TextIO, sink)
+        try:
+            with EmbeddedAws() as aws, LambdaRuntime(sink) as runtime:
+                for world in worlds:
+                    aws.seed(world)
+                for queue in sorted({route.queue for route in self.template.routes}):
+                    aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
+                for index, event in enumerate(events):
+                    origin = origins[index] if origins is not None and index < len(origins) else None
+                    report = self._replay_one(aws, runtime, index, event, origin)
+                    reports.append(report)
+                    if on_report is not None:
+                        on_report(report)
+        finally:
+            sys.stdout = real_stdout
+        return reports
+
+    def _replay_one(
+        self, aws: EmbeddedAws, runtime: LambdaRuntime, index: int, event: Any, origin: str | None
+    ) -> EventReport:
+        problem = _not_an_event(event)
+        if problem is not None:
+            mapping = event if isinstance(event, Mapping) else {}
+            return EventReport(
+                index=index,
+                event_id=None,
+                detail_type=_text(mapping.get("detail-type")),
+                source=_text(mapping.get("source")),
+                origin=origin,
+                errors=[problem],
+                is_event=False,
+            )
+        report = EventReport(
+            index=index,
+            event_id=_text(event.get("id")),
+            detail_type=event["detail-type"],
+            source=event["source"],
+            origin=origin,
+            job=job_summary(event),
+        )
+        routes = sorted(self.template.routes_for(event), key=lambda r: (r.function.short_name, r.rule))
+        report.functions = sorted({route.function.short_name for route in routes})
+        body = json.dumps(event, ensure_ascii=False)
+        for route in routes:
+            self._deliver(aws, runtime, route, body, report)
+        return report
+
+    def _deliver(
+        self, aws: EmbeddedAws, runtime: LambdaRuntime, route: Route, body: str, report: EventReport
+    ) -> None:
+        name = route.function.short_name
+        message_id = aws.send(route.queue, body)
+        sqs_event = aws.receive_as_lambda_event(route.queue, max_records=1)
+        records = sqs_event["Records"]
+        if [r["messageId"] for r in records] != [message_id]:
+            report.errors.append(f"{name}: record failed: the queued message was not received back")
+            return
+        invocation = runtime.invoke(route.function, sqs_event)
+        metrics, errors = parse_output(name, invocation.output)
+        report.metrics.extend(metrics)
+        report.errors.extend(errors)
+        failed = self._failures(invocation, records, report)
+        aws.delete_processed(route.queue, records, failed)
+
+    @staticmethod
+    def _failures(invocation: Invocation, records: list[dict[str, Any]], report: EventReport) -> set[str]:
+        """Record ids Lambda would leave on the queue; adds the matching errors to the report."""
+        name = invocation.function
+        all_ids = {r["messageId"] for r in records}
+        if invocation.error is not None:
+            stage = "init failed" if invocation.init_error else "record failed"
+            report.errors.append(f"{name}: {stage}: {invocation.error}")
+            return all_ids
+        if invocation.timed_out:
+            report.errors.append(
+                f"{name}: record failed: ran {invocation.duration_s:.1f} s, longer than its timeout"
+            )
+            return all_ids
+        # Lambda's rules for ReportBatchItemFailures: null or {} is success; an unusable response or
+        # an identifier that is not in the batch fails the whole batch.
+        result = invocation.result
+        if result is None or (isinstance(result, Mapping) and result.get("batchItemFailures") in (None, [])):
+            return set()
+        failures = result.get("batchItemFailures") if isinstance(result, Mapping) else None
+        if not isinstance(failures, list):
+            report.errors.append(f"{name}: record failed: the handler did not return a batch response")
+            return all_ids
+        failed = {f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures}
+        report.errors.append(f"{name}: record failed: reported in batchItemFailures")
+        return all_ids if not failed <= all_ids else {str(f) for f in failed}

@@ -1,0 +1,336 @@
+"""The replay report: what each function did with each event, as JSON lines or readable text.
+
+The JSON form (:meth:`EventReport.to_json`) is a stable interface read by tests, benchmarks and
+users' own checks: one object per input event, in input order, with exactly the keys
+``event_id, detail_type, source, functions, job, metrics, notifications, actions, errors``.
+
+:func:`parse_output` turns what a handler printed (EMF blobs and Powertools JSON log lines) into
+:class:`MetricRecord` s and error strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "EventReport",
+    "JobSummary",
+    "MetricRecord",
+    "parse_output",
+    "render_summary",
+    "render_text",
+]
+
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
+_WARNING_LEVELS = frozenset({"WARNING", "WARN"})
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    """One metric from one EMF blob.
+
+    Attributes:
+        name: the metric name (``JobsFailed``).
+        unit: the CloudWatch unit (``Count``, ``Seconds``, ...; ``None`` when the blob gave none).
+        value: the value, or the list of values when the blob holds several.
+        dimensions: every dimension key of the blob's ``Dimensions`` arrays → its value.
+        timestamp: ISO-8601 UTC with milliseconds (``2026-11-24T02:31:49.000Z``) from
+            ``_aws.Timestamp``; None when the blob had no valid timestamp.
+    """
+
+    name: str
+    unit: str
+    value: float | list[float]
+    dimensions: dict[str, str]
+    timestamp: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"name", "unit", "value", "dimensions", "timestamp"}``."""
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "value": self.value,
+            "dimensions": dict(self.dimensions),
+            "timestamp": self.timestamp,
+        }
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """The job an event is about, from ``batchpilot.events.parse_event`` + ``classify``.
+
+    Attributes:
+        kind: ``container-job``, ``service-job`` or ``training-job``.
+        arn: job ARN (training job ARN for SageMaker).
+        name: job name, None for preemption events.
+        queue: job queue *name*, None for training jobs and preemption events.
+        status: Batch status or SageMaker ``TrainingJobStatus``.
+        category: failure/blocked/disruption category (``CAPACITY``, ...) or None.
+    """
+
+    kind: str
+    arn: str
+    name: str | None
+    queue: str | None
+    status: str
+    category: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind", "arn", "name", "queue", "status", "category"}``."""
+        return {
+            "kind": self.kind,
+            "arn": self.arn,
+            "name": self.name,
+            "queue": self.queue,
+            "status": self.status,
+            "category": self.category,
+        }
+
+
+@dataclass
+class EventReport:
+    """What happened to one input event.
+
+    Attributes:
+        index: 0-based position in the input.
+        origin: where the event came from (``events/x.json``, ``x.jsonl:3``, ``<stdin>[2]``) or None;
+            shown in the text form only.
+        event_id, detail_type, source: from the envelope (None when missing or not a string;
+            ``event_id`` is None for an item that is not an EventBridge event).
+        functions: short names of the functions the event was delivered to, sorted; empty when
+            no rule matched (the event is then *ignored*).
+        job: the classified job, None for non-job or unparseable events.
+        metrics: every metric the functions emitted, in emission order.
+        notifications: messages sent to people (SNS, Slack); empty until alerting exists.
+        actions: changes made to the world (resubmissions, capacity); empty until they exist.
+        errors: one line each, ``"<function>: <what went wrong>"`` or ``"not an EventBridge event: ..."``.
+    """
+
+    index: int
+    event_id: str | None
+    detail_type: str | None
+    source: str | None
+    origin: str | None = None
+    functions: list[str] = field(default_factory=list)
+    job: JobSummary | None = None
+    metrics: list[MetricRecord] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    is_event: bool = True
+
+    @property
+    def routed(self) -> bool:
+        """At least one rule matched and the event was delivered."""
+        return bool(self.functions)
+
+    @property
+    def ignored(self) -> bool:
+        """A valid EventBridge event that no rule of the template matches."""
+        return self.is_event and not self.functions
+
+    @property
+    def ok(self) -> bool:
+        """No errors."""
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report object (exactly the documented keys, in a fixed order)."""
+        return {
+            "event_id": self.event_id,
+            "detail_type": self.detail_type,
+            "source": self.source,
+            "functions": list(self.functions),
+            "job": self.job.to_dict() if self.job else None,
+            "metrics": [m.to_dict() for m in self.metrics],
+            "notifications": list(self.notifications),
+            "actions": list(self.actions),
+            "errors": list(self.errors),
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as one line of JSON (no trailing newline)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------------- parsing
+def _iso(timestamp_ms: Any) -> str | None:
+    if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int | float):
+        return None
+    try:
+        moment = datetime.fromtimestamp(timestamp_ms / 1000.0, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _emf_metrics(function: str, blob: dict[str, Any], errors: list[str]) -> list[MetricRecord]:
+    aws = blob["_aws"]
+    directives = aws.get("CloudWatchMetrics")
+    timestamp = _iso(aws.get("Timestamp"))
+    if timestamp is None:
+        errors.append(f"{function}: EMF blob without a valid _aws.Timestamp")
+    out: list[MetricRecord] = []
+    if not isinstance(directives, list):
+        errors.append(f"{function}: EMF blob whose _aws.CloudWatchMetrics is not a list")
+        return out
+    for directive in directives:
+        if not isinstance(directive, dict):
+            errors.append(f"{function}: EMF directive is not an object")
+            continue
+        keys: list[str] = []
+        for dimension_set in directive.get("Dimensions") or []:
+            for key in dimension_set if isinstance(dimension_set, list) else []:
+                if isinstance(key, str) and key not in keys:
+                    keys.append(key)
+        dimensions: dict[str, str] = {}
+        for key in sorted(keys):
+            if key in blob:
+                dimensions[key] = str(blob[key])
+            else:
+                errors.append(f"{function}: EMF dimension {key} has no value")
+        for metric in directive.get("Metrics") or []:
+            name = metric.get("Name") if isinstance(metric, dict) else None
+            if not isinstance(name, str):
+                errors.append(f"{function}: EMF metric without a Name")
+                continue
+            raw = blob.get(name)
+            value: float | list[float]
+            if isinstance(raw, int | float) and not isinstance(raw, bool):
+                value = float(raw)
+            elif isinstance(raw, list) and raw and all(_number(v) for v in raw):
+                value = float(raw[0]) if len(raw) == 1 else [float(v) for v in raw]
+            else:
+                errors.append(f"{function}: EMF metric {name} has no numeric value")
+                continue
+            unit = metric.get("Unit", "None")
+            out.append(MetricRecord(name, str(unit), value, dimensions, timestamp))
+    return out
+
+
+def _log_error(function: str, record: dict[str, Any]) -> str | None:
+    level = str(record.get("level", "")).upper()
+    is_error = level in _ERROR_LEVELS or (level in _WARNING_LEVELS and record.get("outcome") == "invalid")
+    if not is_error:
+        return None
+    message = str(record.get("message", "")).strip().splitlines()
+    text = f"{function}: {message[0] if message else level.lower()}"
+    detail = record.get("error")
+    if detail is None:
+        detail = record.get("exception_name")
+    if detail is not None and str(detail).strip():
+        text += f": {str(detail).strip().splitlines()[0]}"
+    return text
+
+
+def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[str]]:
+    """Read what a handler wrote to stdout.
+
+    Args:
+        function: the function's short name (prefix of every error).
+        output: the captured text; one JSON document per line, other lines ignored.
+
+    Returns:
+        ``(metrics, errors)``: a metric per name in each EMF blob (objects with
+        ``_aws.CloudWatchMetrics``), in order; and an error per JSON log line whose ``level`` is
+        ERROR/CRITICAL, or WARNING with ``"outcome": "invalid"``
+        (``"<function>: <message>: <error>"``), plus one per malformed EMF blob.
+    """
+    metrics: list[MetricRecord] = []
+    errors: list[str] = []
+    for line in output.splitlines():
+        text = line.strip()
+        if not text.startswith("{"):
+            continue
+        try:
+            record = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        if isinstance(record.get("_aws"), dict) and "CloudWatchMetrics" in record["_aws"]:
+            metrics.extend(_emf_metrics(function, record, errors))
+            continue
+        error = _log_error(function, record)
+        if error is not None:
+            errors.append(error)
+    return metrics, errors
+
+
+# ------------------------------------------------------------------------------- rendering
+def _format_value(value: float | list[float]) -> str:
+    def one(v: float) -> str:
+        return str(int(v)) if v.is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+
+    if isinstance(value, list):
+        return "[" + ", ".join(one(v) for v in value) + "]"
+    return one(value)
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def render_text(report: EventReport) -> str:
+    """A readable block for one event (several lines, ending with a newline).
+
+    Header ``[n] <detail-type>  <id>``; then the job (kind, queue, status, category), the
+    functions it went to (or ``no matching rule: ignored``), a metrics table (name, value, unit,
+    dimensions as ``k=v``), notifications and actions when there are any, and errors.
+    """
+    indent = "    "
+    title = report.detail_type or "(no detail-type)"
+    lines = [f"[{report.index + 1}] {title}  {report.event_id or '-'}"]
+    if report.origin:
+        lines.append(f"{indent}from       {report.origin}")
+    if report.job is not None:
+        job = report.job
+        parts = [job.kind, f"queue={job.queue or '-'}", f"status={job.status}"]
+        if job.category:
+            parts.append(f"category={job.category}")
+        if job.name:
+            parts.append(f"name={job.name}")
+        lines.append(f"{indent}job        " + "  ".join(parts))
+    if report.functions:
+        lines.append(f"{indent}functions  " + ", ".join(report.functions))
+    elif report.is_event:
+        lines.append(f"{indent}functions  no matching rule: ignored")
+    if report.metrics:
+        lines.append(f"{indent}metrics")
+        rows = [("name", "value", "unit", "dimensions")]
+        for m in report.metrics:
+            dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items())
+            rows.append((m.name, _format_value(m.value), m.unit, dims))
+        lines.extend(_table(rows, indent * 2))
+    for title_, items in (("notifications", report.notifications), ("actions", report.actions)):
+        if items:
+            lines.append(f"{indent}{title_}")
+            for item in items:
+                lines.append(f"{indent * 2}{json.dumps(item, ensure_ascii=False, sort_keys=True)}")
+    if report.errors:
+        lines.append(f"{indent}errors")
+        lines.extend(f"{indent * 2}{error}" for error in report.errors)
+    return "\n".join(lines) + "\n"
+
+
+def render_summary(reports: Iterable[EventReport]) -> str:
+    """``N events, N routed, N ignored, N with errors`` (one line, with a newline)."""
+    items = list(reports)
+    routed = sum(1 for r in items if r.routed)
+    ignored = sum(1 for r in items if r.ignored)
+    failed = sum(1 for r in items if r.errors)
+    noun = "event" if len(items) == 1 else "events"
+    return f"{len(items)} {noun}, {routed} routed, {ignored} ignored, {failed} with errors\n"

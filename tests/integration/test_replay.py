@@ -1,0 +1,450 @@
+"""`batchpilot replay` end to end: the real template.yaml, the real metrics handler, moto, events/.
+
+Input forms, exit codes, the JSON report contract, and that handler output never reaches the
+report stream. Runs the command in-process through ``main([...])`` and once as a real subprocess.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batchpilot_local.cli import main
+from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
+from batchpilot_local.inputs import read_inputs
+from batchpilot_local.replay import Replayer
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS_DIR = ROOT / "events"
+TEMPLATE = ROOT / "template.yaml"
+REPORT_KEYS = [
+    "event_id",
+    "detail_type",
+    "source",
+    "functions",
+    "job",
+    "metrics",
+    "notifications",
+    "actions",
+    "errors",
+]
+JOB_SOURCES = {"aws.batch", "aws.sagemaker"}
+JOB_DETAIL_TYPES = {
+    "Batch Job State Change",
+    "Batch Job Queue Blocked",
+    "Batch Service Job State Change",
+    "Batch Service Job Queue Blocked",
+    "Batch Service Job Preemption Started",
+    "Batch Service Job Preemption Completed",
+    "SageMaker Training Job State Change",
+}
+
+
+# ------------------------------------------------------------------------------------ helpers
+def sample_events() -> list[dict[str, Any]]:
+    """Every single-event file under events/, in path order."""
+    out = []
+    for path in sorted(EVENTS_DIR.rglob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "detail-type" in data:
+            out.append(data)
+    return out
+
+
+def find_sample(predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """A deep copy of the first sample event matching ``predicate`` (skips the test if none does)."""
+    for event in sample_events():
+        if predicate(event):
+            return copy.deepcopy(event)
+    pytest.skip("no sample event in events/ matches")
+
+
+def failed_service_job() -> dict[str, Any]:
+    return find_sample(
+        lambda e: (
+            e["detail-type"] == "Batch Service Job State Change" and e["detail"].get("status") == "FAILED"
+        )
+    )
+
+
+def batch_job() -> dict[str, Any]:
+    return find_sample(lambda e: e["detail-type"] == "Batch Job State Change")
+
+
+def ec2_event() -> dict[str, Any]:
+    return find_sample(lambda e: e["source"] == "aws.ec2")
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def with_id(event: dict[str, Any], event_id: str) -> dict[str, Any]:
+    out = copy.deepcopy(event)
+    out["id"] = event_id
+    return out
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["replay", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def json_reports(out: str) -> list[dict[str, Any]]:
+    """Parse the JSON report stream; every line must be one report with exactly the keys."""
+    reports = []
+    for line in out.splitlines():
+        report = json.loads(line)
+        assert list(report) == REPORT_KEYS
+        reports.append(report)
+    return reports
+
+
+# ------------------------------------------------------------------------------- input forms
+def test_single_object_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    event = batch_job()
+    path = write_json(tmp_path / "one.json", event)
+
+    code, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert (code, err) == (0, "")
+    [report] = json_reports(out)
+    assert report["event_id"] == event["id"]
+    assert report["detail_type"] == "Batch Job State Change"
+    assert report["source"] == "aws.batch"
+    assert report["functions"] == ["metrics"]
+    assert report["notifications"] == [] and report["actions"] == [] and report["errors"] == []
+
+
+def test_array_file_keeps_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [
+        with_id(batch_job(), "id-1"),
+        with_id(ec2_event(), "id-2"),
+        with_id(failed_service_job(), "id-3"),
+    ]
+    path = write_json(tmp_path / "many.json", events)
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 0
+    assert [r["event_id"] for r in json_reports(out)] == ["id-1", "id-2", "id-3"]
+
+
+def test_json_lines_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [json.dumps(with_id(batch_job(), f"line-{i}")) for i in range(3)]
+    path = tmp_path / "stream.jsonl"
+    path.write_text(lines[0] + "\n\n" + lines[1] + "\n" + lines[2] + "\n", encoding="utf-8")
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 0
+    assert [r["event_id"] for r in json_reports(out)] == ["line-0", "line-1", "line-2"]
+
+
+def test_json_lines_inside_a_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "stream.json"
+    path.write_text(json.dumps({"a": 1}) + "\n" + json.dumps({"b": 2}) + "\n", encoding="utf-8")
+
+    replay_input = read_inputs([str(path)])
+
+    assert replay_input.events == [{"a": 1}, {"b": 2}]
+    assert [item.origin for item in replay_input.items] == [f"{path}:1", f"{path}:2"]
+
+
+def test_directory_is_read_recursively_in_sorted_path_order(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    write_json(root / "b.json", {"n": "b"})
+    write_json(root / "a-b" / "x.json", {"n": "a-b/x"})
+    write_json(root / "a" / "z.json", {"n": "a/z"})
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "c.jsonl").write_text('{"n": "a/b/c:1"}\n{"n": "a/b/c:2"}\n', encoding="utf-8")
+    (root / "README.md").write_text("# not an event\n", encoding="utf-8")
+    (root / "a" / "notes.txt").write_text("{not json", encoding="utf-8")
+    write_json(root / ".hidden" / "skip.json", {"n": "hidden"})
+
+    names = [item["n"] for item in read_inputs([str(root)]).events]
+
+    assert names == ["a/b/c:1", "a/b/c:2", "a/z", "a-b/x", "b"]
+
+
+def test_sample_events_directory_replays_cleanly() -> None:
+    reports = Replayer(TEMPLATE).run(sample_events())
+
+    assert reports, "events/ holds no sample events"
+    for report in reports:
+        assert report.errors == [], (report.event_id, report.errors)
+        is_job_event = report.source in JOB_SOURCES and report.detail_type in JOB_DETAIL_TYPES
+        assert report.functions == (["metrics"] if is_job_event else []), report.event_id
+        if is_job_event:
+            assert report.job is not None
+            assert any(m.name == "EventsProcessed" for m in report.metrics)
+
+
+def test_stdin_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    events = [with_id(batch_job(), "stdin-1"), with_id(ec2_event(), "stdin-2")]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(events)))
+
+    code, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), "-")
+
+    assert (code, err) == (0, "")
+    assert [r["event_id"] for r in json_reports(out)] == ["stdin-1", "stdin-2"]
+
+
+def test_scenario_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = {"world": {}, "events": [with_id(failed_service_job(), "s-1"), with_id(ec2_event(), "s-2")]}
+    path = write_json(tmp_path / "scenario.json", scenario)
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 0
+    reports = json_reports(out)
+    assert [r["event_id"] for r in reports] == ["s-1", "s-2"]
+    assert [r["functions"] for r in reports] == [["metrics"], []]
+
+
+def test_scenario_with_unknown_world_key_is_unreadable_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_json(tmp_path / "scenario.json", {"world": {"jobQueues": []}, "events": []})
+
+    code, out, err = run(capsys, "--template", str(TEMPLATE), str(path))
+
+    assert (code, out) == (2, "")
+    assert str(path) in err and "jobQueues" in err
+    assert err.count("\n") == 1
+
+
+def test_seed_accepts_an_empty_world_and_rejects_unknown_keys() -> None:
+    with EmbeddedAws() as aws:
+        aws.seed({})
+        with pytest.raises(WorldError, match="unknown world key"):
+            aws.seed({"trainingJobs": []})
+
+
+# ---------------------------------------------------------------------------------- exit codes
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("bad.json", '{"id": "x",\n  "detail-type": }', "line 2"),
+        ("bad.jsonl", '{"id": "1"}\n{"id": "2"}\n{"id": \n', "line 3"),
+        ("scalar.json", "42", "expected a JSON object or array"),
+        ("scalar-line.jsonl", '{"id": "1"}\n"text"\n', "line 2"),
+        ("empty.json", "  \n", "empty input"),
+    ],
+)
+def test_unreadable_input_exits_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+
+    code, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert str(path) in err and expected in err
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.json"
+
+    code, out, err = run(capsys, "--template", str(TEMPLATE), str(missing))
+
+    assert (code, out) == (2, "")
+    assert str(missing) in err and "no such file" in err
+
+
+def test_missing_template_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_json(tmp_path / "one.json", batch_job())
+
+    code, _, err = run(capsys, "--template", str(tmp_path / "template.yaml"), str(path))
+
+    assert code == 2 and "template.yaml" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["replay"], ["replay", "--format", "xml", "x.json"], ["frobnicate"], ["replay", "--bogus", "x"]],
+)
+def test_bad_usage_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_all_handled_exits_0_and_errors_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_json(tmp_path / "good.json", [batch_job(), ec2_event()])
+    bad = write_json(tmp_path / "bad.json", [batch_job(), "not an event"])
+
+    assert run(capsys, "--format", "json", "--template", str(TEMPLATE), str(good))[0] == 0
+    assert run(capsys, "--format", "json", "--template", str(TEMPLATE), str(bad))[0] == 1
+
+
+def test_items_that_are_not_eventbridge_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    no_source = batch_job()
+    del no_source["source"]
+    path = write_json(
+        tmp_path / "mixed.json", [batch_job(), 42, no_source, {"detail-type": 7, "source": "x"}]
+    )
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 1
+    first, number, missing, mistyped = json_reports(out)
+    assert first["errors"] == [] and first["functions"] == ["metrics"]
+    for report in (number, missing, mistyped):
+        assert report["event_id"] is None
+        assert report["functions"] == []
+        [error] = report["errors"]
+        assert error.startswith("not an EventBridge event: ")
+    assert "source" in missing["errors"][0]
+    assert "detail-type" in mistyped["errors"][0]
+
+
+# ------------------------------------------------------------------------------ what is reported
+def test_failed_service_job_reports_jobs_failed_with_category_and_queue_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = failed_service_job()
+    queue_name = event["detail"]["jobQueue"].rsplit("/", 1)[-1]
+    path = write_json(tmp_path / "failed.json", event)
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 0
+    [report] = json_reports(out)
+    job = report["job"]
+    assert job["kind"] == "service-job"
+    assert job["status"] == "FAILED"
+    assert job["queue"] == queue_name
+    assert job["arn"] == event["detail"]["jobArn"]
+    assert isinstance(job["category"], str)
+    [failed] = [m for m in report["metrics"] if m["name"] == "JobsFailed"]
+    assert failed["unit"] == "Count"
+    assert failed["value"] == 1
+    assert failed["dimensions"]["FailureCategory"] == job["category"]
+    assert failed["dimensions"]["JobQueue"] == queue_name
+    assert failed["dimensions"]["JobKind"] == "service-job"
+    assert failed["timestamp"].endswith("Z") and "T" in failed["timestamp"]
+    assert set(failed) == {"name", "unit", "value", "dimensions", "timestamp"}
+
+
+def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    event = ec2_event()
+    path = write_json(tmp_path / "ec2.json", event)
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 0
+    [report] = json_reports(out)
+    assert report["event_id"] == event["id"]
+    assert report == {**report, "functions": [], "job": None, "metrics": [], "errors": []}
+
+    code, text, _ = run(capsys, "--template", str(TEMPLATE), str(path))
+    assert code == 0
+    assert "no matching rule: ignored" in text
+    assert text.rstrip().splitlines()[-1] == "1 event, 0 routed, 1 ignored, 0 with errors"
+
+
+def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    malformed = with_id(batch_job(), "malformed")
+    del malformed["detail"]["status"]
+    events = [with_id(batch_job(), "before"), malformed, with_id(failed_service_job(), "after")]
+    path = write_json(tmp_path / "mixed.json", events)
+
+    code, out, _ = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 1
+    before, bad, after = json_reports(out)
+    assert before["errors"] == [] and any(m["name"] == "JobStateTransitions" for m in before["metrics"])
+    assert after["errors"] == [] and any(m["name"] == "JobsFailed" for m in after["metrics"])
+    assert bad["event_id"] == "malformed"
+    assert bad["functions"] == ["metrics"]
+    assert bad["job"] is None
+    [error] = bad["errors"]
+    assert error.startswith("metrics: ") and "detail.status" in error
+    assert [m["name"] for m in bad["metrics"]] == ["InvalidEvents"]
+
+
+def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    malformed = with_id(batch_job(), "malformed")
+    del malformed["detail"]["status"]
+    event = failed_service_job()
+    path = write_json(tmp_path / "mixed.json", [event, ec2_event(), malformed])
+
+    code, out, _ = run(capsys, "--template", str(TEMPLATE), str(path))
+
+    assert code == 1
+    assert f"[1] Batch Service Job State Change  {event['id']}" in out
+    assert "status=FAILED" in out and "functions  metrics" in out
+    assert "JobsFailed" in out and "FailureCategory=" in out
+    assert "errors" in out and "detail.status" in out
+    assert not any(line.lstrip().startswith("{") for line in out.splitlines())
+    assert out.rstrip().splitlines()[-1] == "3 events, 2 routed, 1 ignored, 1 with errors"
+
+
+def test_handler_stdout_does_not_leak_into_the_report_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    malformed = batch_job()
+    del malformed["detail"]["status"]
+    path = write_json(tmp_path / "events.json", [batch_job(), failed_service_job(), malformed])
+    stdout_before = sys.stdout
+
+    _, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert sys.stdout is stdout_before
+    assert len(json_reports(out)) == 3  # every line is a report: no EMF blob, no log line
+    assert "_aws" not in out and '"level"' not in out
+    assert "_aws" not in err
+
+
+def test_repeated_runs_in_one_process_capture_the_handler_logs_each_time() -> None:
+    malformed = batch_job()
+    del malformed["detail"]["status"]
+    replayer = Replayer(TEMPLATE)
+
+    for _ in range(2):
+        [report] = replayer.run([malformed])
+        assert len(report.errors) == 1 and "detail.status" in report.errors[0]
+
+
+def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("batchpilot")
+    if not script.exists():
+        found = shutil.which("batchpilot")
+        if found is None:
+            pytest.skip("the batchpilot console script is not installed")
+        script = Path(found)
+    events_dir = tmp_path / "events"
+    write_json(events_dir / "a" / "failed.json", failed_service_job())
+    write_json(events_dir / "a" / "job.json", batch_job())
+    write_json(events_dir / "b" / "ec2.json", ec2_event())
+    (events_dir / "README.md").write_text("ignored\n", encoding="utf-8")
+
+    # cwd has no template.yaml: the repository's own is found from the package location.
+    done = subprocess.run(
+        [str(script), "replay", "--format", "json", str(events_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    reports = json_reports(done.stdout)
+    assert len(reports) == 3
+    assert [r["functions"] for r in reports] == [["metrics"], ["metrics"], []]

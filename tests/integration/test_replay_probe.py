@@ -1,0 +1,504 @@
+"""The replay runner against a small template of its own with probe handlers (in tmp_path).
+
+The probe handlers record exactly what they were given (the SQS event, the Lambda context, the
+environment they saw at import), and misbehave on request: raise, report a batch item failure, log
+an error, print to stdout. That checks delivery, template reading and error reporting without
+depending on the real functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batchpilot_local.cli import main
+from batchpilot_local.embedded_aws import EmbeddedAws, NetworkBlockedError
+from batchpilot_local.replay import Replayer
+from batchpilot_local.report import parse_output
+from batchpilot_local.template import TemplateError, load_template
+
+TEMPLATE = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: AWS::Serverless-2016-10-31
+Parameters:
+  OutFile:
+    Type: String
+    Default: {out}
+  Namespace:
+    Type: String
+    Default: ProbeNamespace
+Conditions:
+  IsProd: !Equals [!Ref Namespace, prod]
+Globals:
+  Function:
+    Timeout: 7
+    MemorySize: 512
+    Environment:
+      Variables:
+        GREETING: from-globals
+        NAMESPACE: !Ref Namespace
+        REGION_VAR: !Ref AWS::Region
+        TABLE: !Ref StateTable
+        QUEUE_NAME: !GetAtt ProbeQueue.QueueName
+        MODE: !If [IsProd, prod, dev]
+        DROPPED: !If [IsProd, x, !Ref AWS::NoValue]
+        SUBBED: !Sub "${{AWS::StackName}}-${{Namespace}}"
+        CAPTURE_FILE: !Ref OutFile
+Resources:
+  StateTable:
+    Type: AWS::DynamoDB::Table
+  ProbeFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/probe/
+      Handler: app.lambda_handler
+      Timeout: 11
+      Environment:
+        Variables:
+          GREETING: from-function
+      Events:
+        FromQueue:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt ProbeQueue.Arn
+            FunctionResponseTypes: [ReportBatchItemFailures]
+  ProbeQueue:
+    Type: AWS::SQS::Queue
+  ProbeRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: default
+      EventPattern:
+        source: [test.probe]
+      Targets:
+        - Id: probe
+          Arn: !GetAtt ProbeQueue.Arn
+  DisabledRule:
+    Type: AWS::Events::Rule
+    Properties:
+      State: DISABLED
+      EventPattern:
+        source: [test.disabled]
+      Targets:
+        - Id: probe
+          Arn: !GetAtt ProbeQueue.Arn
+  OwnBusRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: own-bus
+      EventPattern:
+        source: [test.ownbus]
+      Targets:
+        - Id: probe
+          Arn: !GetAtt ProbeQueue.Arn
+  OtherFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/other
+      Handler: handler.main
+      Events:
+        FromQueue:
+          Type: SQS
+          Properties:
+            Queue:
+              Fn::GetAtt: OtherQueue.Arn
+  OtherQueue:
+    Type: AWS::SQS::Queue
+  OtherRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventPattern:
+        source: [test.probe, test.other]
+        detail-type: [{{prefix: Probe}}]
+      Targets:
+        - Id: other
+          Arn:
+            Fn::GetAtt: [OtherQueue, Arn]
+  BrokenFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/broken/
+      Handler: app.lambda_handler
+      Events:
+        FromQueue:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt BrokenQueue.Arn
+  BrokenQueue:
+    Type: AWS::SQS::Queue
+  BrokenRule:
+    Type: AWS::Events::Rule
+    Properties:
+      EventPattern:
+        source: [test.broken]
+      Targets:
+        - Id: broken
+          Arn: !GetAtt BrokenQueue.Arn
+"""
+
+PROBE_APP = """
+import json
+import os
+
+NAMES = ("GREETING", "NAMESPACE", "REGION_VAR", "TABLE", "QUEUE_NAME", "MODE", "DROPPED", "SUBBED",
+         "AWS_LAMBDA_FUNCTION_NAME", "AWS_ACCESS_KEY_ID", "AWS_DEFAULT_REGION")
+SEEN_AT_IMPORT = {name: os.environ.get(name) for name in NAMES}
+print("probe: cold start output")
+
+
+def lambda_handler(event, context):
+    record = event["Records"][0]
+    body = json.loads(record["body"])
+    seen = {
+        "event": event,
+        "import_env": SEEN_AT_IMPORT,
+        "context": {
+            "function_name": context.function_name,
+            "memory": context.memory_limit_in_mb,
+            "arn": context.invoked_function_arn,
+            "request_id": context.aws_request_id,
+            "remaining": context.get_remaining_time_in_millis(),
+        },
+    }
+    with open(os.environ["CAPTURE_FILE"], "a", encoding="utf-8") as out:
+        out.write(json.dumps(seen) + "\\n")
+    print("LEAK: probe handler stdout")
+    mode = body.get("detail", {}).get("probe", "ok")
+    if mode == "raise":
+        raise RuntimeError("probe exploded\\nsecond line")
+    if mode == "fail":
+        return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    if mode == "error-log":
+        print(json.dumps({"level": "ERROR", "message": "probe broke", "error": "bad thing"}))
+    if mode == "invalid-log":
+        print(json.dumps({"level": "WARNING", "message": "event not processed", "outcome": "invalid",
+                          "error": "detail.status: Field required"}))
+    if mode == "warning-log":
+        print(json.dumps({"level": "WARNING", "message": "just a warning", "outcome": "ignored"}))
+    print(json.dumps({
+        "_aws": {"Timestamp": 1795487509000, "CloudWatchMetrics": [{
+            "Namespace": "Probe", "Dimensions": [["Kind", "service"]],
+            "Metrics": [{"Name": "ProbeCount", "Unit": "Count"}, {"Name": "ProbeValues", "Unit": "Seconds"}],
+        }]},
+        "Kind": mode, "service": "probe", "ProbeCount": [1.0], "ProbeValues": [1.5, 2.5],
+    }))
+    return {"batchItemFailures": []}
+"""
+
+OTHER_HANDLER = """
+import json
+
+
+def main(event, context):
+    print(json.dumps({
+        "_aws": {"Timestamp": 1795487509000, "CloudWatchMetrics": [{
+            "Namespace": "Probe",
+            "Dimensions": [["service"]],
+            "Metrics": [{"Name": "OtherCount", "Unit": "Count"}],
+        }]},
+        "service": "other", "OtherCount": 1,
+    }))
+"""
+
+BROKEN_APP = """
+import os
+
+with open(os.environ["CAPTURE_FILE"] + ".imports", "a", encoding="utf-8") as out:
+    out.write("import\\n")
+raise ValueError("broken at import")
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """A project folder with the probe template and handlers; returns the template path."""
+    out = tmp_path / "seen.jsonl"
+    for folder, name, code in (
+        ("probe", "app.py", PROBE_APP),
+        ("other", "handler.py", OTHER_HANDLER),
+        ("broken", "app.py", BROKEN_APP),
+    ):
+        (tmp_path / "functions" / folder).mkdir(parents=True)
+        (tmp_path / "functions" / folder / name).write_text(textwrap.dedent(code), encoding="utf-8")
+    template = tmp_path / "template.yaml"
+    template.write_text(TEMPLATE.format(out=out), encoding="utf-8")
+    return template
+
+
+def probe_event(event_id: str, mode: str = "ok", source: str = "test.probe") -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "Probe Happened",
+        "source": source,
+        "account": "111122223333",
+        "time": "2026-11-24T02:31:49Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {"probe": mode, "text": "naïve ✓"},
+    }
+
+
+def seen(app: Path) -> list[dict[str, Any]]:
+    path = app.parent / "seen.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# ------------------------------------------------------------------------------------ template
+def test_template_routes_and_function_specs(app: Path) -> None:
+    template = load_template(app)
+
+    assert [(r.rule, r.event_bus, r.queue, r.function.short_name) for r in template.routes] == [
+        ("ProbeRule", "default", "ProbeQueue", "probe"),
+        ("OwnBusRule", "own-bus", "ProbeQueue", "probe"),
+        ("OtherRule", "default", "OtherQueue", "other"),
+        ("BrokenRule", "default", "BrokenQueue", "broken"),
+    ]
+    probe = template.functions["probe"]
+    assert probe.logical_id == "ProbeFunction"
+    assert probe.handler == "app.lambda_handler" and probe.handler_name == "lambda_handler"
+    assert probe.module_file == app.parent / "functions" / "probe" / "app.py"
+    assert (probe.timeout, probe.memory_size) == (11, 512)
+    assert template.functions["other"].timeout == 7
+    assert template.functions["other"].module_file.name == "handler.py"
+    assert probe.environment == {
+        "GREETING": "from-function",
+        "NAMESPACE": "ProbeNamespace",
+        "REGION_VAR": "us-east-1",
+        "TABLE": "StateTable",
+        "QUEUE_NAME": "ProbeQueue",
+        "MODE": "dev",
+        "SUBBED": "batchpilot-ProbeNamespace",
+        "CAPTURE_FILE": str(app.parent / "seen.jsonl"),
+    }
+
+
+def test_real_template_routes_job_events_to_the_metrics_function() -> None:
+    template = load_template(Path(__file__).resolve().parents[2] / "template.yaml")
+    metrics = template.functions["metrics"]
+
+    assert metrics.logical_id == "MetricsFunction" and metrics.queues == ("MetricsQueue",)
+    assert metrics.environment["POWERTOOLS_METRICS_NAMESPACE"] == "BatchPilot"
+    assert metrics.environment["POWERTOOLS_SERVICE_NAME"] == "batchpilot"
+    assert {r.queue for r in template.routes if r.function is metrics} == {"MetricsQueue"}
+
+
+def test_invalid_template_is_a_template_error(tmp_path: Path) -> None:
+    bad = tmp_path / "template.yaml"
+    bad.write_text("Resources: [\n", encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"template\.yaml"):
+        load_template(bad)
+
+
+# ------------------------------------------------------------------------------------ delivery
+def test_event_is_delivered_unchanged_in_the_lambda_sqs_shape(app: Path) -> None:
+    event = probe_event("7e40434a-a184-4b17-8e0c-a487d9d23777")
+
+    [report] = Replayer(app).run([event])
+
+    assert report.errors == []
+    assert report.functions == ["other", "probe"]
+    [call] = seen(app)
+    [record] = call["event"]["Records"]
+    assert json.loads(record["body"]) == event
+    assert json.loads(record["body"])["id"] == "7e40434a-a184-4b17-8e0c-a487d9d23777"
+    assert set(record) == {
+        "messageId",
+        "receiptHandle",
+        "body",
+        "attributes",
+        "messageAttributes",
+        "md5OfBody",
+        "eventSource",
+        "eventSourceARN",
+        "awsRegion",
+    }
+    assert set(record["attributes"]) == {
+        "ApproximateReceiveCount",
+        "SentTimestamp",
+        "SenderId",
+        "ApproximateFirstReceiveTimestamp",
+    }
+    assert record["attributes"]["ApproximateReceiveCount"] == "1"
+    assert record["eventSource"] == "aws:sqs"
+    assert record["eventSourceARN"] == "arn:aws:sqs:us-east-1:123456789012:ProbeQueue"
+    assert record["awsRegion"] == "us-east-1"
+    assert record["messageAttributes"] == {}
+    assert len(record["md5OfBody"]) == 32
+
+
+def test_handler_sees_its_environment_at_import_and_a_lambda_context(app: Path) -> None:
+    before = dict(os.environ)
+
+    Replayer(app).run([probe_event("a"), probe_event("b")])
+
+    first, second = seen(app)
+    assert first["import_env"] == {
+        "GREETING": "from-function",
+        "NAMESPACE": "ProbeNamespace",
+        "REGION_VAR": "us-east-1",
+        "TABLE": "StateTable",
+        "QUEUE_NAME": "ProbeQueue",
+        "MODE": "dev",
+        "DROPPED": None,
+        "SUBBED": "batchpilot-ProbeNamespace",
+        "AWS_LAMBDA_FUNCTION_NAME": "batchpilot-probe",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    assert second["import_env"] == first["import_env"]  # imported once per run
+    context = first["context"]
+    assert context["function_name"] == "batchpilot-probe"
+    assert context["memory"] == 512
+    assert context["arn"] == "arn:aws:lambda:us-east-1:123456789012:function:batchpilot-probe"
+    assert 0 < context["remaining"] <= 11_000
+    assert first["context"]["request_id"] != second["context"]["request_id"]
+    assert dict(os.environ) == before
+
+
+def test_rules_that_are_disabled_or_on_another_bus_do_not_route(app: Path) -> None:
+    events = [
+        probe_event("other-only", source="test.other"),
+        probe_event("disabled", source="test.disabled"),
+        probe_event("own-bus", source="test.ownbus"),
+        probe_event("nobody", source="aws.ec2"),
+    ]
+
+    reports = Replayer(app).run(events)
+
+    assert [r.functions for r in reports] == [["other"], [], [], []]
+    assert [r.ignored for r in reports] == [False, True, True, True]
+    assert all(r.errors == [] for r in reports)
+
+
+# ------------------------------------------------------------------------------ errors, output
+def test_handler_errors_are_reported_per_event_and_the_run_goes_on(app: Path) -> None:
+    events = [
+        probe_event("raise", "raise"),
+        probe_event("fail", "fail"),
+        probe_event("error-log", "error-log"),
+        probe_event("invalid-log", "invalid-log"),
+        probe_event("warning-log", "warning-log"),
+        probe_event("ok", "ok"),
+    ]
+
+    reports = {r.event_id: r for r in Replayer(app).run(events)}
+
+    assert reports["raise"].errors == ["probe: record failed: RuntimeError: probe exploded"]
+    assert reports["fail"].errors == ["probe: record failed: reported in batchItemFailures"]
+    assert reports["error-log"].errors == ["probe: probe broke: bad thing"]
+    assert reports["invalid-log"].errors == ["probe: event not processed: detail.status: Field required"]
+    assert reports["warning-log"].errors == []
+    assert reports["ok"].errors == []
+    assert [m.name for m in reports["ok"].metrics] == ["OtherCount", "ProbeCount", "ProbeValues"]
+
+
+def test_a_module_that_fails_to_import_is_reported_for_every_event_and_imported_once(app: Path) -> None:
+    reports = Replayer(app).run(
+        [probe_event("b1", source="test.broken"), probe_event("b2", source="test.broken")]
+    )
+
+    for report in reports:
+        assert report.functions == ["broken"]
+        assert report.errors == ["broken: init failed: ValueError: broken at import"]
+    imports = (app.parent / "seen.jsonl.imports").read_text(encoding="utf-8").splitlines()
+    assert imports == ["import"]
+
+
+def test_emf_is_parsed_into_metrics(app: Path) -> None:
+    [report] = Replayer(app).run([probe_event("m", source="test.probe")])
+
+    by_name = {m.name: m.to_dict() for m in report.metrics}
+    assert by_name["ProbeCount"] == {
+        "name": "ProbeCount",
+        "unit": "Count",
+        "value": 1.0,
+        "dimensions": {"Kind": "ok", "service": "probe"},
+        "timestamp": "2026-11-24T02:31:49.000Z",
+    }
+    assert by_name["ProbeValues"]["value"] == [1.5, 2.5]
+    assert by_name["OtherCount"]["value"] == 1.0
+
+
+def test_parse_output_ignores_plain_lines_and_flags_malformed_blobs() -> None:
+    output = "\n".join(
+        [
+            "plain text",
+            "{not json",
+            json.dumps({"level": "INFO", "message": "fine"}),
+            json.dumps({"level": "CRITICAL", "message": "down"}),
+            json.dumps({"_aws": {"Timestamp": 0, "CloudWatchMetrics": [{"Metrics": [{"Name": "X"}]}]}}),
+        ]
+    )
+
+    metrics, errors = parse_output("fn", output)
+
+    assert metrics == []
+    assert errors == ["fn: down", "fn: EMF metric X has no numeric value"]
+
+
+def test_probe_stdout_never_reaches_the_report_stream(app: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = app.parent / "events.json"
+    path.write_text(json.dumps([probe_event("x"), probe_event("y", "raise")]), encoding="utf-8")
+
+    code = main(["replay", "--format", "json", "--template", str(app), str(path)])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "LEAK" not in out and "cold start output" not in out and "_aws" not in out
+    assert [json.loads(line)["event_id"] for line in out.splitlines()] == ["x", "y"]
+
+
+# ---------------------------------------------------------------------------------- embedded AWS
+def test_embedded_aws_fakes_credentials_and_restores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "outer-key")
+    monkeypatch.setenv("AWS_PROFILE", "outer-profile")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://example.invalid")
+
+    with EmbeddedAws() as aws:
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "testing"
+        assert os.environ["AWS_DEFAULT_REGION"] == "us-east-1"
+        assert "AWS_PROFILE" not in os.environ and "AWS_ENDPOINT_URL_SQS" not in os.environ
+        url = aws.create_queue("Q")
+        assert url.endswith("/123456789012/Q")
+
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "outer-key"
+    assert os.environ["AWS_PROFILE"] == "outer-profile"
+    assert os.environ["AWS_ENDPOINT_URL_SQS"] == "http://example.invalid"
+
+
+def test_embedded_aws_blocks_the_network_but_not_loopback() -> None:
+    with EmbeddedAws():
+        outside = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            with pytest.raises(NetworkBlockedError):
+                outside.connect(("203.0.113.10", 443))  # TEST-NET-3: never reached either way
+        finally:
+            outside.close()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            with socket.create_connection(server.getsockname(), timeout=5):
+                pass
+    assert socket.socket.connect.__qualname__ != "_network_guard.<locals>.connect"
+
+
+def test_processed_records_are_deleted_and_failed_ones_stay() -> None:
+    with EmbeddedAws() as aws:
+        aws.create_queue("Q", attributes={"VisibilityTimeout": "600"})
+        aws.send("Q", '{"n": 1}')
+        aws.send("Q", '{"n": 2}')
+        records = aws.receive_as_lambda_event("Q")["Records"]
+        assert sorted(json.loads(r["body"])["n"] for r in records) == [1, 2]
+
+        deleted = aws.delete_processed("Q", records, failed_ids={records[0]["messageId"]})
+
+        assert deleted == 1
+        assert aws.approximate_depth("Q") == 1
