@@ -6,6 +6,7 @@ import os
 import platform
 import re
 import sys
+import sysconfig
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,12 +40,19 @@ def cpu_model() -> str:
     return match.group(1).strip() if match else "unknown"
 
 
+def python_build() -> str:
+    config = sysconfig.get_config_var("CONFIG_ARGS") or ""
+    flags = [f for f in ("--enable-optimizations", "--with-lto") if f in config]
+    return " ".join(flags) + " (optimized build)" if flags else "no PGO/LTO (--enable-optimizations not set)"
+
+
 def machine() -> dict[str, str]:
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
         "platform": platform.platform(),
         "machine": platform.machine(),
         "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+        "python build": python_build(),
         "cpu": cpu_model(),
         "nproc": f"{os.cpu_count()}" + (f" (usable by this process: {affinity})" if affinity else ""),
         "load average at start (1/5/15 min)": " / ".join(f"{x:.2f}" for x in os.getloadavg()),

@@ -254,7 +254,7 @@ def main() -> None:
                 + "\n"
             )
         extra = " then " + ", ".join(f"`{p}`" for p in args.path) if args.path else ""
-        body = f"""## Metrics handler: cold start (import) vs `import boto3`
+        body = f"""## Metrics handler: cold start (import) vs `import boto3` (Python {target_version})
 
 Run {now()} with `{" ".join([os.path.relpath(sys.executable), *sys.argv])}`.
 

@@ -154,6 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000, help="events per repetition (>= 10000)")
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions after one warm-up")
+    parser.add_argument("--section", default="metrics_handler", help="RESULTS.md section key to replace")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile breakdown pass")
     args = parser.parse_args()
@@ -247,9 +248,14 @@ def main() -> None:
             if breakdown
             else ""
         )
-        body = f"""## Metrics handler: per-event cost
+        pythonpath = os.environ.get("PYTHONPATH")
+        command = " ".join(
+            ([f"PYTHONPATH={pythonpath}"] if pythonpath else [])
+            + [os.path.relpath(sys.executable), *sys.argv]
+        )
+        body = f"""## Metrics handler: per-event cost (Python {platform.python_version()})
 
-Run {now()} with `{" ".join([os.path.relpath(sys.executable), *sys.argv])}`.
+Run {now()} with `{command}`.
 
 - What: `functions/metrics/app.py` imported as Lambda does (`app` from the function folder, the
   template's environment), called with {total_events} events: {args.repeat} repetitions of {args.events}
@@ -273,7 +279,7 @@ Machine:
 
 {machine_markdown(info)}
 """
-        write_section("metrics_handler", body)
+        write_section(args.section, body)
 
 
 if __name__ == "__main__":
