@@ -38,8 +38,10 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Each function's handler is a module named `app`: type-check them one at a time.
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy layers/batchpilot/batchpilot local/batchpilot_local functions
+	$(BIN)/mypy layers/batchpilot/batchpilot local/batchpilot_local
+	for handler in functions/*/app.py; do $(BIN)/mypy "$$handler" || exit 1; done
 
 validate: $(SAM)
 	$(SAM) validate --lint --template template.yaml

@@ -80,6 +80,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def shown(path: str) -> str:
+    """A path as the RESULTS text shows it: relative inside the repo, absolute outside."""
+    absolute = os.path.abspath(path)
+    inside = absolute == str(ROOT) or absolute.startswith(str(ROOT) + os.sep)
+    return os.path.relpath(absolute, ROOT) if inside else absolute
+
+
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -93,8 +100,10 @@ def write_section(key: str, body: str) -> None:
         if RESULTS.exists()
         else (
             "# Benchmark results\n\n"
-            "Written by the scripts in this folder (`make bench`); each script replaces its own section.\n"
-            "Numbers are from one machine and one run: compare runs on the same machine only.\n\n"
+            "Written by the scripts in this folder (`make bench` runs them with the dev venv); each run\n"
+            "replaces its own section (`--section` picks another, e.g. for a python3.13 run against a\n"
+            "`sam build` of the layer). Numbers are from one machine and one run: compare runs on the\n"
+            "same machine only. No number here is asserted by any test.\n\n"
         )
     )
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.DOTALL)

@@ -25,7 +25,16 @@ import sys
 import time
 from collections import defaultdict
 
-from _common import FUNCTION_DIR, LAMBDA_ENV, machine, machine_markdown, now, pin_to_one_core, write_section
+from _common import (
+    FUNCTION_DIR,
+    LAMBDA_ENV,
+    machine,
+    machine_markdown,
+    now,
+    pin_to_one_core,
+    shown,
+    write_section,
+)
 
 GOAL_RATIO = 0.75
 TOP = 15
@@ -253,12 +262,16 @@ def main() -> None:
                 )
                 + "\n"
             )
-        extra = " then " + ", ".join(f"`{p}`" for p in args.path) if args.path else ""
+        extra = (
+            " then " + ", ".join(f"`{p}`" for p in args.path) + " (`--path`: a `sam build` layer's python/)"
+            if args.path
+            else ""
+        )
         body = f"""## Metrics handler: cold start (import) vs `import boto3` (Python {target_version})
 
-Run {now()} with `{" ".join([os.path.relpath(sys.executable), *sys.argv])}`.
+Run {now()} with `{" ".join([shown(sys.executable), *sys.argv])}`.
 
-- What: a fresh `{os.path.relpath(args.python)}` per run; `import app` with `functions/metrics` first on
+- What: a fresh `{shown(args.python)}` per run; `import app` with `functions/metrics` first on
   `sys.path`{extra} and the template's environment, versus `import boto3`, versus the same interpreter with
   the same setup and no import. {args.rounds} alternating rounds after 2 warm-up rounds; medians.
   {pinning[0].upper() + pinning[1:]}.

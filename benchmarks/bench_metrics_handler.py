@@ -36,6 +36,7 @@ from _common import (
     now,
     percentile,
     pin_to_one_core,
+    shown,
     write_section,
 )
 
@@ -250,8 +251,12 @@ def main() -> None:
         )
         pythonpath = os.environ.get("PYTHONPATH")
         command = " ".join(
-            ([f"PYTHONPATH={pythonpath}"] if pythonpath else [])
-            + [os.path.relpath(sys.executable), *sys.argv]
+            ([f"PYTHONPATH={pythonpath}"] if pythonpath else []) + [shown(sys.executable), *sys.argv]
+        )
+        layer_note = (
+            f"- Dependencies and `batchpilot` from PYTHONPATH `{pythonpath}` (a built layer's python/).\n"
+            if pythonpath
+            else ""
         )
         body = f"""## Metrics handler: per-event cost (Python {platform.python_version()})
 
@@ -261,7 +266,8 @@ Run {now()} with `{command}`.
   template's environment), called with {total_events} events: {args.repeat} repetitions of {args.events}
   after one warm-up pass, in SQS batches of {BATCH_SIZE}, bodies round-robin over the {len(bodies)}
   samples in `events/` (`events/ignored/` skipped).
-- Its output (EMF blobs, warnings) goes to an in-memory sink: {printed / total_events:.0f} bytes per event.
+{layer_note}- Its output (EMF blobs, warnings) goes to an in-memory sink: {printed / total_events:.0f} bytes
+  per event.
 - Per event = wall time of one batch / {BATCH_SIZE}. {pinning[0].upper() + pinning[1:]}.
 - Lambda runs python3.13 on arm64 (Graviton); this run is {platform.python_version()} on
   {platform.machine()}: read it against the goal as an indication, not a Lambda measurement.
