@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from batchpilot_local.template import AppTemplate, load_template
+
 from tests.conftest import EVENTS_DIR, ROOT
 
 # Which functions each folder of events/ is meant for. A folder missing here fails the test, so a
