@@ -6,6 +6,12 @@ wrapped as Lambda's SQS event, the real handler runs, and the records it does no
 ``batchItemFailures`` are deleted from the queue. What the handler printed becomes the report's
 metrics and errors.
 
+Events a handler publishes itself (``PutEvents`` of batchpilot's own events, source ``batchpilot``)
+travel the way they do in AWS: the template's rules also exist in the embedded EventBridge, with
+their queues as targets, so moto matches and delivers them; after each input event the runner
+drains every function queue (a few rounds, for chains such as recovery → alerts) and adds what those
+invocations did to the same input event's report.
+
 Usage::
 
     reports = Replayer("template.yaml").run(events)
@@ -34,6 +40,9 @@ __all__ = ["Replayer", "job_summary"]
 # Failed records stay in flight for the rest of the run instead of coming back after the default
 # 30 s and being received with a later event (the replay does not simulate SQS retries).
 _QUEUE_ATTRIBUTES = {"VisibilityTimeout": "43200"}
+# Own events can trigger functions that publish own events (recovery -> alerts): follow the chain
+# this many rounds at most, so a loop in the template cannot hang the replay.
+_MAX_CASCADE_ROUNDS = 5
 
 
 def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
@@ -116,6 +125,7 @@ class Replayer:
                     aws.seed(world)
                 for queue in sorted({route.queue for route in self.template.routes}):
                     aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
+                self._install_rules(aws)
                 for index, event in enumerate(events):
                     origin = origins[index] if origins is not None and index < len(origins) else None
                     report = self._replay_one(aws, runtime, index, event, origin)
@@ -154,7 +164,52 @@ class Replayer:
         body = json.dumps(event, ensure_ascii=False)
         for route in routes:
             self._deliver(aws, runtime, route, body, report)
+        self._drain_own_events(aws, runtime, report)
         return report
+
+    def _install_rules(self, aws: EmbeddedAws) -> None:
+        """Create the template's rules in the embedded EventBridge, each targeting its queue.
+
+        Input events are still delivered by the runner itself (so they keep their ids); these
+        rules carry the events that handlers publish with ``PutEvents``.
+        """
+        events = aws.client("events")
+        buses = {"default"}
+        for route in self.template.routes:
+            if route.event_bus not in buses:
+                events.create_event_bus(Name=route.event_bus)
+                buses.add(route.event_bus)
+            events.put_rule(
+                Name=route.rule,
+                EventBusName=route.event_bus,
+                EventPattern=json.dumps(route.event_pattern),
+                State="ENABLED",
+            )
+            events.put_targets(
+                Rule=route.rule,
+                EventBusName=route.event_bus,
+                Targets=[{"Id": route.queue, "Arn": aws.queue_arn(route.queue)}],
+            )
+
+    def _drain_own_events(self, aws: EmbeddedAws, runtime: LambdaRuntime, report: EventReport) -> None:
+        """Run the functions whose queues received events published while handling this event."""
+        readers = {route.queue: route for route in self.template.routes}
+        for _ in range(_MAX_CASCADE_ROUNDS):
+            delivered = False
+            for queue in sorted(readers):
+                sqs_event = aws.receive_as_lambda_event(queue, max_records=10)
+                if not sqs_event["Records"]:
+                    continue
+                delivered = True
+                route = readers[queue]
+                if route.function.short_name not in report.functions:
+                    report.functions = sorted({*report.functions, route.function.short_name})
+                self._invoke(aws, runtime, route, sqs_event, report)
+            if not delivered:
+                return
+        report.errors.append(
+            f"replay: own events were still queued after {_MAX_CASCADE_ROUNDS} rounds (a rule loop?)"
+        )
 
     def _deliver(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, route: Route, body: str, report: EventReport
@@ -166,8 +221,20 @@ class Replayer:
         if [r["messageId"] for r in records] != [message_id]:
             report.errors.append(f"{name}: record failed: the queued message was not received back")
             return
+        self._invoke(aws, runtime, route, sqs_event, report)
+
+    def _invoke(
+        self,
+        aws: EmbeddedAws,
+        runtime: LambdaRuntime,
+        route: Route,
+        sqs_event: dict[str, Any],
+        report: EventReport,
+    ) -> None:
+        """Run the route's handler on ``sqs_event``; add its output to the report; settle the queue."""
+        records = sqs_event["Records"]
         invocation = runtime.invoke(route.function, sqs_event)
-        metrics, errors = parse_output(name, invocation.output)
+        metrics, errors = parse_output(route.function.short_name, invocation.output)
         report.metrics.extend(metrics)
         report.errors.extend(errors)
         failed = self._failures(invocation, records, report)

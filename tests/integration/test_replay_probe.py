@@ -180,6 +180,12 @@ def lambda_handler(event, context):
                           "error": "detail.status: Field required"}))
     if mode == "warning-log":
         print(json.dumps({"level": "WARNING", "message": "just a warning", "outcome": "ignored"}))
+    if mode in ("publish", "loop"):
+        import boto3
+        source, detail = ("test.other", {}) if mode == "publish" else ("test.probe", {"probe": "loop"})
+        boto3.client("events").put_events(
+            Entries=[{"Source": source, "DetailType": "Probe Published", "Detail": json.dumps(detail)}]
+        )
     print(json.dumps({
         "_aws": {"Timestamp": 1795487509000, "CloudWatchMetrics": [{
             "Namespace": "Probe", "Dimensions": [["Kind", "service"]],
@@ -502,3 +508,25 @@ def test_processed_records_are_deleted_and_failed_ones_stay() -> None:
 
         assert deleted == 1
         assert aws.approximate_depth("Q") == 1
+
+
+# ---------------------------------------------------------------------------- own-event cascade
+def test_events_a_handler_publishes_reach_the_functions_whose_rules_match(app: Path) -> None:
+    [plain, publishing] = Replayer(app).run([probe_event("e-ok"), probe_event("e-pub", mode="publish")])
+
+    def other_count(report: Any) -> int:
+        return sum(1 for m in report.metrics if m.name == "OtherCount")
+
+    assert plain.functions == ["other", "probe"]
+    assert other_count(plain) == 1  # the input event itself matches OtherRule
+    # The published event (source test.other, detail-type "Probe Published") reaches OtherRule only.
+    assert publishing.functions == ["other", "probe"]
+    assert other_count(publishing) == 2
+    assert publishing.errors == []
+    assert len(seen(app)) == 2  # the probe ran once per input event, not for the published one
+
+
+def test_a_rule_loop_is_cut_off_and_reported(app: Path) -> None:
+    [report] = Replayer(app).run([probe_event("e-loop", mode="loop")])
+    assert any("still queued after" in error for error in report.errors)
+    assert 2 <= len(seen(app)) <= 7  # bounded, not forever
