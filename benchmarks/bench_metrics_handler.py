@@ -145,7 +145,7 @@ def profile_breakdown(run: Any) -> list[str]:
 
 
 def _short(filename: str) -> str:
-    for marker in ("site-packages/", "layers/batchpilot/", "functions/"):
+    for marker in ("site-packages/", "layers/batchpilot/", "functions/", "/python/"):
         if marker in filename:
             return filename.split(marker, 1)[1]
     return os.path.basename(filename)
