@@ -10,6 +10,8 @@ import sysconfig
 from datetime import UTC, datetime
 from pathlib import Path
 
+from batchpilot_local.template import load_template
+
 ROOT = Path(__file__).resolve().parent.parent
 EVENTS_DIR = ROOT / "events"
 FUNCTION_DIR = ROOT / "functions" / "metrics"
@@ -18,10 +20,8 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 # What the template's Globals give every function (parameters at their defaults) and what Lambda
 # itself sets for a python3.13 function with LogFormat JSON.
 LAMBDA_ENV = {
-    "POWERTOOLS_SERVICE_NAME": "batchpilot",
-    "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
-    "POWERTOOLS_LOG_LEVEL": "INFO",
-    "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+    # What template.yaml gives the metrics function (Globals + its own), then Lambda's own variables.
+    **load_template(ROOT / "template.yaml").functions["metrics"].environment,
     "AWS_LAMBDA_LOG_FORMAT": "JSON",
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",

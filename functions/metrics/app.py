@@ -5,6 +5,7 @@ with ``ReportBatchItemFailures``. Calls no AWS API.
 """
 
 import os
+from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -29,10 +30,13 @@ _COUNTERS = {
 }
 
 
+outcomes: Counter[Outcome] = Counter()
+
+
 def record_handler(record: SQSRecord) -> None:
     """Handle one SQS record; raising marks only this record as failed."""
     result = handle_metrics_record(record.body, publisher)
-    metrics.add_metric(name=_COUNTERS[result.outcome], unit=MetricUnit.Count, value=1)
+    outcomes[result.outcome] += 1
     if result.outcome is not Outcome.PROCESSED:
         logger.warning(
             "event not processed",
@@ -48,7 +52,17 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility)."""
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility).
+
+    Job metrics of the whole batch are written once at the end (one EMF blob per dimension set and
+    minute), as are the function's own counters.
+    """
+    outcomes.clear()
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        publisher.flush()
+        for outcome, count in outcomes.items():
+            metrics.add_metric(name=_COUNTERS[outcome], unit=MetricUnit.Count, value=count)

@@ -17,6 +17,7 @@ from batchpilot.events import (
     SageMakerTrainingJobStateChange,
     UnsupportedEventError,
     parse_event,
+    parse_event_json,
     to_datetime,
 )
 from hypothesis import HealthCheck, given, settings
@@ -193,3 +194,22 @@ def test_parser_total_on_arbitrary_detail_of_real_event(detail: Any) -> None:
     event["detail"] = detail
     with contextlib.suppress(InvalidEventError):
         parse_event(event)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(near_events())
+def test_json_fast_path_agrees_with_the_dict_parser(raw: Any) -> None:
+    text = json.dumps(raw)
+    try:
+        expected = parse_event(json.loads(text))
+    except InvalidEventError as exc:
+        with pytest.raises(type(exc)):
+            parse_event_json(text)
+    else:
+        assert parse_event_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["{not json", "", "[1, 2", '"just a string"', "null"])
+def test_json_fast_path_rejects_non_events(text: str) -> None:
+    with pytest.raises(InvalidEventError):
+        parse_event_json(text)

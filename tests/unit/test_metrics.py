@@ -131,6 +131,7 @@ def test_empty_share_identifier_is_not_a_dimension() -> None:
     [
         (NOW - timedelta(days=13, hours=23), NOW - timedelta(days=13, hours=23)),
         (NOW - timedelta(days=14, seconds=1), NOW),
+        (NOW - timedelta(days=13, hours=23, minutes=59, seconds=30), NOW),  # truncation margin
         (NOW + timedelta(hours=1, minutes=59), NOW + timedelta(hours=1, minutes=59)),
         (NOW + timedelta(hours=2, seconds=1), NOW),
     ],

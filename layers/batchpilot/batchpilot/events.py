@@ -15,13 +15,20 @@ Entry point: :func:`parse_event`. It raises only :class:`InvalidEventError` (and
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import from_json
 
 __all__ = [
     "DETAIL_TYPES",
@@ -37,9 +44,11 @@ __all__ = [
     "PreemptionDetail",
     "SageMakerTrainingJobStateChange",
     "ServiceJobDetail",
+    "Timestamp",
     "TrainingJobDetail",
     "UnsupportedEventError",
     "parse_event",
+    "parse_event_json",
     "to_datetime",
 ]
 
@@ -61,45 +70,28 @@ class UnsupportedEventError(InvalidEventError):
     """A well-formed envelope whose ``detail-type``/``source`` pair batchpilot does not handle."""
 
 
-_NUMERIC = re.compile(r"^\s*-?\d+(\.\d+)?\s*$")
-# 0001-01-01 .. 9999-12-31 in epoch milliseconds: outside this datetime cannot represent it.
-_MIN_MS = -62_135_596_800_000
-_MAX_MS = 253_402_300_799_000
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_aware)]
+"""A timezone-aware UTC datetime, parsed by pydantic-core from what AWS sends: epoch milliseconds as
+a number or a numeric string (pydantic reads numbers above 2e10 as milliseconds, below as seconds:
+every real epoch-ms value since 1970-08 is above), or an ISO-8601 string (no offset means UTC)."""
+
+_TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(Timestamp)
 
 
 def to_datetime(value: Any) -> datetime:
-    """Normalise an AWS timestamp to a timezone-aware UTC datetime.
-
-    Accepts epoch **milliseconds** as an int, a float or a numeric string (Batch ``detail`` fields,
-    SageMaker events), ISO-8601 strings (the envelope ``time``; a trailing ``Z`` or no offset
-    means UTC), and ``datetime`` objects (naive ones are taken as UTC).
+    """Normalise one AWS timestamp (see :data:`Timestamp`) to a timezone-aware UTC datetime.
 
     Raises:
         ValueError: for booleans, non-finite or out-of-range numbers, and unparseable strings.
     """
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if isinstance(value, bool):
-        raise ValueError("expected a timestamp, got a boolean")
-    if isinstance(value, str) and _NUMERIC.match(value):
-        value = float(value)
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or not _MIN_MS <= value <= _MAX_MS:
-            raise ValueError("epoch-millisecond timestamp out of range")
-        return datetime.fromtimestamp(value / 1000.0, tz=UTC)
-    if isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError("not an ISO-8601 timestamp or epoch milliseconds") from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    raise ValueError("expected epoch milliseconds or an ISO-8601 string")
-
-
-Timestamp = Annotated[datetime, BeforeValidator(to_datetime)]
+    try:
+        return _TIMESTAMP.validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(exc.errors(include_input=False, include_url=False)[0]["msg"]) from None
 
 
 def _tags(value: Any) -> Any:
@@ -120,7 +112,9 @@ TagMap = Annotated[dict[str, str], BeforeValidator(_tags)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built when it first validates, so a cold start pays only
+    # for the detail-types its first events have, not for all seven.
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- Batch container jobs
@@ -450,3 +444,16 @@ def parse_event(raw: object) -> JobEvent:
         raise InvalidEventError(
             f"unusable event: {type(exc).__name__}", event_id=event_id, detail_type=detail_type
         ) from None
+
+
+def parse_event_json(text: str | bytes) -> JobEvent:
+    """Parse one EventBridge event from its JSON text (e.g. an SQS message body).
+
+    Same result and errors as :func:`parse_event` on the decoded text; pydantic-core's JSON parser
+    decodes it. Text that is not JSON raises :class:`InvalidEventError` too.
+    """
+    try:
+        raw = from_json(text)
+    except ValueError:
+        raise InvalidEventError("event is not valid JSON") from None
+    return parse_event(raw)

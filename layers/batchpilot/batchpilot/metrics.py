@@ -43,8 +43,9 @@ DIMENSIONS: frozenset[str] = frozenset(
 )
 """The only dimension keys batchpilot ever emits (plus Powertools' ``service``)."""
 
-MAX_BEHIND = timedelta(days=14)
-"""CloudWatch rejects EMF timestamps older than this."""
+MAX_BEHIND = timedelta(days=14) - timedelta(minutes=1)
+"""CloudWatch rejects EMF timestamps older than 14 days; one minute of margin because the EMF
+adapter truncates timestamps to the minute."""
 MAX_AHEAD = timedelta(hours=2)
 """CloudWatch rejects EMF timestamps further in the future than this."""
 
@@ -71,7 +72,8 @@ class MetricPoint:
 
 
 def metric_timestamp(event_time: datetime, now: datetime) -> datetime:
-    """The event's own time when CloudWatch accepts it (14 days back, 2 hours ahead), else ``now``."""
+    """The event's own time when CloudWatch accepts it (14 days back less a minute, 2 hours ahead),
+    else ``now``."""
     if now - MAX_BEHIND < event_time < now + MAX_AHEAD:
         return event_time
     return now

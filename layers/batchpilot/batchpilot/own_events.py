@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from batchpilot.events import InvalidEventError, UnsupportedEventError, to_datetime
+from batchpilot.events import InvalidEventError, Timestamp, UnsupportedEventError
 
 __all__ = [
     "OWN_DETAIL_TYPES",
@@ -40,8 +39,6 @@ __all__ = [
 
 SOURCE = "batchpilot"
 """``source`` of every event batchpilot publishes."""
-
-Timestamp = Annotated[datetime, BeforeValidator(to_datetime)]
 
 
 class SkipReason(StrEnum):

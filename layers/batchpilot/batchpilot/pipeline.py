@@ -6,7 +6,6 @@ same path runs in Lambda, in ``batchpilot replay`` and in the tests.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,7 +13,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from batchpilot.classification import JobFacts, classify
-from batchpilot.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event
+from batchpilot.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event_json
 from batchpilot.metrics import MetricPoint, metric_points
 
 __all__ = ["Outcome", "RecordResult", "decode_record", "handle_metrics_record"]
@@ -40,9 +39,9 @@ class RecordResult:
 
 
 class Publisher(Protocol):
-    """Anything that can write metric points (see :class:`batchpilot.adapters.emf.EmfPublisher`)."""
+    """Anything that buffers metric points (see :class:`batchpilot.adapters.emf.EmfPublisher`)."""
 
-    def publish(self, points: list[MetricPoint]) -> int: ...
+    def add(self, points: list[MetricPoint]) -> None: ...
 
 
 def decode_record(body: str) -> JobEvent:
@@ -52,11 +51,7 @@ def decode_record(body: str) -> JobEvent:
         InvalidEventError: the body is not JSON or not a valid event.
         UnsupportedEventError: a detail-type batchpilot does not handle.
     """
-    try:
-        raw = json.loads(body)
-    except (ValueError, RecursionError):
-        raise InvalidEventError("SQS message body is not valid JSON") from None
-    return parse_event(raw)
+    return parse_event_json(body)
 
 
 def _utcnow() -> datetime:
@@ -66,7 +61,7 @@ def _utcnow() -> datetime:
 def handle_metrics_record(
     body: str, publisher: Publisher, now: Callable[[], datetime] = _utcnow
 ) -> RecordResult:
-    """Publish the job metrics of one SQS record's event.
+    """Derive the job metrics of one SQS record's event and hand them to the publisher's buffer.
 
     Returns:
         A :class:`RecordResult`; malformed and unsupported events are results, not exceptions.
@@ -82,5 +77,5 @@ def handle_metrics_record(
     except InvalidEventError as exc:
         return RecordResult(Outcome.INVALID, exc.event_id, exc.detail_type, error=str(exc))
     facts = classify(event)
-    publisher.publish(metric_points(facts, event.time, now()))
+    publisher.add(metric_points(facts, event.time, now()))
     return RecordResult(Outcome.PROCESSED, event.id, event.detail_type, facts)
