@@ -199,7 +199,9 @@ def test_globals_set_runtime_architecture_logging_and_layer(template: dict[str, 
 
 
 def test_globals_carry_the_powertools_variables(template: dict[str, Any], translated: dict[str, Any]) -> None:
-    assert template["Globals"]["Function"]["Environment"]["Variables"] == POWERTOOLS_VARIABLES
+    global_variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert {k: global_variables.get(k) for k in POWERTOOLS_VARIABLES} == POWERTOOLS_VARIABLES
+    assert global_variables["PYDANTIC_DISABLE_PLUGINS"] == "1"
     for name, function in resources_of_type(translated, "AWS::Lambda::Function").items():
         variables = function["Properties"]["Environment"]["Variables"]
         assert {k: variables.get(k) for k in POWERTOOLS_VARIABLES} == POWERTOOLS_VARIABLES, name
