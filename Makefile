@@ -54,6 +54,9 @@ test: lint typecheck validate unit
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_metrics_handler.py
 	$(BIN)/python benchmarks/bench_cold_start.py
+	$(BIN)/python benchmarks/bench_alerts.py
+	$(BIN)/python benchmarks/bench_recovery.py
+	$(BIN)/python benchmarks/bench_capacity.py
 
 build: $(SAM)
 	$(SAM) build --template template.yaml

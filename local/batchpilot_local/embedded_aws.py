@@ -27,7 +27,10 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from batchpilot_local import world as _world
+from batchpilot_local.embedded_batch import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.template import ACCOUNT_ID, REGION
+from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
 __all__ = ["EmbeddedAws", "NetworkBlockedError", "WorldError"]
 
@@ -41,6 +44,7 @@ _FAKE_ENV = {
     "AWS_EC2_METADATA_DISABLED": "true",
     "AWS_CONFIG_FILE": os.devnull,
     "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "MOTO_ACCOUNT_ID": ACCOUNT_ID,  # moto answers for this account (the docs' and events' one)
 }
 # Variables that could make boto3 use a real account or endpoint: removed while open.
 _REMOVED_ENV = (
@@ -55,13 +59,8 @@ _REMOVED_ENV = (
     "AWS_ENDPOINT_URL",
 )
 
-WORLD_KEYS: frozenset[str] = frozenset()
-"""Keys :meth:`EmbeddedAws.seed` understands. None yet: later features (job queues, training jobs,
-tables) add theirs here and in :meth:`EmbeddedAws.seed`."""
-
-
-class WorldError(ValueError):
-    """A scenario's ``world`` cannot be set up (an unknown key, a malformed value)."""
+WORLD_KEYS: frozenset[str] = _world.WORLD_KEYS
+"""Keys :meth:`EmbeddedAws.seed` understands (schema and seeding: :mod:`batchpilot_local.world`)."""
 
 
 class NetworkBlockedError(ConnectionRefusedError):
@@ -113,7 +112,7 @@ def _network_guard() -> Iterator[None]:
 
 
 class EmbeddedAws:
-    """A moto-backed AWS account in this process (account ``123456789012``, region ``us-east-1``).
+    """A moto-backed AWS account in this process (account ``111122223333``, region ``us-east-1``).
 
     Use as a context manager; nothing works before ``__enter__``::
 
@@ -133,6 +132,10 @@ class EmbeddedAws:
         self._session: boto3.Session | None = None
         self._clients: dict[str, Any] = {}
         self._queues: dict[str, str] = {}
+        self.account_id = ACCOUNT_ID
+        self.overlay = Overlay()  # Batch service jobs and SageMaker training jobs (moto lacks them)
+        self._journal = ApiJournal()
+        self._default_session_created = False
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> EmbeddedAws:
@@ -147,8 +150,9 @@ class EmbeddedAws:
         try:
             self._guard = _network_guard()
             self._guard.__enter__()
-            self._mock = mock_aws()
+            self._mock = mock_aws(config={"batch": {"use_docker": False}})
             self._mock.start()
+            self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):
                 os.environ.pop(name, None)
@@ -158,6 +162,7 @@ class EmbeddedAws:
                 aws_secret_access_key="testing",  # noqa: S106 - moto's fake credentials
                 region_name=self.region,
             )
+            self._install_journal()
         except BaseException:
             self.close()
             raise
@@ -174,6 +179,12 @@ class EmbeddedAws:
             if self._mock is not None:
                 self._mock.stop()
         finally:
+            self.overlay.uninstall()
+            self.overlay = Overlay()
+            self._journal.uninstall()
+            if self._default_session_created:
+                boto3.DEFAULT_SESSION = None
+                self._default_session_created = False
             self._mock = None
             self._session = None
             self._clients.clear()
@@ -196,34 +207,86 @@ class EmbeddedAws:
             self._clients[service] = self._session.client(service, region_name=self.region)  # type: ignore[call-overload]
         return self._clients[service]
 
+    def _install_journal(self) -> None:
+        """Record the API calls made through ``batchpilot.adapters.aws.session()`` and boto3's
+        default session (created here when missing, dropped again on close)."""
+        from batchpilot.adapters import aws as adapters_aws
+
+        self._journal = ApiJournal()  # a fresh journal per open
+        if boto3.DEFAULT_SESSION is None:
+            boto3.setup_default_session()
+            self._default_session_created = True
+        default_session = boto3.DEFAULT_SESSION
+        assert default_session is not None
+        self._journal.install([adapters_aws.session().events, default_session.events])
+
+    # ------------------------------------------------------------------ embedded services
+    @property
+    def batch(self) -> EmbeddedBatch:
+        """The embedded Batch of this account and region (service jobs, queues, container jobs)."""
+        if self._session is None:
+            raise RuntimeError("EmbeddedAws is not open")
+        return self.overlay.batch(self.account_id, self.region)
+
+    @property
+    def training(self) -> EmbeddedTraining:
+        """The embedded SageMaker training jobs of this account and region."""
+        if self._session is None:
+            raise RuntimeError("EmbeddedAws is not open")
+        return self.overlay.training(self.account_id, self.region)
+
+    def set_submit_rate(self, limit: int | None) -> None:
+        """SubmitServiceJob calls allowed per second (AWS: 5, the default); None turns it off."""
+        self.overlay.set_submit_rate(limit)
+
+    # ------------------------------------------------------------------ journal
+    @property
+    def journal(self) -> list[JournalEntry]:
+        """Every API call the code under test made while open (boto3 clients created after open
+        from ``batchpilot.adapters.aws.session()`` or boto3's default session), oldest first.
+        Calls through :meth:`client` (the replay's own) are not recorded."""
+        return self._journal.entries
+
+    def drain_journal(self) -> list[JournalEntry]:
+        """The journal so far, emptied."""
+        return self._journal.drain()
+
     # ------------------------------------------------------------------ world
     @staticmethod
     def check_world(world: object) -> None:
         """Validate a scenario's ``world`` without creating anything.
 
         Raises:
-            WorldError: ``world`` is not an object, or has keys that :data:`WORLD_KEYS` lacks.
+            WorldError: ``world`` is not an object, has keys that :data:`WORLD_KEYS` lacks, or a
+                malformed value (the message names the field).
         """
-        if not isinstance(world, Mapping):
-            raise WorldError(f"world must be a JSON object, got {type(world).__name__}")
-        unknown = sorted(str(k) for k in world if k not in WORLD_KEYS)
-        if unknown:
-            known = ", ".join(sorted(WORLD_KEYS)) or "none yet"
-            raise WorldError(f"unknown world key(s): {', '.join(unknown)} (known keys: {known})")
+        _world.check_world(world)
 
     def seed(self, world: Mapping[str, Any]) -> None:
-        """Create the resources a scenario's ``world`` describes (jobs, queues, tables, ...).
+        """Create the resources a scenario's ``world`` describes (see :mod:`batchpilot_local.world`).
 
-        Today only an empty world is accepted; later features add keys to :data:`WORLD_KEYS`.
-        May be called several times: worlds add up.
+        May be called several times: worlds add up (an item with an existing id replaces it).
 
         Raises:
-            WorldError: see :meth:`check_world`.
+            WorldError: see :meth:`check_world`; also a reference to something that does not exist.
             RuntimeError: the embedded AWS is not open.
         """
         if self._session is None:
             raise RuntimeError("EmbeddedAws is not open")
-        self.check_world(world)
+        _world.seed(self, world)
+
+    def set_world(self, world: Mapping[str, Any]) -> None:
+        """Move the world on (a clock tick): each job list ``world`` gives (``service_jobs``,
+        ``jobs``, ``training_jobs``) replaces the whole set of its kind; service environments,
+        queues and job definitions it gives are created or updated; checkpoint prefixes it gives
+        hold exactly its objects. Keys it leaves out are untouched.
+
+        Raises:
+            WorldError, RuntimeError: as :meth:`seed`.
+        """
+        if self._session is None:
+            raise RuntimeError("EmbeddedAws is not open")
+        _world.seed(self, world, replace=True)
 
     # ------------------------------------------------------------------ SQS
     def create_queue(self, name: str, attributes: Mapping[str, str] | None = None) -> str:
@@ -239,7 +302,7 @@ class EmbeddedAws:
         return self._queues[name]
 
     def queue_arn(self, name: str) -> str:
-        """ARN of the queue ``name`` (``arn:aws:sqs:us-east-1:123456789012:<name>``)."""
+        """ARN of the queue ``name`` (``arn:aws:sqs:us-east-1:111122223333:<name>``)."""
         return f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
 
     def send(self, queue: str, body: str) -> str:

@@ -12,7 +12,8 @@ Each path given to ``batchpilot replay`` is one of:
 
 A top-level object with an ``events`` list and no ``detail-type`` is a *scenario*:
 ``{"world": {...}, "events": [...]}``; its events are replayed and its world is handed to
-:meth:`batchpilot_local.embedded_aws.EmbeddedAws.seed`.
+:meth:`batchpilot_local.embedded_aws.EmbeddedAws.seed`. One with ``ticks`` is a *clock scenario*
+(:mod:`batchpilot_local.clock`): its item is a ``ClockScenario`` that the replay runs tick by tick.
 
 Any unreadable input raises :class:`InputError`, whose one-line message names the file (and the
 line, for JSON Lines) and never quotes the content.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from batchpilot_local.clock import ClockError, is_clock_scenario, parse_clock_scenario
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 
 __all__ = ["SCENARIO_KEYS", "InputError", "InputItem", "ReplayInput", "World", "read_inputs"]
@@ -108,6 +110,12 @@ def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None 
         return
     if not isinstance(value, Mapping):
         raise InputError(f"{label}: expected a JSON object or array, got {_json_type(value)}")
+    if is_clock_scenario(value):  # {"world", "parameters", "ticks": [...]}: see clock.py
+        try:
+            out.items.append(InputItem(parse_clock_scenario(value, origin), origin))
+        except ClockError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        return
     if "events" in value and "detail-type" not in value:
         _add_scenario(value, origin, out, label)
         return

@@ -107,7 +107,7 @@ class FakeLambdaContext:
 
     @property
     def invoked_function_arn(self) -> str:
-        """``arn:aws:lambda:us-east-1:123456789012:function:<function_name>``."""
+        """``arn:aws:lambda:us-east-1:111122223333:function:<function_name>``."""
         return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
 
     @property
@@ -160,6 +160,39 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
+@dataclass(frozen=True)
+class _ObservabilityState:
+    """What a function's cold start set on the layer's shared Powertools ``metrics`` and ``logger``.
+
+    In Lambda each function is its own process; here all share one ``batchpilot.observability``
+    module, so each function's settings (namespace, service, the ``Function`` dimension, logger
+    keys) are captured after its import and put back before each of its invocations.
+    """
+
+    namespace: Any
+    service: Any
+    default_dimensions: dict[str, str]
+    logger_keys: dict[str, Any]
+
+    @classmethod
+    def capture(cls) -> _ObservabilityState:
+        from batchpilot.observability import logger, metrics
+
+        keys = dict(logger.get_current_keys()) if hasattr(logger, "get_current_keys") else {}
+        return cls(metrics.namespace, metrics.service, dict(metrics.default_dimensions), keys)
+
+    def restore(self) -> None:
+        from batchpilot.observability import logger, metrics
+
+        metrics.clear_default_dimensions()
+        metrics.clear_metrics()
+        metrics.namespace = self.namespace
+        metrics.service = self.service
+        metrics.set_default_dimensions(**self.default_dimensions)
+        if self.logger_keys:
+            logger.append_keys(**self.logger_keys)
+
+
 def _module_name(short_name: str) -> str:
     return "batchpilot_fn_" + re.sub(r"\W", "_", short_name)
 
@@ -207,6 +240,7 @@ class LambdaRuntime:
         self._modules: list[str] = []
         self._paths: list[str] = []
         self._rebound: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._observability: dict[str, _ObservabilityState] = {}
 
     def __enter__(self) -> LambdaRuntime:
         return self
@@ -281,6 +315,7 @@ class LambdaRuntime:
             self._init_errors[spec.short_name] = describe_exception(exc)
             return
         self._handlers[spec.short_name] = handler
+        self._observability[spec.short_name] = _ObservabilityState.capture()
         _reset_cold_start_flags()
 
     def invoke(self, spec: FunctionSpec, event: Mapping[str, Any]) -> Invocation:
@@ -296,6 +331,8 @@ class LambdaRuntime:
             self._bind_loggers()
             if short in self._init_errors:
                 return Invocation(short, buffer.getvalue(), error=self._init_errors[short], init_error=True)
+            if short in self._observability:
+                self._observability[short].restore()
             context = FakeLambdaContext(spec.lambda_name, spec.memory_size, spec.timeout)
             started = time.monotonic()
             result: Any = None

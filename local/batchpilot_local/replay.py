@@ -30,16 +30,26 @@ from typing import Any, TextIO, cast
 from batchpilot.classification import classify
 from batchpilot.events import InvalidEventError, parse_event
 
+from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
+from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.report import EventReport, JobSummary, parse_output
 from batchpilot_local.template import AppTemplate, Route, default_template_path, load_template
+from batchpilot_local.world import JournalEntry
 
-__all__ = ["Replayer", "job_summary"]
+__all__ = ["ACTION_TYPES", "Replayer", "actions_from_journal", "job_summary"]
 
 # Failed records stay in flight for the rest of the run instead of coming back after the default
 # 30 s and being received with a later event (the replay does not simulate SQS retries).
 _QUEUE_ATTRIBUTES = {"VisibilityTimeout": "43200"}
+# API calls that change the world, as the report's ``actions`` name them (others are not listed).
+ACTION_TYPES = {
+    "batch:SubmitServiceJob": "resubmit",
+    "batch:SubmitJob": "resubmit",
+    "sagemaker:CreateTrainingJob": "resubmit",
+    "batch:UpdateServiceEnvironment": "update-capacity",
+}
 # Own events can trigger functions that publish own events (recovery -> alerts): follow the chain
 # this many rounds at most, so a loop in the template cannot hang the replay.
 _MAX_CASCADE_ROUNDS = 5
@@ -59,6 +69,25 @@ def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
         status=facts.status,
         category=facts.category.value if facts.category else None,
     )
+
+
+def actions_from_journal(entries: Iterable[JournalEntry]) -> list[dict[str, Any]]:
+    """The report's ``actions`` from the embedded AWS's API journal, in call order.
+
+    Each is ``{"type": "resubmit" | "update-capacity", "operation": "batch:SubmitServiceJob" | ...,
+    "request": {the parameters given to boto3}}``, plus ``"error": <AWS error code>`` when the call
+    failed (after botocore's retries). Calls botocore refused to send are not actions.
+    """
+    actions = []
+    for entry in entries:
+        kind = ACTION_TYPES.get(entry.action)
+        if kind is None or not entry.sent:
+            continue
+        action: dict[str, Any] = {"type": kind, "operation": entry.action, "request": entry.params}
+        if not entry.succeeded:
+            action["error"] = entry.error_code or "unknown error"
+        actions.append(action)
+    return actions
 
 
 def _not_an_event(item: Any) -> str | None:
@@ -89,6 +118,7 @@ class Replayer:
     def __init__(self, template_path: str | Path | None = None) -> None:
         path = Path(template_path) if template_path is not None else default_template_path()
         self.template: AppTemplate = load_template(path)
+        self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
 
     def run(
         self,
@@ -120,20 +150,44 @@ class Replayer:
         sink = SwitchableStdout(real_stdout)
         sys.stdout = cast(TextIO, sink)
         try:
-            with EmbeddedAws() as aws, LambdaRuntime(sink) as runtime:
+            with (
+                EmbeddedAws() as aws,
+                LambdaRuntime(sink) as runtime,
+                LocalAlerts(aws, self.template) as alerts,
+            ):
+                self._alerts = alerts
                 for world in worlds:
                     aws.seed(world)
                 for queue in sorted({route.queue for route in self.template.routes}):
                     aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
                 self._install_rules(aws)
+                self._create_tables(aws)
                 for index, event in enumerate(events):
                     origin = origins[index] if origins is not None and index < len(origins) else None
-                    report = self._replay_one(aws, runtime, index, event, origin)
+                    if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
+
+                        def finish(tick: EventReport) -> None:
+                            self._drain_own_events(aws, runtime, tick)
+                            tick.notifications.extend(alerts.collect())
+                            tick.actions.extend(actions_from_journal(aws.drain_journal()))
+
+                        for tick in run_clock(
+                            event, self.template, aws, sink, first_index=len(reports), finish=finish
+                        ):
+                            reports.append(tick)
+                            if on_report is not None:
+                                on_report(tick)
+                        continue
+                    aws.drain_journal()  # calls made while seeding are not this event's actions
+                    report = self._replay_one(aws, runtime, len(reports), event, origin)
+                    report.notifications.extend(alerts.collect())
+                    report.actions.extend(actions_from_journal(aws.drain_journal()))
                     reports.append(report)
                     if on_report is not None:
                         on_report(report)
         finally:
             sys.stdout = real_stdout
+            self._alerts = None
         return reports
 
     def _replay_one(
@@ -166,6 +220,25 @@ class Replayer:
             self._deliver(aws, runtime, route, body, report)
         self._drain_own_events(aws, runtime, report)
         return report
+
+    def _create_tables(self, aws: EmbeddedAws) -> None:
+        """Create the template's DynamoDB tables (named by logical id, as the environment says)."""
+        dynamodb = aws.client("dynamodb")
+        existing = set(dynamodb.list_tables()["TableNames"])
+        for name, spec in self.template.tables.items():
+            if name in existing:
+                continue
+            args = {k: v for k, v in spec.items() if k != "TimeToLiveAttribute"}
+            for index in args.get("GlobalSecondaryIndexes", []):
+                index.pop("ProvisionedThroughput", None)
+            if "KeySchema" not in args:
+                continue  # a table the template leaves to CloudFormation defaults: nothing to make
+            dynamodb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", **args)
+            if "TimeToLiveAttribute" in spec:
+                dynamodb.update_time_to_live(
+                    TableName=name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": spec["TimeToLiveAttribute"]},
+                )
 
     def _install_rules(self, aws: EmbeddedAws) -> None:
         """Create the template's rules in the embedded EventBridge, each targeting its queue.
@@ -233,7 +306,8 @@ class Replayer:
     ) -> None:
         """Run the route's handler on ``sqs_event``; add its output to the report; settle the queue."""
         records = sqs_event["Records"]
-        invocation = runtime.invoke(route.function, sqs_event)
+        spec = self._alerts.spec_for(route.function) if self._alerts is not None else route.function
+        invocation = runtime.invoke(spec, sqs_event)
         metrics, errors = parse_output(route.function.short_name, invocation.output)
         report.metrics.extend(metrics)
         report.errors.extend(errors)

@@ -315,15 +315,74 @@ def render_text(report: EventReport) -> str:
             dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items())
             rows.append((m.name, _format_value(m.value), m.unit, dims))
         lines.extend(_table(rows, indent * 2))
-    for title_, items in (("notifications", report.notifications), ("actions", report.actions)):
-        if items:
-            lines.append(f"{indent}{title_}")
-            for item in items:
-                lines.append(f"{indent * 2}{json.dumps(item, ensure_ascii=False, sort_keys=True)}")
+    if report.notifications:
+        lines.append(f"{indent}notifications")
+        notes: list[tuple[str, ...]] = [("channel", "severity", "title")]
+        notes += [
+            (str(n.get("channel")), str(n.get("severity")), str(n.get("title"))) for n in report.notifications
+        ]
+        lines.extend(_table(notes, indent * 2))
+    if report.actions:
+        lines.append(f"{indent}actions")
+        acts: list[tuple[str, ...]] = [("type", "operation", "request")]
+        acts += [
+            (
+                str(a.get("type")),
+                str(a.get("operation")) + (f" FAILED: {a['error']}" if a.get("error") else ""),
+                _request_summary(a.get("request") or {}),
+            )
+            for a in report.actions
+        ]
+        lines.extend(_table(acts, indent * 2))
     if report.errors:
         lines.append(f"{indent}errors")
         lines.extend(f"{indent * 2}{error}" for error in report.errors)
     return "\n".join(lines) + "\n"
+
+
+# Request fields a person checks first; the JSON report has the whole request.
+_SUMMARY_FIELDS = (
+    "jobName",
+    "TrainingJobName",
+    "jobQueue",
+    "shareIdentifier",
+    "quotaShareName",
+    "schedulingPriority",
+    "serviceEnvironment",
+    "capacityLimits",
+)
+
+
+def _request_summary(request: dict[str, Any]) -> str:
+    """``k=v`` for the key fields of an API request, plus the checkpoint it resumes from."""
+    parts = []
+    for key in _SUMMARY_FIELDS:
+        if key in request:
+            value = request[key]
+            if key == "jobQueue" and isinstance(value, str):
+                value = value.rsplit("/", 1)[-1]
+            if key == "capacityLimits" and isinstance(value, list):
+                value = ",".join(f"{c.get('maxCapacity')} {c.get('capacityUnit')}" for c in value)
+            parts.append(f"{key}={value}")
+    checkpoint = _checkpoint_uri(request)
+    if checkpoint:
+        parts.append(f"checkpoint={checkpoint}")
+    return " ".join(parts)
+
+
+def _checkpoint_uri(request: dict[str, Any]) -> str | None:
+    """``CheckpointConfig.S3Uri`` of a CreateTrainingJob request or of a service job's payload."""
+    config = request.get("CheckpointConfig")
+    payload = request.get("serviceRequestPayload")
+    if config is None and isinstance(payload, str):
+        try:
+            config = json.loads(payload).get("CheckpointConfig")
+        except (ValueError, AttributeError):
+            config = None
+    uri = config.get("S3Uri") if isinstance(config, dict) else None
+    if uri is None:
+        uri = (request.get("parameters") or {}).get("checkpoint_uri")
+    return uri if isinstance(uri, str) else None
 
 
 def render_summary(reports: Iterable[EventReport]) -> str:

@@ -44,8 +44,9 @@ __all__ = [
 
 REGION = "us-east-1"
 """Region of the embedded AWS; ``!Ref AWS::Region`` resolves to it."""
-ACCOUNT_ID = "123456789012"
-"""Account id of the embedded AWS (moto's default); ``!Ref AWS::AccountId`` resolves to it."""
+ACCOUNT_ID = "111122223333"
+"""Account id of the embedded AWS (the placeholder account of the docs and sample events; moto is
+told to use it through ``MOTO_ACCOUNT_ID``); ``!Ref AWS::AccountId`` resolves to it."""
 STACK_NAME = "batchpilot"
 """Stack name assumed for ``!Ref AWS::StackName``."""
 
@@ -150,11 +151,15 @@ class AppTemplate:
         path: the template file.
         routes: every rule → queue → function path, in template order.
         functions: every routed function, by short name.
+        tables: every ``AWS::DynamoDB::Table`` by logical id (its physical name in the embedded AWS)
+            → the ``CreateTable`` arguments that matter locally (``AttributeDefinitions``,
+            ``KeySchema``, ``GlobalSecondaryIndexes``) and ``TimeToLiveAttribute`` when set.
     """
 
     path: Path
     routes: tuple[Route, ...]
     functions: dict[str, FunctionSpec]
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
         """The routes on ``bus`` whose pattern matches the event, in template order."""
@@ -531,4 +536,23 @@ def load_template(path: Path) -> AppTemplate:
                     )
                 specs[function_id] = spec
                 routes.append(Route(rule_id, bus, pattern, queue, spec))
-    return AppTemplate(path, tuple(routes), {s.short_name: s for s in specs.values()})
+    return AppTemplate(path, tuple(routes), {s.short_name: s for s in specs.values()}, _tables(resources))
+
+
+def _tables(resources: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's DynamoDB tables, as the replay creates them (see :class:`AppTemplate`)."""
+    tables: dict[str, dict[str, Any]] = {}
+    for logical_id, res in resources.items():
+        if not isinstance(res, Mapping) or res.get("Type") != "AWS::DynamoDB::Table":
+            continue
+        props = res.get("Properties") or {}
+        table: dict[str, Any] = {
+            key: props[key]
+            for key in ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes")
+            if key in props
+        }
+        ttl = props.get("TimeToLiveSpecification") or {}
+        if isinstance(ttl, Mapping) and ttl.get("Enabled") and ttl.get("AttributeName"):
+            table["TimeToLiveAttribute"] = ttl["AttributeName"]
+        tables[logical_id] = table
+    return tables

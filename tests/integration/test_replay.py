@@ -21,6 +21,7 @@ from batchpilot_local.cli import main
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
+from batchpilot_local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS_DIR = ROOT / "events"
@@ -76,7 +77,16 @@ def failed_service_job() -> dict[str, Any]:
 
 
 def batch_job() -> dict[str, Any]:
-    return find_sample(lambda e: e["detail-type"] == "Batch Job State Change")
+    """A RUNNING container job: it reaches metrics (and alerts, which stays silent on it)."""
+    return find_sample(
+        lambda e: e["detail-type"] == "Batch Job State Change" and e["detail"].get("status") == "RUNNING"
+    )
+
+
+def routed(event: dict[str, Any]) -> list[str]:
+    """The functions the template's rules route ``event`` to (tests/template/test_routing.py pins
+    these per sample); the replay must deliver to exactly these."""
+    return sorted({route.function.short_name for route in load_template(TEMPLATE).routes_for(event)})
 
 
 def ec2_event() -> dict[str, Any]:
@@ -123,7 +133,8 @@ def test_single_object_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert report["event_id"] == event["id"]
     assert report["detail_type"] == "Batch Job State Change"
     assert report["source"] == "aws.batch"
-    assert report["functions"] == ["metrics"]
+    assert report["functions"] == routed(event)
+    assert "metrics" in report["functions"]
     assert report["notifications"] == [] and report["actions"] == [] and report["errors"] == []
 
 
@@ -185,7 +196,9 @@ def test_sample_events_directory_replays_cleanly() -> None:
     for report in reports:
         assert report.errors == [], (report.event_id, report.errors)
         is_job_event = report.source in JOB_SOURCES and report.detail_type in JOB_DETAIL_TYPES
-        assert report.functions == (["metrics"] if is_job_event else []), report.event_id
+        expected = routed(next(e for e in sample_events() if e["id"] == report.event_id))
+        assert report.functions == expected, report.event_id
+        assert ("metrics" in report.functions) == is_job_event, report.event_id
         if is_job_event:
             assert report.job is not None
             assert any(m.name == "EventsProcessed" for m in report.metrics)
@@ -210,7 +223,8 @@ def test_scenario_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     reports = json_reports(out)
     assert [r["event_id"] for r in reports] == ["s-1", "s-2"]
-    assert [r["functions"] for r in reports] == [["metrics"], []]
+    assert [r["functions"] for r in reports] == [routed(failed_service_job()), []]
+    assert "metrics" in reports[0]["functions"]
 
 
 def test_scenario_with_unknown_world_key_is_unreadable_input(
@@ -301,7 +315,7 @@ def test_items_that_are_not_eventbridge_events(tmp_path: Path, capsys: pytest.Ca
 
     assert code == 1
     first, number, missing, mistyped = json_reports(out)
-    assert first["errors"] == [] and first["functions"] == ["metrics"]
+    assert first["errors"] == [] and "metrics" in first["functions"]
     for report in (number, missing, mistyped):
         assert report["event_id"] is None
         assert report["functions"] == []
@@ -371,11 +385,12 @@ def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
     assert before["errors"] == [] and any(m["name"] == "JobStateTransitions" for m in before["metrics"])
     assert after["errors"] == [] and any(m["name"] == "JobsFailed" for m in after["metrics"])
     assert bad["event_id"] == "malformed"
-    assert bad["functions"] == ["metrics"]
+    assert bad["functions"] == routed(malformed)
     assert bad["job"] is None
-    [error] = bad["errors"]
-    assert error.startswith("metrics: ") and "detail.status" in error
-    assert [m["name"] for m in bad["metrics"]] == ["InvalidEvents"]
+    # Each function it reached reports it, naming the field; each counts it once, nothing else.
+    assert sorted(e.split(": ", 1)[0] for e in bad["errors"]) == bad["functions"]
+    assert all("detail.status" in error for error in bad["errors"])
+    assert [m["name"] for m in bad["metrics"]] == ["InvalidEvents"] * len(bad["functions"])
 
 
 def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -388,7 +403,7 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 
     assert code == 1
     assert f"[1] Batch Service Job State Change  {event['id']}" in out
-    assert "status=FAILED" in out and "functions  metrics" in out
+    assert "status=FAILED" in out and f"functions  {', '.join(routed(event))}" in out
     assert "JobsFailed" in out and "FailureCategory=" in out
     assert "errors" in out and "detail.status" in out
     assert not any(line.lstrip().startswith("{") for line in out.splitlines())
@@ -418,7 +433,8 @@ def test_repeated_runs_in_one_process_capture_the_handler_logs_each_time() -> No
 
     for _ in range(2):
         [report] = replayer.run([malformed])
-        assert len(report.errors) == 1 and "detail.status" in report.errors[0]
+        assert len(report.errors) == len(routed(malformed)) >= 1
+        assert all("detail.status" in error for error in report.errors)
 
 
 def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
@@ -447,4 +463,4 @@ def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     reports = json_reports(done.stdout)
     assert len(reports) == 3
-    assert [r["functions"] for r in reports] == [["metrics"], ["metrics"], []]
+    assert [r["functions"] for r in reports] == [routed(failed_service_job()), routed(batch_job()), []]

@@ -180,6 +180,19 @@ def lambda_handler(event, context):
                           "error": "detail.status: Field required"}))
     if mode == "warning-log":
         print(json.dumps({"level": "WARNING", "message": "just a warning", "outcome": "ignored"}))
+    if mode in ("raise-capacity", "bad-capacity"):
+        import boto3
+        limits = [12] if mode == "raise-capacity" else ["twelve", -1]  # invalid type, then rejected value
+        batch = boto3.client("batch")
+        batch.describe_service_environments()  # a read: never an action
+        for limit in limits:
+            try:
+                batch.update_service_environment(
+                    serviceEnvironment="gpu-env",
+                    capacityLimits=[{"maxCapacity": limit, "capacityUnit": "NUM_INSTANCES"}],
+                )
+            except Exception:
+                pass
     if mode in ("publish", "loop"):
         import boto3
         source, detail = ("test.other", {}) if mode == "publish" else ("test.probe", {"probe": "loop"})
@@ -334,7 +347,7 @@ def test_event_is_delivered_unchanged_in_the_lambda_sqs_shape(app: Path) -> None
     }
     assert record["attributes"]["ApproximateReceiveCount"] == "1"
     assert record["eventSource"] == "aws:sqs"
-    assert record["eventSourceARN"] == "arn:aws:sqs:us-east-1:123456789012:ProbeQueue"
+    assert record["eventSourceARN"] == "arn:aws:sqs:us-east-1:111122223333:ProbeQueue"
     assert record["awsRegion"] == "us-east-1"
     assert record["messageAttributes"] == {}
     assert len(record["md5OfBody"]) == 32
@@ -363,7 +376,7 @@ def test_handler_sees_its_environment_at_import_and_a_lambda_context(app: Path) 
     context = first["context"]
     assert context["function_name"] == "batchpilot-probe"
     assert context["memory"] == 512
-    assert context["arn"] == "arn:aws:lambda:us-east-1:123456789012:function:batchpilot-probe"
+    assert context["arn"] == "arn:aws:lambda:us-east-1:111122223333:function:batchpilot-probe"
     assert 0 < context["remaining"] <= 11_000
     assert first["context"]["request_id"] != second["context"]["request_id"]
     assert dict(os.environ) == before
@@ -473,7 +486,7 @@ def test_embedded_aws_fakes_credentials_and_restores_the_environment(monkeypatch
         assert os.environ["AWS_DEFAULT_REGION"] == "us-east-1"
         assert "AWS_PROFILE" not in os.environ and "AWS_ENDPOINT_URL_SQS" not in os.environ
         url = aws.create_queue("Q")
-        assert url.endswith("/123456789012/Q")
+        assert url.endswith("/111122223333/Q")
 
     assert os.environ["AWS_ACCESS_KEY_ID"] == "outer-key"
     assert os.environ["AWS_PROFILE"] == "outer-profile"
@@ -530,3 +543,39 @@ def test_a_rule_loop_is_cut_off_and_reported(app: Path) -> None:
     [report] = Replayer(app).run([probe_event("e-loop", mode="loop")])
     assert any("still queued after" in error for error in report.errors)
     assert 2 <= len(seen(app)) <= 7  # bounded, not forever
+
+
+# ------------------------------------------------------------------------------------ actions
+def test_world_changing_calls_become_actions_in_call_order(app: Path) -> None:
+    world = {
+        "service_environments": [
+            {"name": "gpu-env", "capacityLimits": [{"maxCapacity": 4, "capacityUnit": "NUM_INSTANCES"}]}
+        ]
+    }
+    [raised, plain] = Replayer(app).run(
+        [probe_event("e-cap", mode="raise-capacity"), probe_event("e-plain")], worlds=[world]
+    )
+    assert raised.actions == [
+        {
+            "type": "update-capacity",
+            "operation": "batch:UpdateServiceEnvironment",
+            "request": {
+                "serviceEnvironment": "gpu-env",
+                "capacityLimits": [{"maxCapacity": 12, "capacityUnit": "NUM_INSTANCES"}],
+            },
+        }
+    ]
+    assert plain.actions == []  # each event lists only its own calls
+
+
+def test_refused_calls_are_not_actions_and_failed_ones_carry_their_error(app: Path) -> None:
+    world = {
+        "service_environments": [
+            {"name": "gpu-env", "capacityLimits": [{"maxCapacity": 4, "capacityUnit": "NUM_INSTANCES"}]}
+        ]
+    }
+    [report] = Replayer(app).run([probe_event("e-bad", mode="bad-capacity")], worlds=[world])
+    # "twelve" fails botocore's parameter validation (never sent); -1 is sent and rejected by Batch.
+    assert [(a["request"]["capacityLimits"][0]["maxCapacity"], a.get("error")) for a in report.actions] == [
+        (-1, "ClientException")
+    ]

@@ -415,8 +415,11 @@ class Context:
     def get_remaining_time_in_millis(self):
         return 30_000
 
-with open(event_file) as f:
-    body = json.dumps(json.load(f))  # as EventBridge delivers it to SQS: compact JSON
+if event_file == "-":
+    body = "{}"  # a malformed record: handled without any AWS call
+else:
+    with open(event_file) as f:
+        body = json.dumps(json.load(f))  # as EventBridge delivers it to SQS: compact JSON
 event = {"Records": [{
     "messageId": "059f36b4-87a3-44ab-83d2-661975830a7d",
     "receiptHandle": "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a",
@@ -448,6 +451,22 @@ def resolve(value: Any, template: dict[str, Any], where: str) -> str | None:
             return PSEUDO_PARAMETERS[name]
         if name in template.get("Parameters", {}):
             return str(template["Parameters"][name]["Default"])
+        if name in template.get("Resources", {}):
+            # What Ref returns for the resource type, with the logical id as the physical name
+            # (never reached: the functions that call AWS get a record they handle without a call).
+            kind = template["Resources"][name]["Type"]
+            if kind == "AWS::SNS::Topic":
+                return f"arn:aws:sns:us-east-1:111122223333:{name}"
+            if kind == "AWS::SQS::Queue":
+                return f"https://sqs.us-east-1.amazonaws.com/111122223333/{name}"
+            return name
+    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
+        target = value["Fn::GetAtt"]
+        logical_id = target[0] if isinstance(target, list) else str(target).split(".", 1)[0]
+        if logical_id in template.get("Resources", {}):
+            return f"arn:aws:local:us-east-1:111122223333:{logical_id}"
+    if isinstance(value, dict) and set(value) == {"Fn::If"}:
+        return resolve(value["Fn::If"][2], template, where)  # conditions at their defaults: false
     if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
         return re.sub(
             r"\$\{([^}!]+)\}", lambda m: resolve({"Ref": m.group(1)}, template, where) or "", value["Fn::Sub"]
@@ -473,6 +492,11 @@ def lambda_environment(template: dict[str, Any], function: str) -> dict[str, str
         "_HANDLER": properties["Handler"],
         "LANG": "en_US.UTF-8",
         "TZ": ":UTC",
+        # Functions that call AWS find nothing here: fake credentials, a closed loopback port.
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_MAX_ATTEMPTS": "1",
     }
     variables = {
         **globals_.get("Environment", {}).get("Variables", {}),
@@ -502,9 +526,13 @@ def test_function_imports_and_runs_with_only_its_layer(
     # The repo and the venv running pytest must not be on the path (any site-packages is refused anyway).
     forbidden = [str(ROOT), sys.prefix]
 
+    # The metrics function needs no AWS: it gets a real sample and must print its metrics. The
+    # others call AWS, so they get a malformed record, which each handles without a call.
+    calls_aws = function != "MetricsFunction"
+    event_arg = "-" if calls_aws else str(SAMPLE_EVENT)
     proc = subprocess.run(
         [python313, "-I", "-S", "-c", INVOKE, str(code_dir), str(layer_dir), module, attribute,
-         str(SAMPLE_EVENT), str(result_file), *forbidden],
+         event_arg, str(result_file), *forbidden],
         cwd=tmp_path,
         env=lambda_environment(TEMPLATE, function),
         capture_output=True,
@@ -518,6 +546,9 @@ def test_function_imports_and_runs_with_only_its_layer(
     assert json.loads(result_file.read_text()) == {"batchItemFailures": []}
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     emf = [line for line in lines if "_aws" in line]
+    if calls_aws:
+        assert any("InvalidEvents" in blob for blob in emf), f"{function} did not count the bad record"
+        return
     assert emf, f"{function} printed no EMF blob:\n{proc.stdout[-2000:]}"
     for blob in emf:
         [directive] = blob["_aws"]["CloudWatchMetrics"]

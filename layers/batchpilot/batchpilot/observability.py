@@ -25,5 +25,9 @@ def configure(settings: FunctionSettings) -> None:
     """Apply validated settings at cold start: namespace, ``service`` and ``Function`` dimensions."""
     metrics.namespace = settings.namespace
     metrics.service = settings.service
+    # Start from a clean slate: harmless in Lambda (one function per process), and it keeps a
+    # second function configured in the same process (the local replay) from inheriting anything.
+    metrics.clear_default_dimensions()
+    metrics.clear_metrics()
     metrics.set_default_dimensions(Function=settings.function)
     logger.append_keys(service=settings.service, function=settings.function)

@@ -54,6 +54,8 @@ class SkipReason(StrEnum):
     ALREADY_HANDLED = "ALREADY_HANDLED"  # a duplicate or older event for an attempt already decided
     QUEUE_NOT_MANAGED = "QUEUE_NOT_MANAGED"  # the job queue is not in the recovery configuration
     DRY_RUN = "DRY_RUN"
+    ROLE_NOT_ALLOWED = "ROLE_NOT_ALLOWED"  # the SageMaker execution role is not in the configuration
+    NOT_FOUND = "NOT_FOUND"  # Describe* no longer knows the job (nothing to rebuild the request from)
 
 
 class CapacityLimitReason(StrEnum):
@@ -97,6 +99,7 @@ class JobResubmitted(_OwnEvent):
     budget_used: int = Field(default=0, ge=0)
     budget_limit: int = Field(default=0, ge=0)
     dry_run: bool = False
+    job_name: str | None = None  # the failed job's name (jobName / TrainingJobName)
 
 
 class RecoverySkipped(_OwnEvent):
@@ -115,6 +118,7 @@ class RecoverySkipped(_OwnEvent):
     lineage_id: str | None = None
     budget_used: int | None = None
     budget_limit: int | None = None
+    critical: bool = False  # True for BUDGET_EXHAUSTED: a job nobody will restart
 
 
 class RecoveryFailed(_OwnEvent):
@@ -131,6 +135,7 @@ class RecoveryFailed(_OwnEvent):
     operation: str
     error_code: str
     error_message: str
+    will_retry: bool = False  # a transient error (throttling): SQS delivers the failure again
 
 
 class CapacityAdjusted(_OwnEvent):
@@ -146,6 +151,11 @@ class CapacityAdjusted(_OwnEvent):
     runnable_demand: int = Field(ge=0)
     reason: str
     dry_run: bool = False
+    # Added by the capacity function: the sentence for people, what demand asked for (instances,
+    # before max), and the blocked job that drove a raise (SERVICE_ENVIRONMENT_MAX_RESOURCE).
+    message: str | None = None
+    desired: int | None = Field(default=None, ge=0)
+    job_arn: str | None = None
 
 
 class CapacityLimited(_OwnEvent):
@@ -161,6 +171,9 @@ class CapacityLimited(_OwnEvent):
     limit_reason: CapacityLimitReason
     message: str
     job_arn: str | None = None
+    # Added by the capacity function: the inputs of the refusal (instances).
+    in_use: int | None = Field(default=None, ge=0)
+    runnable_demand: int | None = Field(default=None, ge=0)
 
 
 OwnEvent = JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited

@@ -1,0 +1,232 @@
+"""Capacity function: AWS calls per run and run time for 1 job queue x 5,000 RUNNABLE jobs.
+
+The real handler (``functions/capacity/app.py``) runs against the embedded AWS (moto plus the embedded
+Batch service-job backend) with one managed service environment fed by one job queue that holds
+``--jobs`` RUNNABLE service jobs. Calls are counted with the embedded AWS's API journal, per run:
+
+1. first run ever (empty payload cache) with the default DescribeServiceJob budget (300 per run);
+2. the runs after it in the same Lambda instance until every payload is cached (how many runs);
+3. a warm run (same Lambda instance, every payload in memory): ``--runs`` repetitions, median time;
+4. a cold start (new Lambda instance): payloads come back from DynamoDB in one Query.
+
+Run time is wall time of ``lambda_handler`` in this process. Against AWS each call is a network
+round trip: read the call counts, not the local milliseconds, as the cost there. Reported, never
+asserted.
+
+    .venv/bin/python benchmarks/bench_capacity.py [--jobs 5000] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, write_section
+
+sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
+
+APP = ROOT / "functions" / "capacity" / "app.py"
+TABLE = "batchpilot-StateTable"
+ACCOUNT = "111122223333"
+T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
+
+
+class _Context:
+    function_name = "batchpilot-capacity"
+    memory_limit_in_mb = 256
+    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:batchpilot-capacity"
+    aws_request_id = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def _env() -> dict[str, str]:
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}"
+    return {
+        "POWERTOOLS_SERVICE_NAME": "batchpilot",
+        "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "BATCHPILOT_STATE_TABLE": TABLE,
+        "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": f"{arn}:service-environment/bench-env",
+        "BATCHPILOT_CAPACITY_JOB_QUEUES": f"{arn}:job-queue/bench-q",
+        "BATCHPILOT_CAPACITY_POLICY": json.dumps(
+            {"service_environments": {"bench-env": {"job_queues": ["bench-q"], "max": 20_000}}}
+        ),
+    }
+
+
+def _load() -> ModuleType:
+    os.environ.update(_env())
+    spec = importlib.util.spec_from_file_location(f"capacity_app_{uuid.uuid4().hex}", APP)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _event(minute: int) -> dict[str, Any]:
+    at = T0 + timedelta(minutes=minute)
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": ACCOUNT,
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {},
+    }
+
+
+def _world(jobs: int) -> dict[str, Any]:
+    demand = sum(1 + i % 4 for i in range(jobs))  # instances the RUNNABLE jobs ask for
+    return {
+        "service_environments": [
+            # The limit already fits the demand (sum of 1 + i % 4 = 12,500): runs measure sampling.
+            {
+                "name": "bench-env",
+                "capacityLimits": [{"maxCapacity": demand, "capacityUnit": "NUM_INSTANCES"}],
+            }
+        ],
+        "job_queues": [{"name": "bench-q", "serviceEnvironment": "bench-env"}],
+        "service_jobs": [
+            {
+                "jobName": f"job-{i}",
+                "jobQueue": "bench-q",
+                "status": "RUNNABLE",
+                "createdAt": int((T0 - timedelta(seconds=i)).timestamp() * 1000),
+                "serviceRequestPayload": {
+                    "TrainingJobName": f"job-{i}",
+                    "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1 + i % 4},
+                },
+            }
+            for i in range(jobs)
+        ],
+    }
+
+
+def _run(aws: Any, handler: ModuleType, minute: int, sink: Any) -> tuple[float, Counter[str], Any]:
+    aws.drain_journal()
+    real = sys.stdout
+    sys.stdout = sink  # EMF and logs: not part of what is measured here
+    try:
+        start = time.perf_counter()
+        result = handler.lambda_handler(_event(minute), _Context())
+        elapsed = time.perf_counter() - start
+    finally:
+        sys.stdout = real
+    if result["errors"]:
+        raise SystemExit(f"run failed: {result['errors']}")
+    return elapsed, Counter(e.action for e in aws.drain_journal()), result
+
+
+def _calls(counter: Counter[str]) -> str:
+    return (
+        ", ".join(f"{op.split(':', 1)[1]} {n}" for op, n in sorted(counter.items()))
+        + f" (total {sum(counter.values())})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000, help="RUNNABLE jobs in the queue")
+    parser.add_argument("--runs", type=int, default=7, help="warm runs to time")
+    parser.add_argument("--section", default="capacity", help="RESULTS.md section key to replace")
+    parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
+    args = parser.parse_args()
+
+    import io
+
+    from batchpilot_local.embedded_aws import EmbeddedAws
+
+    pinning = pin_to_one_core()
+    info = machine()
+    sink = io.StringIO()
+    with EmbeddedAws() as aws:
+        aws.client("dynamodb").create_table(
+            TableName=TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+        )
+        aws.seed(_world(args.jobs))
+        handler = _load()
+        minute = 0
+        first_time, first_calls, _ = _run(aws, handler, minute, sink)
+        filling = []
+        while True:
+            minute += 1
+            elapsed, calls, _ = _run(aws, handler, minute, sink)
+            if not calls["batch:DescribeServiceJob"]:
+                break
+            filling.append((elapsed, calls))
+        warm: list[float] = []
+        warm_calls: Counter[str] = Counter()
+        for _ in range(args.runs):
+            minute += 1
+            elapsed, warm_calls, _ = _run(aws, handler, minute, sink)
+            warm.append(elapsed)
+        minute += 1
+        cold_time, cold_calls, _ = _run(aws, _load(), minute, sink)
+
+    runs_to_fill = 1 + len(filling)
+    first = f"{first_time * 1000:.0f} ms"
+    warm_median = f"{statistics.median(warm) * 1000:.0f} ms"
+    cold = f"{cold_time * 1000:.0f} ms"
+    lines = [
+        f"capacity function, 1 job queue x {args.jobs} RUNNABLE jobs, {pinning}",
+        f"  first run (empty cache, describe budget 300): {first}; calls: {_calls(first_calls)}",
+        f"  payload cache complete after {runs_to_fill} runs (300 payloads read per run)",
+        f"  warm run (same instance), median of {args.runs}: {warm_median} "
+        f"(min {min(warm) * 1000:.0f}, max {max(warm) * 1000:.0f}); calls: {_calls(warm_calls)}",
+        f"  cold start (new instance, cache in DynamoDB): {cold}; calls: {_calls(cold_calls)}",
+    ]
+    print("\n".join(lines))
+    if args.no_write:
+        return
+    body = f"""## Capacity function: 1 job queue x {args.jobs} RUNNABLE jobs (Python {sys.version.split()[0]})
+
+Run {now()} with `.venv/bin/python benchmarks/bench_capacity.py`.
+
+- What: `functions/capacity/app.py` against the embedded AWS (moto + embedded Batch), one service
+  environment fed by one job queue with {args.jobs} RUNNABLE service jobs (1-4 instances each).
+  AWS calls counted with the embedded AWS's API journal; time is the handler's wall time in this
+  process ({pinning}). Against AWS each call is a network round trip: the call counts are the cost.
+
+| run | AWS calls | time |
+|---|---|---|
+| first run ever (empty payload cache, DescribeServiceJob budget 300) | {_calls(first_calls)} | {first} |
+| warm (same Lambda instance, payloads known), median of {args.runs} | {_calls(warm_calls)} | {warm_median} |
+| cold start (new instance, payloads from the DynamoDB cache) | {_calls(cold_calls)} | {cold} |
+
+Every payload is cached after {runs_to_fill} runs (300 `DescribeServiceJob` per run); from then on a
+run reads no payload again. `ListServiceJobs` returns at most 100 jobs per page (the API maximum),
+so listing the queue is {(args.jobs + 99) // 100} of the calls and the rest is a constant handful.
+
+Machine:
+
+{machine_markdown(info)}
+"""
+    write_section(args.section, body)
+
+
+if __name__ == "__main__":
+    main()

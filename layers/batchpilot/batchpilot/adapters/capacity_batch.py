@@ -1,0 +1,173 @@
+"""AWS Batch reads and the one write of the capacity function, through an injected boto3 ``batch`` client.
+
+Paginated operations use botocore's paginators (``DescribeServiceEnvironments``, ``ListServiceJobs``);
+throttling and transient errors are retried by botocore's standard retry mode (the client comes from
+:func:`batchpilot.adapters.aws.client`). Errors other than "this job no longer exists" propagate as
+``botocore.exceptions.ClientError``: the caller isolates them per service environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchpilot.capacity.model import (
+    CapacityLimit,
+    QueueSnapshot,
+    RunnableJob,
+    ServiceEnvironment,
+    demand_from_payload,
+)
+from batchpilot.events import to_datetime
+
+__all__ = ["BatchCapacityClient"]
+
+_PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return to_datetime(value)
+    except ValueError:
+        return None
+
+
+def _usage(entries: Any) -> dict[str, float]:
+    """``[{capacityUnit, quantity}]`` → unit → summed quantity (malformed entries skipped)."""
+    out: dict[str, float] = {}
+    for entry in entries or []:
+        if not isinstance(entry, Mapping):
+            continue
+        unit, quantity = entry.get("capacityUnit"), entry.get("quantity")
+        if isinstance(unit, str) and isinstance(quantity, int | float) and not isinstance(quantity, bool):
+            out[unit] = out.get(unit, 0.0) + float(quantity)
+    return out
+
+
+def _by_name(entries: Any, key: str) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for entry in entries or []:
+        if isinstance(entry, Mapping) and isinstance(entry.get(key), str):
+            out[entry[key]] = _usage(entry.get("capacityUsage"))
+    return out
+
+
+def _job_id(job_arn: str) -> str:
+    """``arn:aws:batch:...:service-job/<id>`` → ``<id>`` (a bare id is returned as is)."""
+    return job_arn.rsplit("/", 1)[-1]
+
+
+class BatchCapacityClient:
+    """What the capacity function asks of AWS Batch.
+
+    Args:
+        client: a boto3 ``batch`` client (``batchpilot.adapters.aws.client("batch")``).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def describe_environments(self, names: Sequence[str]) -> dict[str, ServiceEnvironment]:
+        """``DescribeServiceEnvironments`` for ``names`` (100 per request, every page).
+
+        Returns:
+            Name → environment, for the environments that exist (a missing name is absent).
+        """
+        out: dict[str, ServiceEnvironment] = {}
+        paginator = self._client.get_paginator("describe_service_environments")
+        for chunk in _chunks(list(names), _PAGE):
+            pages = paginator.paginate(serviceEnvironments=list(chunk), PaginationConfig={"PageSize": _PAGE})
+            for page in pages:
+                for item in page.get("serviceEnvironments", []):
+                    limits = tuple(
+                        CapacityLimit(str(limit["capacityUnit"]), int(limit.get("maxCapacity", 0)))
+                        for limit in item.get("capacityLimits", [])
+                        if isinstance(limit, Mapping) and limit.get("capacityUnit")
+                    )
+                    env = ServiceEnvironment(
+                        name=str(item["serviceEnvironmentName"]),
+                        arn=item.get("serviceEnvironmentArn"),
+                        state=item.get("state"),
+                        status=item.get("status"),
+                        limits=limits,
+                    )
+                    out[env.name] = env
+        return out
+
+    def runnable_jobs(self, queue: str) -> list[RunnableJob]:
+        """Every RUNNABLE service job of ``queue`` (``ListServiceJobs``, 100 per page, every page)."""
+        paginator = self._client.get_paginator("list_service_jobs")
+        pages = paginator.paginate(jobQueue=queue, jobStatus="RUNNABLE", PaginationConfig={"PageSize": _PAGE})
+        jobs: list[RunnableJob] = []
+        for page in pages:
+            for item in page.get("jobSummaryList", []):
+                if item.get("status", "RUNNABLE") != "RUNNABLE" or not item.get("jobArn"):
+                    continue
+                jobs.append(
+                    RunnableJob(
+                        arn=str(item["jobArn"]),
+                        created_at=_time(item.get("createdAt")),
+                        share_identifier=item.get("shareIdentifier") or None,
+                        quota_share=item.get("quotaShareName") or None,
+                        status_reason=item.get("statusReason") or None,
+                        job_id=item.get("jobId") or None,
+                    )
+                )
+        return jobs
+
+    def snapshot(self, queue: str) -> QueueSnapshot:
+        """Capacity in use by ``queue`` (``GetJobQueueSnapshot.queueUtilization``)."""
+        response = self._client.get_job_queue_snapshot(jobQueue=queue)
+        utilization = response.get("queueUtilization") or {}
+        fair = utilization.get("fairshareUtilization") or {}
+        quota = utilization.get("quotaShareUtilization") or {}
+        return QueueSnapshot(
+            total=_usage(utilization.get("totalCapacityUsage")),
+            by_share=_by_name(fair.get("topCapacityUtilization"), "shareIdentifier"),
+            by_quota_share=_by_name(quota.get("topCapacityUtilization"), "quotaShareName"),
+        )
+
+    def job_demand(self, job_arn: str, job_id: str | None = None) -> dict[str, int] | None:
+        """Instances one service job asks for, from ``DescribeServiceJob``'s ``serviceRequestPayload``.
+
+        Args:
+            job_arn: the job's ARN.
+            job_id: its ``jobId`` from ``ListServiceJobs`` (default: the id at the end of the ARN).
+
+        Returns:
+            Instance type → instances; an empty dict when the job is gone or its payload has no
+            usable ``ResourceConfig`` (cached as "read, unknown" so it is not read again).
+
+        Raises:
+            botocore.exceptions.ClientError: any other error (throttling already retried).
+        """
+        try:
+            response = self._client.describe_service_job(jobId=job_id or _job_id(job_arn))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("ClientException", "ResourceNotFoundException"):
+                return {}
+            raise
+        return demand_from_payload(response.get("serviceRequestPayload")) or {}
+
+    def update_capacity(self, environment: str, limits: Sequence[CapacityLimit]) -> None:
+        """``UpdateServiceEnvironment`` with the full ``capacityLimits`` (every unit, changed or not).
+
+        Raises:
+            botocore.exceptions.ClientError: the update was refused.
+        """
+        self._client.update_service_environment(
+            serviceEnvironment=environment,
+            capacityLimits=[
+                {"maxCapacity": limit.max_capacity, "capacityUnit": limit.unit} for limit in limits
+            ],
+        )

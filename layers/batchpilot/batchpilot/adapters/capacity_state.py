@@ -1,0 +1,220 @@
+"""The capacity function's state in the shared DynamoDB ``StateTable``, through an injected boto3 client.
+
+Items (keys ``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL attribute):
+
+- ``pk = capacity#env#<service environment>``, ``sk = state``: ``version`` (optimistic lock),
+  ``last_change_at`` (ISO-8601, the cooldown clock), ``clocks`` (unit → ``below_since`` and the
+  ``history`` of ``[time, target]`` within the stabilisation window), ``notices`` (the last own
+  event of each kind per unit). Refreshed every run; expires 30 days after the last.
+- ``pk = capacity#demand#<job queue>``, ``sk = <job ARN>``: ``demand`` (instance type →
+  instances, from the job's payload ``ResourceConfig``; empty when the payload had none). A job's
+  payload never changes, so it is read once; the item expires 14 days after it was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from boto3.dynamodb.table import BatchWriter
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
+from batchpilot.events import to_datetime
+
+__all__ = ["DEMAND_TTL", "STATE_TTL", "CapacityStateStore"]
+
+STATE_TTL = timedelta(days=30)
+"""How long an environment's state outlives its last run (an environment dropped from the
+configuration leaves no state behind)."""
+DEMAND_TTL = timedelta(days=14)
+"""How long a job's cached demand is kept (a job RUNNABLE for longer is simply read again)."""
+
+_BATCH_GET = 100  # BatchGetItem's maximum keys per request
+_QUERY_ABOVE = 300  # more misses than this: one Query of the queue's partition beats BatchGetItems
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _when(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return to_datetime(str(value))
+    except ValueError:
+        return None
+
+
+def _ttl(now: datetime, ttl: timedelta) -> int:
+    return int((now + ttl).timestamp())
+
+
+def _encode(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _serializer.serialize(value) for key, value in item.items()}
+
+
+def _decode(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _deserializer.deserialize(value) for key, value in item.items()}
+
+
+def _state_key(environment: str) -> dict[str, Any]:
+    return {"pk": {"S": f"capacity#env#{environment}"}, "sk": {"S": "state"}}
+
+
+def _demand_pk(queue: str) -> str:
+    return f"capacity#demand#{queue}"
+
+
+def _clock_from(raw: Any) -> UnitClock:
+    if not isinstance(raw, Mapping):
+        return UnitClock()
+    history: list[tuple[datetime, int]] = []
+    for entry in raw.get("history") or []:
+        if isinstance(entry, list | tuple) and len(entry) == 2:
+            when = _when(entry[0])
+            if when is not None:
+                history.append((when, int(entry[1])))
+    return UnitClock(below_since=_when(raw.get("below_since")), history=tuple(history))
+
+
+def _notice_from(raw: Any) -> Notice | None:
+    if not isinstance(raw, Mapping):
+        return None
+    when = _when(raw.get("at"))
+    return Notice(str(raw.get("key", "")), when) if when is not None else None
+
+
+def _demand_from(raw: Any) -> dict[str, int]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): int(v) for k, v in raw.items() if int(v) > 0}
+
+
+class CapacityStateStore:
+    """Reads and writes capacity state and the payload-demand cache.
+
+    Args:
+        client: a boto3 ``dynamodb`` client (``batchpilot.adapters.aws.client("dynamodb")``).
+        table: the ``StateTable`` name.
+
+    Errors from DynamoDB propagate as ``botocore.exceptions.ClientError`` (throttling already
+    retried by botocore), except the conditional-write conflict :meth:`save` reports as None.
+    """
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    # ------------------------------------------------------------------ environment state
+    def load(self, environment: str) -> EnvironmentState:
+        """The saved state of ``environment`` (a fresh state when there is none). Strongly consistent."""
+        response = self._client.get_item(
+            TableName=self._table, Key=_state_key(environment), ConsistentRead=True
+        )
+        raw = response.get("Item")
+        if not raw:
+            return EnvironmentState()
+        item = _decode(raw)
+        clocks = {str(u): _clock_from(c) for u, c in (item.get("clocks") or {}).items()}
+        notices = {str(k): n for k, v in (item.get("notices") or {}).items() if (n := _notice_from(v))}
+        return EnvironmentState(
+            version=int(item.get("version", 0)),
+            last_change_at=_when(item.get("last_change_at")),
+            clocks=clocks,
+            notices=notices,
+        )
+
+    def save(self, environment: str, state: EnvironmentState, now: datetime) -> int | None:
+        """Write ``state`` if nobody wrote since it was loaded (``version`` still ``state.version``).
+
+        Returns:
+            The new version, or None when another run saved first (nothing written).
+        """
+        version = state.version + 1
+        item: dict[str, Any] = {
+            "version": version,
+            "last_change_at": _iso(state.last_change_at),
+            "clocks": {
+                unit: {
+                    "below_since": _iso(clock.below_since),
+                    "history": [[_iso(when), value] for when, value in clock.history],
+                }
+                for unit, clock in state.clocks.items()
+            },
+            "notices": {k: {"key": n.key, "at": _iso(n.at)} for k, n in state.notices.items()},
+            "updated_at": _iso(now),
+            "expires_at": _ttl(now, STATE_TTL),
+        }
+        encoded = {**_state_key(environment), **_encode(item)}
+        try:
+            if state.version == 0:
+                self._client.put_item(
+                    TableName=self._table, Item=encoded, ConditionExpression="attribute_not_exists(pk)"
+                )
+            else:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item=encoded,
+                    ConditionExpression="version = :expected",
+                    ExpressionAttributeValues={":expected": {"N": str(state.version)}},
+                )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return None
+            raise
+        return version
+
+    # ------------------------------------------------------------------ payload-demand cache
+    def cached_demands(self, queue: str, job_arns: Sequence[str]) -> dict[str, dict[str, int]]:
+        """The cached demand of those of ``job_arns`` that have one (BatchGetItem by key, or one
+        Query of the queue's partition when there are more than 300)."""
+        if not job_arns:
+            return {}
+        wanted = set(job_arns)
+        found: dict[str, dict[str, int]] = {}
+        if len(wanted) > _QUERY_ABOVE:
+            paginator = self._client.get_paginator("query")
+            pages = paginator.paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": _demand_pk(queue)}},
+                ProjectionExpression="sk, demand",
+            )
+            for page in pages:
+                for raw in page.get("Items", []):
+                    item = _decode(raw)
+                    if item.get("sk") in wanted:
+                        found[str(item["sk"])] = _demand_from(item.get("demand"))
+            return found
+        arns = sorted(wanted)
+        for start in range(0, len(arns), _BATCH_GET):
+            keys = [
+                {"pk": {"S": _demand_pk(queue)}, "sk": {"S": arn}} for arn in arns[start : start + _BATCH_GET]
+            ]
+            response = self._client.batch_get_item(
+                RequestItems={self._table: {"Keys": keys, "ProjectionExpression": "sk, demand"}}
+            )
+            # Keys DynamoDB left unprocessed are simply misses: the caller reads those jobs again.
+            for raw in response.get("Responses", {}).get(self._table, []):
+                item = _decode(raw)
+                found[str(item["sk"])] = _demand_from(item.get("demand"))
+        return found
+
+    def remember_demands(self, queue: str, demands: Mapping[str, Mapping[str, int]], now: datetime) -> None:
+        """Cache job demands (BatchWriteItem, 25 per request; unprocessed items are resent by
+        boto3's ``BatchWriter``)."""
+        if not demands:
+            return
+        expires = _ttl(now, DEMAND_TTL)
+        writer = BatchWriter(self._table, self._client)
+        with writer:
+            for arn, demand in demands.items():
+                item = {"pk": _demand_pk(queue), "sk": arn, "demand": dict(demand), "expires_at": expires}
+                writer.put_item(Item=_encode(item))

@@ -1,0 +1,60 @@
+"""Lists checkpoint prefixes in S3 for the recovery function (injected client, read-only).
+
+Implements :class:`batchpilot.recovery.service.CheckpointInspector` with ListObjectsV2 (the only S3
+permission the function has: ``s3:ListBucket`` on the configured checkpoint buckets).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState
+
+__all__ = ["S3Checkpoints"]
+
+_PAGE_SIZE = 1000
+
+
+class S3Checkpoints:
+    """Finds the newest object under a checkpoint prefix.
+
+    Args:
+        client: a boto3 ``s3`` client.
+        max_pages: ListObjectsV2 pages (1000 keys each) read per prefix at most.
+    """
+
+    def __init__(self, client: Any, max_pages: int = 20) -> None:
+        self.client = client
+        self.max_pages = max_pages
+
+    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
+        """The newest ``LastModified`` under ``location`` (ListObjectsV2, paginated).
+
+        Never raises for S3 errors: a prefix that cannot be listed (``AccessDenied``,
+        ``NoSuchBucket``) is reported in ``error`` and counts as "no checkpoint found".
+        """
+        if location is None:
+            return CheckpointState(None)
+        newest: datetime | None = None
+        count = 0
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=location.bucket,
+                Prefix=location.prefix,
+                PaginationConfig={"MaxItems": self.max_pages * _PAGE_SIZE, "PageSize": _PAGE_SIZE},
+            )
+            for page in pages:
+                for item in page.get("Contents") or []:
+                    count += 1
+                    modified = item.get("LastModified")
+                    if isinstance(modified, datetime) and (newest is None or modified > newest):
+                        newest = modified
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code") or "Unknown")
+            return CheckpointState(location, None, count, code)
+        except BotoCoreError as exc:
+            return CheckpointState(location, None, count, type(exc).__name__)
+        return CheckpointState(location, newest, count)

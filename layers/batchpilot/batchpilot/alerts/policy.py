@@ -1,0 +1,280 @@
+"""The routing policy: which facts are critical, warning or info, and where each severity goes.
+
+A policy is a JSON document validated by pydantic at cold start (unknown keys are errors, so a typo
+never silently disables a rule). An empty document (``{}``) is the built-in default, which needs no
+editing: see :mod:`batchpilot.alerts.severity` for the default severity table.
+
+How a fact's severity is decided, in order:
+
+1. the default table (:func:`batchpilot.alerts.severity.default_severity`);
+2. ``mark_critical``: a fact at ``warning`` whose job queue, share identifier or quota share is
+   listed becomes ``critical`` (production queues and shares page);
+3. ``never_page``: a fact at ``critical`` whose job queue, share identifier or quota share is listed
+   becomes ``warning`` (research shares only post);
+4. ``rules``, in order: every rule whose ``match`` holds sets the severity (a later rule sees the
+   severity an earlier one set, through ``match.severity``).
+
+``silent`` means "no notification". Then ``channels`` maps the severity to the channels (``sns``:
+the on-call topic; ``slack``).
+
+Example (the seed use case)::
+
+    {
+      "mark_critical": {"share_identifiers": ["prod*"]},
+      "never_page": {"share_identifiers": ["research*"]},
+      "rules": [
+        {"match": {"job_queue": ["ml-training-highpri"], "category": ["TIMEOUT"]}, "severity": "critical"},
+        {"match": {"detail_type": ["Batch Job State Change"], "status": ["SUCCEEDED"],
+                   "job_queue": ["nightly-eval"]}, "severity": "info"}
+      ],
+      "channels": {"critical": ["sns", "slack"], "warning": ["slack"], "info": ["slack"]},
+      "digest_threshold": 5
+    }
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "SEVERITY_RANK",
+    "Channel",
+    "Match",
+    "PolicyError",
+    "RoutingPolicy",
+    "Rule",
+    "Selector",
+    "Severity",
+    "load_policy",
+]
+
+
+class Severity(StrEnum):
+    """How urgent a fact is. ``silent`` sends nothing."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+    SILENT = "silent"
+
+
+SEVERITY_RANK: dict[Severity, int] = {
+    Severity.SILENT: 0,
+    Severity.INFO: 1,
+    Severity.WARNING: 2,
+    Severity.CRITICAL: 3,
+}
+"""Order of severities, lowest first."""
+
+
+class Channel(StrEnum):
+    """Where a notification goes: the on-call SNS topic or Slack."""
+
+    SNS = "sns"
+    SLACK = "slack"
+
+
+class PolicyError(ValueError):
+    """The routing policy document is not valid; the message names the field (``rules.0.severity``)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Patterns = list[str]
+
+
+def _check_patterns(value: list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if not value:
+        raise ValueError("must list at least one pattern (leave the field out to match anything)")
+    for item in value:
+        if not item.strip():
+            raise ValueError("patterns must not be empty")
+    return value
+
+
+def _any(patterns: list[str] | None, value: str | None) -> bool:
+    """True when ``patterns`` is None (not given) or one of them matches ``value`` (case-sensitive glob)."""
+    if patterns is None:
+        return True
+    if value is None:
+        return False
+    return any(fnmatchcase(value, pattern) for pattern in patterns)
+
+
+class Match(_Strict):
+    """Conditions of a rule. Every given field must hold; each is a list of glob patterns
+    (``*``, ``?``, ``[...]``, case-sensitive), any of which may match. A field that is given never
+    matches a fact without that value (e.g. ``quota_share`` on a FIFO queue's job).
+
+    Attributes:
+        detail_type: the event's ``detail-type`` (``Batch Service Job State Change``,
+            ``Recovery Skipped``, ...).
+        job_kind: ``container-job``, ``service-job`` or ``training-job``.
+        status: Batch status (``FAILED``) or SageMaker ``TrainingJobStatus`` (``Failed``).
+        category: ``CAPACITY``, ``SPOT_INTERRUPTION``, ... (the closed set of
+            :class:`batchpilot.classification.Category`).
+        job_queue: the job queue *name*.
+        share_identifier: the fair-share identifier.
+        quota_share: the quota share name.
+        reason_code: ``skip_reason`` of Recovery Skipped, ``limit_reason`` of Capacity Limited,
+            ``error_code`` of Recovery Failed.
+        severity: the severity decided so far (``critical``, ``warning``, ``info``, ``silent``).
+    """
+
+    detail_type: Patterns | None = None
+    job_kind: Patterns | None = None
+    status: Patterns | None = None
+    category: Patterns | None = None
+    job_queue: Patterns | None = None
+    share_identifier: Patterns | None = None
+    quota_share: Patterns | None = None
+    reason_code: Patterns | None = None
+    severity: list[Severity] | None = None
+
+    _check = field_validator(
+        "detail_type",
+        "job_kind",
+        "status",
+        "category",
+        "job_queue",
+        "share_identifier",
+        "quota_share",
+        "reason_code",
+    )(_check_patterns)
+
+    def holds(self, values: dict[str, str | None], severity: Severity) -> bool:
+        """True when every given condition holds for the fact's ``values`` (keys as the fields)."""
+        if self.severity is not None and severity not in self.severity:
+            return False
+        return all(
+            _any(getattr(self, name), values.get(name))
+            for name in (
+                "detail_type",
+                "job_kind",
+                "status",
+                "category",
+                "job_queue",
+                "share_identifier",
+                "quota_share",
+                "reason_code",
+            )
+        )
+
+
+class Rule(_Strict):
+    """``match`` → ``severity``. ``description`` is for people reading the policy."""
+
+    match: Match = Field(default_factory=Match)
+    severity: Severity
+    description: str | None = Field(default=None, max_length=500)
+
+
+class Selector(_Strict):
+    """Job queues, share identifiers or quota shares (glob patterns); a fact is selected when any
+    list has a pattern matching its value."""
+
+    job_queues: Patterns = Field(default_factory=list)
+    share_identifiers: Patterns = Field(default_factory=list)
+    quota_shares: Patterns = Field(default_factory=list)
+
+    def selects(self, job_queue: str | None, share_identifier: str | None, quota_share: str | None) -> bool:
+        """True when one of the three values matches one of its patterns."""
+        return (
+            (bool(self.job_queues) and _any(self.job_queues, job_queue))
+            or (bool(self.share_identifiers) and _any(self.share_identifiers, share_identifier))
+            or (bool(self.quota_shares) and _any(self.quota_shares, quota_share))
+        )
+
+
+def _default_channels() -> dict[Severity, list[Channel]]:
+    return {
+        Severity.CRITICAL: [Channel.SNS, Channel.SLACK],
+        Severity.WARNING: [Channel.SLACK],
+        Severity.INFO: [Channel.SLACK],
+    }
+
+
+class RoutingPolicy(_Strict):
+    """The whole routing policy (see the module docstring for how severities are decided).
+
+    Attributes:
+        version: always 1.
+        rules: applied in order after the defaults, ``mark_critical`` and ``never_page``.
+        mark_critical: warning → critical for these job queues / share identifiers / quota shares.
+        never_page: critical → warning for these (applied after ``mark_critical``).
+        channels: severity → channels. Every severity but ``silent`` must be present (an empty
+            list is allowed and sends nothing). A fact routed to Slack when Slack is not configured
+            or fails goes to the on-call topic instead, with its ``severity`` message attribute, so
+            pager subscriptions should filter on ``severity``.
+        digest_threshold: within one batch, a group of more than this many facts with the same job
+            queue, category and severity goes to Slack as one digest message (1-1000).
+        digest_max_items: jobs listed by name in a digest; the rest are counted ("and N more").
+        sns_grouping: ``each`` publishes every fact routed to the on-call topic on its own;
+            ``group`` publishes a burst (a group above ``digest_threshold``) as one message.
+        recovery_expected: the recovery function is deployed: failures it resubmits (see
+            :func:`batchpilot.alerts.facts.recovery_will_handle`) are ``info`` and its outcome
+            event decides. False makes those failures ``critical`` like any other.
+    """
+
+    version: Literal[1] = 1
+    rules: list[Rule] = Field(default_factory=list, max_length=200)
+    mark_critical: Selector = Field(default_factory=Selector)
+    never_page: Selector = Field(default_factory=Selector)
+    channels: dict[Severity, list[Channel]] = Field(default_factory=_default_channels)
+    digest_threshold: int = Field(default=5, ge=1, le=1000)
+    digest_max_items: int = Field(default=20, ge=1, le=40)
+    sns_grouping: Literal["each", "group"] = "each"
+    recovery_expected: bool = True
+
+    @field_validator("channels")
+    @classmethod
+    def _every_severity_routed(cls, value: dict[Severity, list[Channel]]) -> dict[Severity, list[Channel]]:
+        if Severity.SILENT in value:
+            raise ValueError("silent sends nothing: leave it out of channels")
+        missing = [s.value for s in (Severity.CRITICAL, Severity.WARNING, Severity.INFO) if s not in value]
+        if missing:
+            raise ValueError(f"missing severities {', '.join(missing)} (use [] to send nothing)")
+        for severity, channels in value.items():
+            if len(set(channels)) != len(channels):
+                raise ValueError(f"{severity.value}: a channel is listed twice")
+        return value
+
+    def channels_for(self, severity: Severity) -> tuple[Channel, ...]:
+        """The channels of ``severity`` (empty for ``silent``)."""
+        if severity is Severity.SILENT:
+            return ()
+        return tuple(self.channels.get(severity, ()))
+
+
+def load_policy(text: str | None) -> RoutingPolicy:
+    """Parse and validate a routing policy JSON document; empty or None gives the defaults.
+
+    Raises:
+        PolicyError: not JSON, not an object, or a field is invalid. The message names each
+            failing field by its path (``rules.0.match.category``) and never echoes values.
+    """
+    if text is None or not text.strip():
+        return RoutingPolicy()
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PolicyError(f"not valid JSON (line {getattr(exc, 'lineno', '?')})") from None
+    if not isinstance(data, dict):
+        raise PolicyError("must be a JSON object")
+    try:
+        return RoutingPolicy.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<policy>'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)[:8]
+        )
+        raise PolicyError(problems) from None

@@ -1,0 +1,79 @@
+"""Settings of the alerts function, validated at cold start (a bad value names its variable)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from batchpilot.alerts.policy import PolicyError, RoutingPolicy, load_policy
+from batchpilot.config import FunctionSettings
+
+__all__ = ["AlertsSettings"]
+
+_ARN_OR_NAME = r"^(arn:aws[a-zA-Z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
+
+
+class AlertsSettings(FunctionSettings):
+    """Environment of the alerts function (names in ``_ENV``).
+
+    Attributes:
+        state_table: the StateTable's name (``BATCHPILOT_STATE_TABLE``, required).
+        oncall_topic_arn: the on-call SNS topic (``BATCHPILOT_ONCALL_TOPIC_ARN``, required).
+        slack_webhook_secret: ARN or name of the Secrets Manager secret that holds the incoming
+            webhook URL (``BATCHPILOT_SLACK_WEBHOOK_SECRET``); empty: no webhook. The URL itself is
+            never in the environment.
+        slack_bot_token_secret: ARN or name of the secret holding a bot token
+            (``BATCHPILOT_SLACK_BOT_TOKEN_SECRET``); with it, ``chat.postMessage`` threads
+            messages per job and ``slack_channel`` is required.
+        slack_channel: channel id or name for the bot (``BATCHPILOT_SLACK_CHANNEL``).
+        slack_api_url: Slack Web API base URL (``BATCHPILOT_SLACK_API_URL``, default
+            ``https://slack.com/api/``; https, or http to a loopback address for local runs).
+        alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults).
+    """
+
+    function: str = Field(default="alerts", min_length=1, max_length=64)
+    state_table: str = Field(min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
+    oncall_topic_arn: str = Field(
+        pattern=r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
+    )
+    slack_webhook_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
+    slack_bot_token_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
+    slack_channel: str | None = Field(default=None, min_length=1, max_length=80, validate_default=True)
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        pattern=r"^(https://\S+|http://(127\.0\.0\.1|localhost)(:\d+)?(/\S*)?)$",
+    )
+    alert_policy: str = Field(default="", max_length=8192)
+
+    _ENV: ClassVar[dict[str, str]] = {
+        **FunctionSettings._ENV,
+        "state_table": "BATCHPILOT_STATE_TABLE",
+        "oncall_topic_arn": "BATCHPILOT_ONCALL_TOPIC_ARN",
+        "slack_webhook_secret": "BATCHPILOT_SLACK_WEBHOOK_SECRET",
+        "slack_bot_token_secret": "BATCHPILOT_SLACK_BOT_TOKEN_SECRET",
+        "slack_channel": "BATCHPILOT_SLACK_CHANNEL",
+        "slack_api_url": "BATCHPILOT_SLACK_API_URL",
+        "alert_policy": "BATCHPILOT_ALERT_POLICY",
+    }
+
+    @field_validator("slack_channel")
+    @classmethod
+    def _channel_with_bot_token(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("slack_bot_token_secret") and not value:
+            raise ValueError("required when BATCHPILOT_SLACK_BOT_TOKEN_SECRET is set")
+        return value
+
+    @field_validator("alert_policy")
+    @classmethod
+    def _policy_is_valid(cls, value: str) -> str:
+        try:
+            load_policy(value)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def policy(self) -> RoutingPolicy:
+        """The validated routing policy (defaults when ``alert_policy`` is empty)."""
+        return load_policy(self.alert_policy)

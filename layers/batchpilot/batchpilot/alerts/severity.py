@@ -1,0 +1,162 @@
+"""Severity of a fact: the default table, then the routing policy. Pure.
+
+Default table (issue 3, item 2), for job events:
+
+================================================================  ==========
+fact                                                              severity
+================================================================  ==========
+terminal success (SUCCEEDED, Completed)                           silent
+terminal failure recovery will resubmit (``recovery_will_handle``) info [#]_
+terminal failure, category TIMEOUT                                warning
+terminal failure, category USER_STOPPED (a person stopped it)     info
+any other terminal failure (recovery will not handle it)          critical
+queue blocked, MISCONFIGURATION                                   critical
+queue blocked, CAPACITY or UNKNOWN (UNDETERMINED)                 warning
+spot interruption Batch/SageMaker is retrying (RUNNABLE, Interrupted) info
+preemption started                                                info
+preemption completed (Batch requeued the job)                     silent
+any other non-terminal state, Batch-created training jobs         silent
+================================================================  ==========
+
+.. [#] critical when the policy says ``recovery_expected: false``.
+
+Own events (``source: batchpilot``):
+
+=============================================================================  ==========
+Job Resubmitted                                                                info
+Recovery Skipped BUDGET_EXHAUSTED                                              critical
+Recovery Skipped QUEUE_NOT_MANAGED, NO_CHECKPOINT, NOT_RECOVERABLE, for a
+category the job event announced as "recovery will handle" (so it was info)    critical
+Recovery Skipped DRY_RUN                                                       info
+other Recovery Skipped (already paged by the job event, or nothing to do)      silent
+Recovery Failed                                                                warning
+Capacity Adjusted                                                              info
+Capacity Limited BLOCKED_JOB_EXCEEDS_MAX                                       critical
+Capacity Limited AT_MAX, NOT_VALID, UPDATE_FAILED                              warning
+Capacity Limited COOLDOWN                                                      silent
+=============================================================================  ==========
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchpilot.alerts.facts import AlertFact, recovery_will_handle
+from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
+
+__all__ = ["Decision", "decide", "default_severity"]
+
+_TERMINAL_FAILURE_STATUSES = frozenset({"FAILED", "Failed", "Stopped"})
+# Skips that leave a failed job failed: critical when the job event had deferred to recovery.
+_SKIP_CRITICAL_IF_EXPECTED = frozenset(
+    {"QUEUE_NOT_MANAGED", "NO_CHECKPOINT", "NOT_RECOVERABLE", "ROLE_NOT_ALLOWED", "NOT_FOUND"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a fact.
+
+    Attributes:
+        severity: the final severity.
+        channels: where it goes (empty when silent or routed nowhere).
+        why: one sentence for people: which rule decided (shown in the message).
+    """
+
+    severity: Severity
+    channels: tuple[Channel, ...]
+    why: str
+
+    @property
+    def notify(self) -> bool:
+        """True when at least one channel receives the fact."""
+        return bool(self.channels)
+
+
+def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]:
+    category = fact.category
+    if fact.created_by_batch:
+        return Severity.SILENT, "a training job AWS Batch created: its service job's events speak for it"
+    match fact.event_kind:
+        case "queue-blocked":
+            if category == "MISCONFIGURATION":
+                return Severity.CRITICAL, "the job queue is blocked by a misconfiguration: it will never run"
+            return Severity.WARNING, f"the job queue is blocked ({category or 'UNKNOWN'})"
+        case "preemption-started":
+            return Severity.INFO, "a preemption: Batch requeues the job itself"
+        case "preemption-completed":
+            return Severity.SILENT, "Batch requeued the preempted job"
+    if fact.succeeded:
+        return Severity.SILENT, "a success"
+    if fact.terminal and fact.status in _TERMINAL_FAILURE_STATUSES:
+        if policy.recovery_expected and recovery_will_handle(fact.job_kind, category):
+            return Severity.INFO, f"a {category} failure the recovery function resubmits; its outcome follows"
+        if category == "TIMEOUT":
+            return Severity.WARNING, "the job ran past its time limit"
+        if category == "USER_STOPPED":
+            return Severity.INFO, "a person stopped the job"
+        return (
+            Severity.CRITICAL,
+            f"a terminal failure ({category or 'UNKNOWN'}) that recovery will not handle",
+        )
+    if category == "SPOT_INTERRUPTION":
+        return Severity.INFO, "a spot interruption that AWS is already retrying"
+    return Severity.SILENT, "not a failure"
+
+
+def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]:
+    code = fact.reason_code
+    match fact.event_kind:
+        case "job-resubmitted":
+            return Severity.INFO, "the recovery function resubmitted the job"
+        case "recovery-failed":
+            if fact.will_retry:
+                return Severity.SILENT, "a transient failure the recovery function retries by itself"
+            return Severity.WARNING, "the resubmission itself failed"
+        case "capacity-adjusted":
+            return Severity.INFO, "the capacity function changed a capacity limit"
+        case "capacity-limited":
+            if code == "BLOCKED_JOB_EXCEEDS_MAX":
+                return Severity.CRITICAL, "a job needs more capacity than the configured maximum allows"
+            if code == "COOLDOWN":
+                return Severity.SILENT, "capacity change deferred by its cooldown"
+            return Severity.WARNING, f"capacity could not follow demand ({code})"
+        case "recovery-skipped":
+            if code == "BUDGET_EXHAUSTED" or fact.producer_critical:
+                return Severity.CRITICAL, "the recovery budget is exhausted: the job stays failed"
+            if code == "DRY_RUN":
+                return Severity.INFO, "dry run: the job would have been resubmitted"
+            announced_as_handled = policy.recovery_expected and recovery_will_handle(
+                fact.job_kind, fact.category
+            )
+            if code in _SKIP_CRITICAL_IF_EXPECTED and announced_as_handled:
+                return (
+                    Severity.CRITICAL,
+                    f"recovery will not resubmit this failure ({code}): the job stays failed",
+                )
+            return Severity.SILENT, f"recovery skipped ({code}); nothing new for people"
+    return Severity.SILENT, "not a notifiable event"  # pragma: no cover - every own event kind is above
+
+
+def default_severity(fact: AlertFact, policy: RoutingPolicy | None = None) -> tuple[Severity, str]:
+    """The default table's severity of ``fact`` and why (see the module docstring)."""
+    policy = policy or RoutingPolicy()
+    if fact.event_kind in {"state-change", "queue-blocked", "preemption-started", "preemption-completed"}:
+        return _job_default(fact, policy)
+    return _own_default(fact, policy)
+
+
+def decide(fact: AlertFact, policy: RoutingPolicy) -> Decision:
+    """Severity and channels of ``fact`` under ``policy`` (defaults, mark_critical, never_page, rules)."""
+    severity, why = default_severity(fact, policy)
+    selector_args = (fact.job_queue, fact.share_identifier, fact.quota_share)
+    if severity is Severity.WARNING and policy.mark_critical.selects(*selector_args):
+        severity, why = Severity.CRITICAL, f"{why}; its queue or share is marked critical"
+    if severity is Severity.CRITICAL and policy.never_page.selects(*selector_args):
+        severity, why = Severity.WARNING, f"{why}; its queue or share never pages"
+    values = fact.match_values()
+    for index, rule in enumerate(policy.rules):
+        if rule.match.holds(values, severity):
+            severity = rule.severity
+            why = f"routing policy rule {index}" + (f" ({rule.description})" if rule.description else "")
+    return Decision(severity, policy.channels_for(severity), why)

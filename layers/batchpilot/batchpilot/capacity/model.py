@@ -1,0 +1,180 @@
+"""Plain data the capacity function reads from AWS Batch, and the pure parsing of service-job payloads.
+
+Everything here is immutable and free of I/O; :mod:`batchpilot.adapters.capacity_batch` builds
+these objects from the Batch API, tests build them directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "MAX_RESOURCE_REASON",
+    "NUM_INSTANCES",
+    "CapacityLimit",
+    "JobDemand",
+    "QueueSnapshot",
+    "RunnableJob",
+    "ServiceEnvironment",
+    "demand_from_payload",
+    "instances",
+]
+
+NUM_INSTANCES = "NUM_INSTANCES"
+"""The capacity unit of FIFO and fair-share service environments; quota-management environments
+use instance types (``ml.p4d.24xlarge``) instead."""
+
+MAX_RESOURCE_REASON = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+"""Status-reason prefix of a RUNNABLE service job that needs more instances than the service
+environment's ``maxCapacity`` allows (domain.md §1)."""
+
+JobDemand = Mapping[str, int]
+"""Instances one service job asks for, by instance type (from its payload's ``ResourceConfig``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityLimit:
+    """One entry of a service environment's ``capacityLimits`` (DescribeServiceEnvironments).
+
+    Attributes:
+        unit: ``capacityUnit``: ``NUM_INSTANCES`` or an instance type (quota management).
+        max_capacity: ``maxCapacity`` in instances of that unit.
+    """
+
+    unit: str
+    max_capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEnvironment:
+    """A service environment as ``DescribeServiceEnvironments`` reports it.
+
+    Attributes:
+        name, arn: ``serviceEnvironmentName`` / ``serviceEnvironmentArn``.
+        state: ``ENABLED`` or ``DISABLED``.
+        status: ``CREATING``, ``UPDATING``, ``DELETING``, ``DELETED``, ``VALID`` or ``INVALID``.
+        limits: ``capacityLimits``, in the order AWS gave them.
+    """
+
+    name: str
+    arn: str | None
+    state: str | None
+    status: str | None
+    limits: tuple[CapacityLimit, ...]
+
+    @property
+    def actionable(self) -> bool:
+        """ENABLED and VALID: the only environments batchpilot ever changes (never DISABLED, never
+        mid-update, never INVALID)."""
+        return self.state == "ENABLED" and self.status == "VALID"
+
+    @property
+    def quota_management(self) -> bool:
+        """True when its capacity units are instance types (a quota-management environment)."""
+        return any(limit.unit != NUM_INSTANCES for limit in self.limits)
+
+    def limit(self, unit: str) -> int | None:
+        """``maxCapacity`` of ``unit``, or None when the environment has no such limit."""
+        return next((limit.max_capacity for limit in self.limits if limit.unit == unit), None)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableJob:
+    """One RUNNABLE service job from ``ListServiceJobs`` (a ``ServiceJobSummary``).
+
+    Attributes:
+        arn: ``jobArn`` (jobs are keyed on it).
+        created_at: ``createdAt`` (aware UTC), None when absent.
+        share_identifier: fair-share queues only.
+        quota_share: ``quotaShareName``, quota-management queues only.
+        status_reason: why it waits (``MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE ...``).
+        job_id: ``jobId`` as the listing gives it (what ``DescribeServiceJob`` takes).
+    """
+
+    arn: str
+    created_at: datetime | None = None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    status_reason: str | None = None
+    job_id: str | None = None
+
+    @property
+    def blocked_by_max_resource(self) -> bool:
+        """The job needs more than the service environment's ``maxCapacity`` allows."""
+        return bool(self.status_reason) and str(self.status_reason).strip().startswith(MAX_RESOURCE_REASON)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """Capacity in use by a job queue's dispatched jobs (``GetJobQueueSnapshot.queueUtilization``).
+
+    Quantities are in the unit AWS reports (``capacityUnit``: an instance type, or
+    ``NUM_INSTANCES``); instances are whole, so :func:`instances` rounds them up.
+
+    Attributes:
+        total: ``totalCapacityUsage``: unit → quantity for the whole queue.
+        by_share: ``fairshareUtilization.topCapacityUtilization``: share identifier → unit →
+            quantity (the top 20 shares only).
+        by_quota_share: ``quotaShareUtilization.topCapacityUtilization``: quota share → unit →
+            quantity.
+    """
+
+    total: Mapping[str, float] = field(default_factory=dict)
+    by_share: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    by_quota_share: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+def instances(quantity: float) -> int:
+    """A reported capacity quantity as whole instances (rounded up; NaN and negatives are 0)."""
+    if not math.isfinite(quantity) or quantity <= 0:
+        return 0
+    return math.ceil(quantity - 1e-9)
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    count = int(value)
+    return count if count >= 1 else None
+
+
+def demand_from_payload(payload: str | None) -> dict[str, int] | None:
+    """Instances a service job asks for, from its ``serviceRequestPayload`` (DescribeServiceJob).
+
+    The payload is a SageMaker ``CreateTrainingJob`` request as JSON text; its ``ResourceConfig``
+    has ``InstanceType`` + ``InstanceCount``, or ``InstanceGroups`` (heterogeneous clusters) of
+    ``{InstanceType, InstanceCount}``.
+
+    Returns:
+        Instance type → instances (an empty type is recorded under ``NUM_INSTANCES``), or None
+        when the payload is missing, not JSON, or has no usable ``ResourceConfig``.
+    """
+    if not payload:
+        return None
+    try:
+        request = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    config = request.get("ResourceConfig") if isinstance(request, Mapping) else None
+    if not isinstance(config, Mapping):
+        return None
+    out: dict[str, int] = {}
+    groups = config.get("InstanceGroups")
+    if isinstance(groups, list) and groups:
+        for group in groups:
+            if not isinstance(group, Mapping):
+                continue
+            count = _count(group.get("InstanceCount"))
+            if count is not None:
+                kind = str(group.get("InstanceType") or NUM_INSTANCES)
+                out[kind] = out.get(kind, 0) + count
+    else:
+        count = _count(config.get("InstanceCount"))
+        if count is not None:
+            out[str(config.get("InstanceType") or NUM_INSTANCES)] = count
+    return out or None

@@ -1,0 +1,211 @@
+"""A failed job as AWS describes it: the facts recovery decides on (pure).
+
+The event that triggered recovery says a job failed; the Describe* response says everything else
+(the service job's payload and tags, share fields the event often lacks, the training job's
+checkpoint). :class:`JobSnapshot` joins them. Its ``facts`` are :func:`~batchpilot.classification.classify`
+applied to the *described* job, wrapped in the same event model, so the category is decided by the
+same rules as everywhere else in batchpilot, on the fullest data available.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from batchpilot.classification import JobFacts, JobKind, classify
+from batchpilot.events import (
+    BatchJobStateChange,
+    BatchServiceJobStateChange,
+    InvalidEventError,
+    JobEvent,
+    SageMakerTrainingJobStateChange,
+    to_datetime,
+)
+from batchpilot.recovery.checkpoint import CheckpointLocation, container_checkpoint, sagemaker_checkpoint
+from batchpilot.recovery.requests import payload_of
+from batchpilot.recovery.settings import CheckpointSource
+
+__all__ = [
+    "JobSnapshot",
+    "container_job_snapshot",
+    "reclassify",
+    "service_job_snapshot",
+    "tag_map",
+    "training_job_snapshot",
+]
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A failed job, described by AWS.
+
+    Attributes:
+        kind: container job, service job or training job.
+        arn: ``jobArn`` / ``TrainingJobArn``.
+        name: ``jobName`` / ``TrainingJobName``.
+        facts: classification of the described job.
+        described: the Describe* response (DescribeServiceJob, one DescribeJobs ``jobs[]`` item,
+            DescribeTrainingJob); may hold secrets (environment, hyperparameters): never logged.
+        tags: the job's tags (Describe* ``tags``; SageMaker ListTags).
+        role_arn: the SageMaker execution role the new job will pass (training jobs, and service
+            jobs through their payload); None for container jobs.
+        instances: instances the attempt used (``ResourceConfig.InstanceCount`` or instance
+            groups; ``capacityUsage`` NUM_INSTANCES; multi-node ``numNodes``; else 1).
+        attempt_started_at / stopped_at: start and stop of the failed attempt (UTC), when known.
+        checkpoint: where the job keeps its checkpoint, when it has one.
+        job_queue: the job queue ARN (Batch kinds).
+    """
+
+    kind: JobKind
+    arn: str
+    name: str
+    facts: JobFacts
+    described: Mapping[str, Any]
+    tags: dict[str, str] = field(default_factory=dict)
+    role_arn: str | None = None
+    instances: float = 1.0
+    attempt_started_at: datetime | None = None
+    stopped_at: datetime | None = None
+    checkpoint: CheckpointLocation | None = None
+    job_queue: str | None = None
+
+
+def tag_map(value: Any) -> dict[str, str]:
+    """Batch ``tags`` (a map) or SageMaker ``Tags`` (a Key/Value list) as a dict."""
+    if isinstance(value, Mapping):
+        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return {
+            str(i["Key"]): "" if i.get("Value") is None else str(i["Value"])
+            for i in value
+            if isinstance(i, Mapping) and "Key" in i
+        }
+    return {}
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return to_datetime(value)
+    except ValueError:
+        return None
+
+
+def reclassify(event: JobEvent, described: Mapping[str, Any]) -> JobFacts:
+    """Facts of ``described`` (a Describe* response), classified as if it were ``event``'s detail.
+
+    Falls back to the event's own facts when the description does not fit the event model.
+    """
+    envelope = {
+        "id": event.id,
+        "detail-type": event.detail_type,
+        "source": event.source,
+        "time": event.time,
+        "detail": dict(described),
+    }
+    model: type[JobEvent]
+    if isinstance(event, BatchServiceJobStateChange):
+        model = BatchServiceJobStateChange
+    elif isinstance(event, BatchJobStateChange):
+        model = BatchJobStateChange
+    elif isinstance(event, SageMakerTrainingJobStateChange):
+        model = SageMakerTrainingJobStateChange
+    else:
+        return classify(event)
+    try:
+        return classify(model.model_validate(envelope))
+    except (InvalidEventError, ValueError):
+        return classify(event)
+
+
+def _instances_of_request(request: Mapping[str, Any] | None) -> float | None:
+    config = (request or {}).get("ResourceConfig")
+    if not isinstance(config, Mapping):
+        return None
+    count = config.get("InstanceCount")
+    if isinstance(count, int | float) and not isinstance(count, bool) and count > 0:
+        return float(count)
+    groups = config.get("InstanceGroups")
+    if isinstance(groups, list):
+        total = sum(float(g.get("InstanceCount") or 0) for g in groups if isinstance(g, Mapping))
+        return total or None
+    return None
+
+
+def _last_attempt(described: Mapping[str, Any]) -> Mapping[str, Any]:
+    attempts = described.get("attempts")
+    if isinstance(attempts, Sequence) and attempts and isinstance(attempts[-1], Mapping):
+        return attempts[-1]
+    return {}
+
+
+def service_job_snapshot(event: JobEvent, described: Mapping[str, Any]) -> JobSnapshot:
+    """A service job from DescribeServiceJob (payload, tags and share fields included)."""
+    facts = reclassify(event, described)
+    payload = payload_of(described)
+    instances = _instances_of_request(payload)
+    if instances is None:
+        for usage in described.get("capacityUsage") or []:
+            if isinstance(usage, Mapping) and usage.get("capacityUnit") == "NUM_INSTANCES":
+                instances = float(usage.get("quantity") or 0) or None
+    last = _last_attempt(described)
+    role = payload.get("RoleArn") if payload else None
+    return JobSnapshot(
+        kind=JobKind.SERVICE_JOB,
+        arn=str(described.get("jobArn") or facts.arn),
+        name=str(described.get("jobName") or facts.name or "job"),
+        facts=facts,
+        described=described,
+        tags=tag_map(described.get("tags")),
+        role_arn=role if isinstance(role, str) else None,
+        instances=instances or 1.0,
+        attempt_started_at=_time(last.get("startedAt")) or _time(described.get("startedAt")),
+        stopped_at=_time(last.get("stoppedAt")) or _time(described.get("stoppedAt")),
+        checkpoint=sagemaker_checkpoint(payload),
+        job_queue=described.get("jobQueue") or facts.queue_arn,
+    )
+
+
+def container_job_snapshot(
+    event: JobEvent, described: Mapping[str, Any], sources: Sequence[tuple[CheckpointSource, str]]
+) -> JobSnapshot:
+    """A container job from one DescribeJobs ``jobs[]`` item."""
+    facts = reclassify(event, described)
+    last = _last_attempt(described)
+    nodes = described.get("nodeProperties")
+    num_nodes = nodes.get("numNodes") if isinstance(nodes, Mapping) else None
+    return JobSnapshot(
+        kind=JobKind.CONTAINER_JOB,
+        arn=str(described.get("jobArn") or facts.arn),
+        name=str(described.get("jobName") or facts.name or "job"),
+        facts=facts,
+        described=described,
+        tags=tag_map(described.get("tags")),
+        instances=float(num_nodes) if isinstance(num_nodes, int) and num_nodes > 0 else 1.0,
+        attempt_started_at=_time(last.get("startedAt")) or _time(described.get("startedAt")),
+        stopped_at=_time(last.get("stoppedAt")) or _time(described.get("stoppedAt")),
+        checkpoint=container_checkpoint(described, sources),
+        job_queue=described.get("jobQueue") or facts.queue_arn,
+    )
+
+
+def training_job_snapshot(event: JobEvent, described: Mapping[str, Any], tags: Any) -> JobSnapshot:
+    """A standalone training job from DescribeTrainingJob and ListTags."""
+    facts = reclassify(event, described)
+    role = described.get("RoleArn")
+    return JobSnapshot(
+        kind=JobKind.TRAINING_JOB,
+        arn=str(described.get("TrainingJobArn") or facts.arn),
+        name=str(described.get("TrainingJobName") or facts.name or "job"),
+        facts=facts,
+        described=described,
+        tags=tag_map(tags),
+        role_arn=role if isinstance(role, str) else None,
+        instances=_instances_of_request(described) or 1.0,
+        attempt_started_at=_time(described.get("TrainingStartTime")),
+        stopped_at=_time(described.get("TrainingEndTime")) or _time(described.get("LastModifiedTime")),
+        checkpoint=sagemaker_checkpoint(described),
+    )

@@ -1,0 +1,218 @@
+"""The alerts function's surroundings for a local run, and what people would have been told.
+
+:class:`LocalAlerts` sets up, inside an open :class:`~batchpilot_local.embedded_aws.EmbeddedAws`,
+what the alerts function's environment in ``template.yaml`` points at:
+
+- the on-call SNS topic named by ``BATCHPILOT_ONCALL_TOPIC_ARN`` (``!Ref AlertsOnCallTopic``),
+  with an SQS "inbox" subscribed to it (how email/pager subscribers would see each message);
+- the StateTable named by ``BATCHPILOT_STATE_TABLE`` (keys ``pk``/``sk``) unless it exists;
+- a :class:`~batchpilot_local.slack_endpoint.LocalSlackEndpoint` and a Secrets Manager secret
+  holding its webhook URL. The template's ``SlackWebhookSecretArn`` defaults to empty (no Slack),
+  so a local run always points ``BATCHPILOT_SLACK_WEBHOOK_SECRET`` at that local secret: the
+  replay shows what would go to Slack. ``bot=True`` configures the bot-token mode instead
+  (``chat.postMessage`` with threads, against the same endpoint).
+
+:meth:`LocalAlerts.spec_for` gives the alerts function's spec with that environment;
+:meth:`LocalAlerts.collect` returns what was delivered since the previous call, as the replay
+report's ``notifications`` entries ``{"channel": "sns"|"slack", "severity", "title"}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.slack_endpoint import LocalSlackEndpoint, SlackRequest
+from batchpilot_local.template import AppTemplate, FunctionSpec
+
+__all__ = [
+    "ALERTS_FUNCTION",
+    "INBOX_QUEUE",
+    "LocalAlerts",
+    "notification_from_slack",
+    "notification_from_sns",
+]
+
+ALERTS_FUNCTION = "alerts"
+"""Short name of the alerts function (``functions/alerts/``)."""
+INBOX_QUEUE = "batchpilot-local-oncall-inbox"
+"""SQS queue subscribed to the on-call topic during a local run."""
+WEBHOOK_SECRET_NAME = "batchpilot/local/slack-webhook"  # noqa: S105 - a secret's name, not a value
+BOT_TOKEN_SECRET_NAME = "batchpilot/local/slack-bot-token"  # noqa: S105 - a secret's name, not a value
+
+_SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
+_TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
+
+
+def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
+    """A report entry from an SNS notification as an SQS subscriber receives it (the JSON
+    envelope with ``Subject``, ``Message``, ``MessageAttributes``)."""
+    attributes = envelope.get("MessageAttributes") or {}
+    severity = (attributes.get("severity") or {}).get("Value")
+    subject = str(envelope.get("Subject") or "")
+    return {
+        "channel": "sns",
+        "severity": severity if isinstance(severity, str) else None,
+        "title": _SUBJECT_PREFIX.sub("", subject, count=1),
+    }
+
+
+def notification_from_slack(request: SlackRequest) -> dict[str, Any]:
+    """A report entry from a message the local Slack endpoint accepted: severity and title come from
+    the top-level ``text`` (``Critical: <title>``)."""
+    text = request.text
+    match = _TEXT_PREFIX.match(text)
+    return {
+        "channel": "slack",
+        "severity": match.group(1).lower() if match else None,
+        "title": text[match.end() :] if match else text,
+    }
+
+
+class LocalAlerts:
+    """The alerts function's topic, table, Slack endpoint and secrets in an embedded AWS.
+
+    Args:
+        aws: an open embedded AWS.
+        template: the application; without an ``alerts`` function (and without
+            ``environment``) nothing is set up and :meth:`collect` returns nothing.
+        environment: the alerts function's environment, instead of the template's.
+        slack: a started endpoint to use (else one is started and stopped here).
+        bot: configure the bot-token mode (``chat.postMessage``, threads) instead of the webhook.
+
+    Raises (from :meth:`open`):
+        ValueError: the environment lacks ``BATCHPILOT_ONCALL_TOPIC_ARN`` or ``BATCHPILOT_STATE_TABLE``.
+    """
+
+    def __init__(
+        self,
+        aws: EmbeddedAws,
+        template: AppTemplate | None = None,
+        *,
+        environment: Mapping[str, str] | None = None,
+        slack: LocalSlackEndpoint | None = None,
+        bot: bool = False,
+    ) -> None:
+        self.aws = aws
+        spec = template.functions.get(ALERTS_FUNCTION) if template is not None else None
+        base = environment if environment is not None else (spec.environment if spec else None)
+        self._base = dict(base) if base is not None else None
+        self._own_slack = slack is None
+        self.slack = slack or LocalSlackEndpoint()
+        self.bot = bot
+        self.environment: dict[str, str] = {}
+        """The alerts function's environment for this run (set by :meth:`open`)."""
+        self.topic_arn: str | None = None
+        self._inbox_url: str | None = None
+        self._mark = 0
+
+    @property
+    def active(self) -> bool:
+        """True when there is an alerts function to serve."""
+        return self._base is not None
+
+    def __enter__(self) -> LocalAlerts:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def open(self) -> LocalAlerts:
+        """Create the topic, inbox, table and secrets, and start the Slack endpoint."""
+        if self._base is None:
+            return self
+        env = dict(self._base)
+        topic_arn = env.get("BATCHPILOT_ONCALL_TOPIC_ARN", "")
+        table = env.get("BATCHPILOT_STATE_TABLE", "")
+        if not topic_arn or not table:
+            raise ValueError(
+                "the alerts function needs BATCHPILOT_ONCALL_TOPIC_ARN and BATCHPILOT_STATE_TABLE"
+            )
+        sns = self.aws.client("sns")
+        self.topic_arn = sns.create_topic(Name=topic_arn.rsplit(":", 1)[-1])["TopicArn"]
+        env["BATCHPILOT_ONCALL_TOPIC_ARN"] = self.topic_arn
+        self._inbox_url = self.aws.create_queue(INBOX_QUEUE)
+        sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self.aws.queue_arn(INBOX_QUEUE))
+        self._ensure_table(table)
+
+        self.slack.start()
+        self._mark = self.slack.mark()
+        secrets = self.aws.client("secretsmanager")
+        if self.bot:
+            token_arn = secrets.create_secret(
+                Name=BOT_TOKEN_SECRET_NAME, SecretString=json.dumps({"token": self.slack.bot_token})
+            )["ARN"]
+            env.pop("BATCHPILOT_SLACK_WEBHOOK_SECRET", None)
+            env["BATCHPILOT_SLACK_BOT_TOKEN_SECRET"] = token_arn
+            env["BATCHPILOT_SLACK_CHANNEL"] = self.slack.channel
+            env["BATCHPILOT_SLACK_API_URL"] = self.slack.api_url
+        else:
+            webhook_arn = secrets.create_secret(
+                Name=WEBHOOK_SECRET_NAME, SecretString=self.slack.webhook_url
+            )["ARN"]
+            env["BATCHPILOT_SLACK_WEBHOOK_SECRET"] = webhook_arn
+            env.pop("BATCHPILOT_SLACK_BOT_TOKEN_SECRET", None)
+        self.environment = env
+        return self
+
+    def _ensure_table(self, name: str) -> None:
+        dynamodb = self.aws.client("dynamodb")
+        if name in dynamodb.list_tables().get("TableNames", []):
+            return
+        dynamodb.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+        )
+
+    def close(self) -> None:
+        """Stop the Slack endpoint if this object started it."""
+        if self._own_slack:
+            self.slack.stop()
+
+    def spec_for(self, spec: FunctionSpec) -> FunctionSpec:
+        """``spec`` with this run's environment when it is the alerts function, else ``spec``."""
+        if not self.active or spec.short_name != ALERTS_FUNCTION or not self.environment:
+            return spec
+        return dataclasses.replace(spec, environment=dict(self.environment))
+
+    def sns_messages(self) -> list[dict[str, Any]]:
+        """Drain the on-call inbox: the SNS envelopes published since the last call, in order."""
+        if self._inbox_url is None:
+            return []
+        sqs = self.aws.client("sqs")
+        out: list[dict[str, Any]] = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=self._inbox_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not messages:
+                return out
+            for message in messages:
+                out.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=self._inbox_url, ReceiptHandle=message["ReceiptHandle"])
+
+    def collect(self) -> list[dict[str, Any]]:
+        """Notifications delivered since the previous call: on-call topic messages, then the Slack
+        messages the endpoint accepted (failed Slack attempts are not notifications)."""
+        if not self.active:
+            return []
+        notes = [notification_from_sns(envelope) for envelope in self.sns_messages()]
+        requests = self.slack.since(self._mark)
+        self._mark += len(requests)
+        notes += [notification_from_slack(request) for request in requests if request.delivered]
+        return notes

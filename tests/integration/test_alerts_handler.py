@@ -1,0 +1,216 @@
+"""The real alerts handler (functions/alerts/app.py): cold-start validation, partial batch responses,
+metrics and logs, against moto and the local Slack endpoint; and the replay's notifications."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import uuid
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+from batchpilot.config import ConfigError
+from batchpilot.observability import metrics as shared_metrics
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.notifications import LocalAlerts
+from batchpilot_local.replay import Replayer
+from batchpilot_local.slack_endpoint import LocalSlackEndpoint
+from batchpilot_local.template import load_template
+
+from tests.conftest import ROOT, sample
+
+APP = ROOT / "functions" / "alerts" / "app.py"
+
+
+def load_handler(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> ModuleType:
+    """Import functions/alerts/app.py afresh (a cold start) with ``env``."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location(f"alerts_app_{uuid.uuid4().hex}", APP)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sqs_event(bodies: list[str]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"msg-{i}",
+                "receiptHandle": f"handle-{i}",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763633000000"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:AlertsQueue",
+                "awsRegion": "us-east-1",
+            }
+            for i, body in enumerate(bodies)
+        ]
+    }
+
+
+def printed(capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    out = capsys.readouterr().out
+    blobs, logs = [], []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            (blobs if "_aws" in record else logs).append(record)
+    return blobs, logs, out
+
+
+def metric(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, dict[str, str]]]:
+    found = []
+    for blob in blobs:
+        directive = blob["_aws"]["CloudWatchMetrics"][0]
+        if any(m["Name"] == name for m in directive["Metrics"]):
+            keys = {k for dims in directive["Dimensions"] for k in dims}
+            values = blob[name] if isinstance(blob[name], list) else [blob[name]]
+            found += [(float(v), {k: blob[k] for k in keys}) for v in values]
+    return found
+
+
+class Env:
+    def __init__(self, aws: EmbeddedAws, slack: LocalSlackEndpoint, local: LocalAlerts, handler: ModuleType):
+        self.aws, self.slack, self.local, self.handler = aws, slack, local, handler
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    template_env = load_template(ROOT / "template.yaml").functions["alerts"].environment
+    shared_metrics.clear_metrics()
+    with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
+        local = LocalAlerts(aws, environment=template_env, slack=slack).open()
+        handler = load_handler(monkeypatch, local.environment)
+        yield Env(aws, slack, local, handler)
+    shared_metrics.clear_metrics()
+
+
+def test_invalid_policy_fails_the_cold_start_naming_variable_and_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env = {
+        "BATCHPILOT_STATE_TABLE": "StateTable",
+        "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:oncall",
+        "BATCHPILOT_ALERT_POLICY": json.dumps(
+            {"channels": {"critical": ["pagerduty"], "warning": [], "info": []}}
+        ),
+    }
+    with pytest.raises(ConfigError) as error:
+        load_handler(monkeypatch, env)
+    assert "BATCHPILOT_ALERT_POLICY" in str(error.value) and "channels.critical.0" in str(error.value)
+
+
+def test_batch_with_good_bad_and_secret_carrying_events(
+    deployed: Env, lambda_context: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    secretive = sample("batch-job/failed-spot-reclaim")  # its container environment holds a fake secret
+    assert "not-a-real-secret" in json.dumps(secretive)
+    bodies = ["{not json", json.dumps(sample("service-job/failed-validation")), json.dumps(secretive)]
+    response = deployed.handler.lambda_handler(sqs_event(bodies), lambda_context)
+    assert response == {"batchItemFailures": []}
+    blobs, _, out = printed(capsys)
+    logged = out + "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert "not-a-real-secret" not in logged
+    assert deployed.slack.webhook_path not in logged
+    assert sorted(
+        d["Severity"] for _, d in metric(blobs, "NotificationsSent") if d["Channel"] == "slack"
+    ) == [
+        "critical",
+        "info",
+    ]
+    assert [(v, d) for v, d in metric(blobs, "NotificationsSent") if d["Channel"] == "sns"] == [
+        (1.0, {"Channel": "sns", "Severity": "critical", "Function": "alerts", "service": "batchpilot"})
+    ]
+    assert metric(blobs, "InvalidEvents") == [(1.0, {"Function": "alerts", "service": "batchpilot"})]
+    assert metric(blobs, "EventsProcessed")[0][0] == 2.0
+    invalid = [r for r in caplog.records if getattr(r, "outcome", None) == "invalid"]
+    assert len(invalid) == 1 and invalid[0].levelname == "WARNING"
+
+
+def test_undeliverable_records_are_reported_and_counted(
+    deployed: Env, lambda_context: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    deployed.aws.client("sns").delete_topic(TopicArn=deployed.local.topic_arn)
+    deployed.slack.fail_always("channel_is_archived")
+    bodies = [json.dumps(sample("service-job/failed-validation")), json.dumps(sample("batch-job/succeeded"))]
+    response = deployed.handler.lambda_handler(sqs_event(bodies), lambda_context)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "msg-0"}]}
+    blobs, _, _ = printed(capsys)
+    failed = {(d["Channel"], d.get("Reason")): v for v, d in metric(blobs, "NotificationsFailed")}
+    assert failed == {
+        ("sns", "NotFound"): 1.0,
+        ("slack", "channel_is_archived"): 1.0,
+        ("sns", None): 1.0,
+        ("slack", None): 1.0,
+    }
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in errors] == ["notification not delivered; the event will be retried"]
+    assert metric(blobs, "EventsFailed")[0][0] == 1.0
+
+
+def test_duplicate_and_stale_events_are_counted(
+    deployed: Env, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = sample("service-job/failed-validation")
+    deployed.handler.lambda_handler(sqs_event([json.dumps(event)]), lambda_context)
+    copy = {**event, "id": "another-envelope-id"}
+    stale = sample("service-job/running") | {
+        "detail": {**sample("service-job/running")["detail"], "jobArn": event["detail"]["jobArn"]}
+    }
+    capsys.readouterr()
+    blocked = sample("service-job-queue-blocked/capacity-insufficient-instance-capacity")
+    blocked["detail"]["jobArn"] = event["detail"]["jobArn"]  # a blocked event after the job failed
+    deployed.handler.lambda_handler(
+        sqs_event([json.dumps(copy), json.dumps(stale), json.dumps(blocked)]), lambda_context
+    )
+    blobs, _, _ = printed(capsys)
+    assert metric(blobs, "DuplicateAlertsSuppressed")[0][0] == 1.0
+    assert metric(blobs, "StaleAlertsSuppressed")[0][0] == 1.0
+    assert len(deployed.slack.delivered()) == 1
+
+
+# ---------------------------------------------------------------------------------------- replay
+def test_replay_reports_who_would_be_told() -> None:
+    events = [
+        sample("service-job/failed-validation"),
+        sample("batch-job/failed-attempt-timeout"),
+        sample("batch-job/succeeded"),
+        {**sample("service-job/failed-validation"), "id": "a-duplicate-with-another-id"},
+    ]
+    reports = Replayer(ROOT / "template.yaml").run(events)
+    assert all("alerts" in r.functions for r in reports)
+    assert [r.errors for r in reports] == [[], [], [], []]
+    title = "service job llama-spot-run47 FAILED (MISCONFIGURATION) on sm-training-highpri"
+    assert reports[0].notifications == [
+        {"channel": "sns", "severity": "critical", "title": title},
+        {"channel": "slack", "severity": "critical", "title": title},
+    ]
+    assert reports[1].notifications == [
+        {
+            "channel": "slack",
+            "severity": "warning",
+            "title": "container job resnet50-imagenet-ablation-3 FAILED (TIMEOUT) on ml-training-research",
+        }
+    ]
+    assert reports[2].notifications == []
+    assert reports[3].notifications == []  # exactly once, whatever the envelope id
+    assert json.loads(reports[0].to_json())["notifications"][0]["channel"] == "sns"
+
+
+def test_exactly_once_scenario_replays_as_described() -> None:
+    scenario = json.loads((ROOT / "events" / "scenarios" / "alerts" / "exactly-once.json").read_text())
+    reports = Replayer(ROOT / "template.yaml").run(scenario["events"], worlds=[scenario["world"]])
+    assert [r.errors for r in reports] == [[]] * 5
+    assert [[(n["channel"], n["severity"]) for n in r.notifications] for r in reports] == [
+        [("sns", "critical"), ("slack", "critical")],
+        [],  # the same fact under another envelope id
+        [],  # an older RUNNING after the terminal FAILED
+        [("sns", "critical"), ("slack", "critical")],  # budget exhausted
+        [],
+    ]

@@ -1,0 +1,297 @@
+"""Shared pieces of the recovery tests: worlds for the embedded AWS, a fake clock, and a harness
+that runs the real :class:`~batchpilot.recovery.service.Recoverer` on the real adapters against
+the embedded AWS (moto + the embedded Batch/SageMaker backends), reading back what it did from
+the API journal.
+
+The worlds here are also what ``events/scenarios/recovery/*.json`` seed; the tests at the bottom
+check that the helpers build worlds the embedded AWS accepts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from batchpilot.adapters.aws import client, session
+from batchpilot.adapters.recovery_bus import EventBridgeSink
+from batchpilot.adapters.recovery_checkpoints import S3Checkpoints
+from batchpilot.adapters.recovery_jobs import RecoveryJobs
+from batchpilot.adapters.recovery_lineage import DynamoLineageStore
+from batchpilot.recovery.pacing import SubmitPacer
+from batchpilot.recovery.service import Recoverer
+from batchpilot.recovery.settings import RecoverySettings
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.world import JournalEntry
+
+from tests.conftest import sample
+
+ACCOUNT = "111122223333"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingExecutionRole"
+BUCKET = f"ml-checkpoints-{ACCOUNT}"
+TABLE = "StateTable"
+SUBMIT_OPERATIONS = ("batch:SubmitServiceJob", "batch:SubmitJob", "sagemaker:CreateTrainingJob")
+START = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------ worlds
+def payload(
+    *, checkpoint_uri: str | None, instance_type: str = "ml.p5.48xlarge", count: int = 8, role: str = ROLE
+) -> dict[str, Any]:
+    """A CreateTrainingJob request as a service job's ``serviceRequestPayload`` carries it."""
+    request: dict[str, Any] = {
+        "AlgorithmSpecification": {
+            "TrainingImage": f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/ml/sm-llm-train:2026.11.1",
+            "TrainingInputMode": "File",
+        },
+        "RoleArn": role,
+        "HyperParameters": {"epochs": "3", "learning_rate": "2e-05"},
+        "InputDataConfig": [
+            {
+                "ChannelName": "train",
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": f"s3://ml-datasets-{ACCOUNT}/llm/train/",
+                        "S3DataDistributionType": "FullyReplicated",
+                    }
+                },
+            }
+        ],
+        "OutputDataConfig": {"S3OutputPath": f"s3://ml-artifacts-{ACCOUNT}/llm/"},
+        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 500},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 259200},
+    }
+    if checkpoint_uri is not None:
+        request["CheckpointConfig"] = {"S3Uri": checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
+    return request
+
+
+def service_job_item(
+    sample_name: str,
+    *,
+    checkpoint_uri: str | None,
+    tags: Mapping[str, str] | None = None,
+    role: str = ROLE,
+    **changes: Any,
+) -> dict[str, Any]:
+    """The DescribeServiceJob response of a sample event's service job (payload and tags added)."""
+    detail = copy.deepcopy(sample(sample_name)["detail"])
+    detail["serviceRequestPayload"] = json.dumps(payload(checkpoint_uri=checkpoint_uri, role=role))
+    detail["tags"] = dict(tags if tags is not None else {"team": "ml-platform", "project": "llm"})
+    detail.update(changes)
+    return detail
+
+
+def container_job_item(sample_name: str, **changes: Any) -> dict[str, Any]:
+    """The DescribeJobs entry of a sample event's container job."""
+    detail = copy.deepcopy(sample(sample_name)["detail"])
+    detail.update(changes)
+    return detail
+
+
+def training_job_item(sample_name: str, *, checkpoint_uri: str | None, **changes: Any) -> dict[str, Any]:
+    """The DescribeTrainingJob response (plus ``Tags``) of a sample event's training job."""
+    detail = copy.deepcopy(sample(sample_name)["detail"])
+    detail.setdefault("Tags", [])
+    if isinstance(detail["Tags"], dict):
+        detail["Tags"] = [{"Key": k, "Value": v} for k, v in detail["Tags"].items()]
+    if checkpoint_uri is not None:
+        detail["CheckpointConfig"] = {"S3Uri": checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
+    detail.update(changes)
+    return detail
+
+
+def checkpoint_item(uri: str, *times: str) -> dict[str, Any]:
+    """Checkpoint objects under ``uri``, one per time (ISO-8601), named by step."""
+    return {
+        "uri": uri,
+        "objects": [
+            {"key": f"step-{1000 * (i + 1)}/model.pt", "last_modified": t, "size": 1024}
+            for i, t in enumerate(times)
+        ],
+    }
+
+
+def job_definition(name: str, revision: int) -> dict[str, Any]:
+    """A RegisterJobDefinition request (container) registered as revision ``revision``."""
+    return {
+        "jobDefinitionName": name,
+        "type": "container",
+        "revision": revision,
+        "containerProperties": {
+            "image": f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/ml/llama-train:v2.3.0-cu124",
+            "command": ["python", "train.py"],
+            "resourceRequirements": [{"type": "VCPU", "value": "8"}, {"type": "MEMORY", "value": "65536"}],
+        },
+    }
+
+
+BASE_WORLD: dict[str, Any] = {
+    "service_environments": [
+        {"name": "sm-training", "capacityLimits": [{"maxCapacity": 64, "capacityUnit": "NUM_INSTANCES"}]},
+        {"name": "sm-quota", "capacityLimits": [{"maxCapacity": 32, "capacityUnit": "ml.p5.48xlarge"}]},
+    ],
+    "job_queues": [
+        {"name": "sm-training-highpri", "serviceEnvironment": "sm-training", "scheduling": "FAIR_SHARE"},
+        {"name": "sm-training-research", "serviceEnvironment": "sm-training", "scheduling": "FAIR_SHARE"},
+        {"name": "sm-quota-queue", "serviceEnvironment": "sm-quota", "scheduling": "QUOTA_MANAGEMENT"},
+        {"name": "gpu-spot-queue", "kind": "container", "scheduling": "FAIR_SHARE"},
+    ],
+    "job_definitions": [job_definition("llama-ft-train", 7), job_definition("hparam-sweep", 5)],
+}
+"""Job queues and job definitions every sample event's job refers to."""
+
+
+def world(**items: list[dict[str, Any]]) -> dict[str, Any]:
+    """:data:`BASE_WORLD` plus ``service_jobs``, ``jobs``, ``training_jobs``, ``checkpoints``."""
+    out = copy.deepcopy(BASE_WORLD)
+    out.update({key: list(value) for key, value in items.items() if value})
+    return out
+
+
+# ------------------------------------------------------------------------------------ time
+class FakeTime:
+    """One fake clock for everything: UTC wall time (lineage, backoff), monotonic seconds (the
+    pacer, the embedded throttle), epoch seconds (the embedded backends' timestamps); ``sleep``
+    moves it forward instead of sleeping."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self.wall = start
+        self.slept = 0.0
+
+    def now(self) -> datetime:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.wall.timestamp()
+
+    def epoch(self) -> float:
+        return self.wall.timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.wall += timedelta(seconds=seconds)
+
+
+# ------------------------------------------------------------------------------------ harness
+@dataclass
+class Harness:
+    """An open embedded AWS with the recovery function's table, and a way to build recoverers."""
+
+    aws: EmbeddedAws
+    time: FakeTime
+    settings_values: dict[str, Any] = field(default_factory=dict)
+
+    def settings(self, **values: Any) -> RecoverySettings:
+        return RecoverySettings.from_mapping({"state_table": TABLE, **self.settings_values, **values})
+
+    def recoverer(
+        self, *, batch: Any = None, sagemaker: Any = None, rate: float | None = None, **values: Any
+    ) -> Recoverer:
+        settings = self.settings(**values)
+        return Recoverer(
+            settings,
+            jobs=RecoveryJobs(
+                batch or client("batch"), sagemaker or client("sagemaker"), settings.container_checkpoint
+            ),
+            checkpoints=S3Checkpoints(client("s3"), settings.checkpoint_max_pages),
+            lineage=DynamoLineageStore(client("dynamodb"), settings.state_table, now=self.time.now),
+            events=EventBridgeSink(client("events"), settings.event_bus),
+            pacer=SubmitPacer(
+                rate or settings.per_invocation_rate(), clock=self.time.monotonic, sleep=self.time.sleep
+            ),
+            now=self.time.now,
+        )
+
+    # ---- what happened, from the journal
+    def calls(self, action: str | None = None) -> list[JournalEntry]:
+        return [e for e in self.aws.journal if action is None or e.action == action]
+
+    def submits(self, *, succeeded: bool = True) -> list[JournalEntry]:
+        return [e for e in self.aws.journal if e.action in SUBMIT_OPERATIONS and e.succeeded == succeeded]
+
+    def published(self, detail_type: str | None = None) -> list[dict[str, Any]]:
+        """Details of the own events accepted by PutEvents, with ``detail-type`` added."""
+        out = []
+        for entry in self.calls("events:PutEvents"):
+            if not entry.succeeded:
+                continue
+            for item in entry.params["Entries"]:
+                if detail_type is None or item["DetailType"] == detail_type:
+                    out.append({"detail-type": item["DetailType"], **json.loads(item["Detail"])})
+        return out
+
+
+def create_state_table(aws: EmbeddedAws) -> None:
+    aws.client("dynamodb").create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    )
+
+
+@contextmanager
+def harness(seed: Mapping[str, Any] | None = None, **settings_values: Any) -> Iterator[Harness]:
+    """Open an embedded AWS on fake time, seed ``seed`` (default :data:`BASE_WORLD`), create the
+    StateTable; yield a :class:`Harness`."""
+    time = FakeTime()
+    with EmbeddedAws() as aws:
+        aws.overlay.clock = time.epoch
+        aws.seed(seed if seed is not None else BASE_WORLD)
+        aws.batch.throttle.clock = time.monotonic
+        create_state_table(aws)
+        session()  # the adapters' session exists (and is journaled) before clients are made
+        yield Harness(aws, time, dict(settings_values))
+
+
+def event_json(raw: Mapping[str, Any], **detail_changes: Any) -> str:
+    """A sample event as an SQS body, with ``detail`` fields changed."""
+    event = copy.deepcopy(dict(raw))
+    event["detail"].update(detail_changes)
+    return json.dumps(event)
+
+
+# ------------------------------------------------------------------------------------ self-checks
+def test_the_base_world_and_every_job_helper_seed_cleanly() -> None:
+    items = {
+        "service_jobs": [
+            service_job_item(
+                "service-job/failed-preemption-budget-spent", checkpoint_uri=f"s3://{BUCKET}/a/"
+            ),
+            service_job_item("service-job/failed-sagemaker-capacity", checkpoint_uri=None),
+        ],
+        "jobs": [container_job_item("batch-job/failed-spot-reclaim")],
+        "training_jobs": [
+            training_job_item("sagemaker/failed-capacity-error", checkpoint_uri=f"s3://{BUCKET}/b/")
+        ],
+        "checkpoints": [checkpoint_item(f"s3://{BUCKET}/a/", "2026-11-22T00:00:00Z")],
+    }
+    with harness(world(**items)) as h:
+        batch = h.aws.client("batch")
+        described = batch.describe_service_job(jobId="7ead13ff-d66b-4b4d-b47a-e101068189f4")
+        assert (
+            json.loads(described["serviceRequestPayload"])["CheckpointConfig"]["S3Uri"] == f"s3://{BUCKET}/a/"
+        )
+        jobs = batch.describe_jobs(jobs=["939ae232-588e-4bce-b71e-d78a1dc02e27"])["jobs"]
+        assert jobs[0]["parameters"]["checkpoint_uri"].startswith("s3://")
+        assert h.calls() == []  # the harness's own calls are not journaled
+
+
+def test_fake_time_moves_only_when_told() -> None:
+    t = FakeTime()
+    before = t.monotonic()
+    t.sleep(2.5)
+    assert t.monotonic() - before == 2.5 and t.slept == 2.5
+    assert t.now() == START + timedelta(seconds=2.5)

@@ -1,0 +1,199 @@
+"""Messages people read: SNS subject/body/attributes and Slack Block Kit within Slack's limits (F7, F8),
+checked with the same Block Kit rules the local Slack endpoint applies."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+from batchpilot.alerts.dispatch import fact_from_raw
+from batchpilot.alerts.facts import AlertFact
+from batchpilot.alerts.grouping import burst_key, split_bursts
+from batchpilot.alerts.policy import Severity
+from batchpilot.alerts.render import (
+    TRUNCATION_MARK,
+    console_links,
+    format_duration,
+    payload_size,
+    sanitize_subject,
+    slack_digest,
+    slack_message,
+    sns_digest,
+    sns_message,
+    title,
+    truncate,
+)
+from batchpilot_local.slack_endpoint import block_kit_problem
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.conftest import batch_job, sample
+
+LONG_REASON = "CannotPullContainerError: " + "manifest unknown; " * 300  # > 5,000 characters
+LONG_NAME = "llama3-70b-" + "x" * 189  # 200 characters
+
+
+def long_fact() -> AlertFact:
+    event = batch_job(
+        "FAILED",
+        jobName=LONG_NAME,
+        attempts=[{"container": {"reason": LONG_REASON[:5000], "logStreamName": "job/default/abc"}}],
+    )
+    return fact_from_raw(event)
+
+
+@given(st.text(max_size=400))
+def test_sns_subject_is_always_acceptable(text: str) -> None:
+    subject = sanitize_subject(text)
+    assert 1 <= len(subject) <= 99
+    assert subject.isascii()
+    assert not re.search(r"[\x00-\x1f\x7f]", subject)
+    assert subject == subject.strip()
+
+
+def test_subject_folds_accents_drops_newlines_and_marks_cuts() -> None:
+    assert sanitize_subject("Échec\n du job\t«naïve»\r") == "Echec du job naive"
+    cut = sanitize_subject("[CRITICAL] " + "arn:aws:batch:us-east-1:111122223333:job/" * 5)
+    assert len(cut) == 99 and cut.endswith("...")
+    assert sanitize_subject("\n\n") == "batchpilot alert"
+
+
+def test_truncate_marks_the_cut_and_never_splits_an_entity() -> None:
+    assert truncate("short", 10) == "short"
+    cut = truncate("a" * 50, 20)
+    assert len(cut) == 20 and cut.endswith(TRUNCATION_MARK)
+    entity = truncate("x" * 6 + "&amp;" + "y" * 40, 6 + 3 + len(TRUNCATION_MARK))
+    assert "&am" not in entity and entity.endswith(TRUNCATION_MARK)
+
+
+def test_sns_message_for_a_5000_character_reason_and_a_200_character_name() -> None:
+    fact = long_fact()
+    message = sns_message(fact, Severity.CRITICAL, "a terminal failure")
+    assert len(message.subject) <= 99 and message.subject.isascii()
+    assert message.subject.startswith("[CRITICAL] container job llama3-70b-")
+    assert LONG_NAME in message.body  # the whole name is in the body
+    assert "Reason:" in message.body and len(message.body.encode()) < 256 * 1024
+    assert message.attributes == {
+        "severity": "critical",
+        "job_queue": "ml-training-highpri",
+        "category": "MISCONFIGURATION",
+        "event_kind": "state-change",
+    }
+
+
+def test_slack_message_for_long_fields_stays_within_block_kit_limits() -> None:
+    fact = long_fact()
+    message = slack_message(fact, Severity.CRITICAL, "a terminal failure")
+    payload = message.payload()
+    assert block_kit_problem(payload) is None
+    header = message.blocks[0]
+    assert header["type"] == "header" and len(header["text"]["text"]) == 150
+    assert header["text"]["text"].endswith(TRUNCATION_MARK)
+    reason = next(b for b in message.blocks if b.get("text", {}).get("text", "").startswith("*Reason*"))
+    assert reason["text"]["text"].endswith(TRUNCATION_MARK) and len(reason["text"]["text"]) <= 3000
+    assert message.text.startswith("Critical: container job llama3-70b-")
+    assert payload_size(message) < 12_000
+
+
+def test_slack_message_shows_the_facts_links_and_why() -> None:
+    fact = fact_from_raw(sample("service-job/failed-sagemaker-capacity"))
+    message = slack_message(fact, Severity.INFO, "a CAPACITY failure the recovery function resubmits")
+    assert block_kit_problem(message.payload()) is None
+    fields = [f["text"] for b in message.blocks if b["type"] == "section" for f in b.get("fields", [])]
+    labels = {text.split("\n", 1)[0] for text in fields}
+    assert {
+        "*Job*",
+        "*Job queue*",
+        "*Status*",
+        "*Category*",
+        "*Attempts*",
+        "*Wait time*",
+        "*Run time*",
+    } <= labels
+    links = " ".join(b["text"]["text"] for b in message.blocks if b["type"] == "section" and "text" in b)
+    assert "|Batch job>" in links and "|Training job>" in links and "|Logs>" in links
+    assert "console.aws.amazon.com/batch/home?region=us-east-1#jobs/detail/" in links
+    context = message.blocks[-1]
+    assert context["type"] == "context" and "Why info" in context["elements"][0]["text"]
+
+
+def test_mrkdwn_is_escaped() -> None:
+    event = batch_job("FAILED", attempts=[{"container": {"reason": "CannotStartContainerError: <b>&co</b>"}}])
+    message = slack_message(fact_from_raw(event), Severity.CRITICAL, "x")
+    text = json.dumps(message.blocks)
+    assert "&lt;b&gt;&amp;co&lt;/b&gt;" in text and "<b>" not in text
+
+
+def test_console_links() -> None:
+    container = fact_from_raw(sample("batch-job/failed-spot-reclaim"))
+    labels = dict(console_links(container))
+    assert set(labels) == {"Batch job", "Logs"}
+    assert "#logsV2:log-groups/log-group/$252Faws$252Fbatch$252Fjob/log-events/" in labels["Logs"]
+    training = fact_from_raw(sample("sagemaker/failed-algorithm-error"))
+    labels = dict(console_links(training))
+    assert set(labels) == {"Training job", "Logs"}
+    assert "$3FlogStreamNameFilter$3D" in labels["Logs"]
+    assert console_links(dataclasses.replace(training, region=None)) == []
+
+
+def test_durations() -> None:
+    assert format_duration(3725) == "1h 02m 05s"
+    assert format_duration(65) == "1m 05s"
+    assert format_duration(7) == "7s"
+    assert format_duration(None) is None and format_duration(-1) is None
+
+
+def burst(count: int, *, category_reason: str = "Host EC2 (instance i-0abc) terminated.") -> list[AlertFact]:
+    facts = []
+    for i in range(count):
+        event = batch_job(
+            "FAILED",
+            jobArn=f"arn:aws:batch:us-east-1:111122223333:job/{i:08d}-0000-4000-8000-000000000000",
+            jobId=f"{i:08d}-0000-4000-8000-000000000000",
+            jobName=f"sweep-{i:03d}-" + "n" * 180,
+            attempts=[{"container": {}, "statusReason": category_reason + " " + "detail " * 200}],
+        )
+        facts.append(fact_from_raw(event))
+    return facts
+
+
+def test_digest_of_60_jobs_fits_in_50_blocks_and_says_how_many_are_hidden() -> None:
+    facts = burst(60)
+    message = slack_digest(facts, Severity.INFO, "spot interruptions", max_items=40)
+    assert block_kit_problem(message.payload()) is None
+    assert len(message.blocks) <= 50
+    text = json.dumps(message.blocks, ensure_ascii=False)
+    assert "…and 20 more (list truncated)" in text
+    assert message.text == "Info: 60 container jobs: SPOT_INTERRUPTION on ml-training-highpri"
+    assert payload_size(message) < 40_000
+
+
+def test_sns_digest_lists_every_job() -> None:
+    facts = burst(40)
+    message = sns_digest(facts, Severity.CRITICAL, "x")
+    assert all(f.subject in message.body for f in facts)
+    assert message.attributes["group_size"] == "40"
+    assert message.subject == "[CRITICAL] 40 container jobs: SPOT_INTERRUPTION on ml-training-highpri"
+
+
+def test_bursts_group_by_queue_category_and_severity() -> None:
+    facts = burst(7)
+    other = fact_from_raw(
+        batch_job("FAILED", attempts=[{"container": {"reason": "CannotPullContainerError: x"}}])
+    )
+    items = [(f, Severity.INFO) for f in facts] + [(other, Severity.CRITICAL)]
+    bursts, singles = split_bursts(items, lambda item: burst_key(*item), threshold=5)
+    assert [len(b) for b in bursts] == [7] and singles == [(other, Severity.CRITICAL)]
+    bursts, singles = split_bursts(items, lambda item: burst_key(*item), threshold=7)
+    assert bursts == [] and len(singles) == 8
+
+
+def test_titles_say_what_happened() -> None:
+    assert title(fact_from_raw(sample("batch-job/runnable-retrying-after-spot-reclaim"))).endswith(
+        "lost an attempt to a spot interruption; AWS is retrying on gpu-spot-queue"
+    )
+    blocked = title(
+        fact_from_raw(sample("service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded"))
+    )
+    assert blocked.startswith("job queue sm-quota-queue blocked (MISCONFIGURATION)")

@@ -1,0 +1,207 @@
+"""Sampling (pure): payload demand, per-queue and per-share tallies, environment demand, gauges."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from batchpilot.capacity.model import (
+    NUM_INSTANCES,
+    CapacityLimit,
+    QueueSnapshot,
+    RunnableJob,
+    ServiceEnvironment,
+    demand_from_payload,
+    instances,
+)
+from batchpilot.capacity.sampling import environment_gauges, queue_gauges, sample_queue, unit_demands
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+BLOCKED = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) ... cannot meet"
+
+
+def job(
+    n: int,
+    *,
+    minutes_ago: int = 5,
+    share: str | None = None,
+    quota: str | None = None,
+    reason: str | None = None,
+) -> RunnableJob:
+    return RunnableJob(
+        arn=f"arn:aws:batch:us-east-1:111122223333:service-job/{n:08d}",
+        created_at=NOW - timedelta(minutes=minutes_ago),
+        share_identifier=share,
+        quota_share=quota,
+        status_reason=reason,
+    )
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 4}}, {"ml.p4d.24xlarge": 4}),
+        (
+            {
+                "ResourceConfig": {
+                    "InstanceGroups": [
+                        {"InstanceGroupName": "a", "InstanceType": "ml.g5.xlarge", "InstanceCount": 2},
+                        {"InstanceGroupName": "b", "InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+                        {"InstanceGroupName": "c", "InstanceType": "ml.c5.xlarge", "InstanceCount": 3},
+                    ]
+                }
+            },
+            {"ml.g5.xlarge": 3, "ml.c5.xlarge": 3},
+        ),
+        ({"ResourceConfig": {"InstanceCount": 2}}, {NUM_INSTANCES: 2}),
+        ({"ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 0}}, None),
+        ({"ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": True}}, None),
+        ({"TrainingJobName": "no-resource-config"}, None),
+        ([1, 2], None),
+    ],
+)
+def test_demand_from_payload(payload: object, expected: dict[str, int] | None) -> None:
+    assert demand_from_payload(json.dumps(payload)) == expected
+
+
+def test_demand_from_unusable_payloads() -> None:
+    assert demand_from_payload(None) is None
+    assert demand_from_payload("") is None
+    assert demand_from_payload("{not json") is None
+
+
+@pytest.mark.parametrize(
+    ("quantity", "whole"), [(0.0, 0), (1.0, 1), (1.5, 2), (2.0000000001, 2), (-3, 0), (float("nan"), 0)]
+)
+def test_instances_rounds_reported_quantities_up(quantity: float, whole: int) -> None:
+    assert instances(quantity) == whole
+
+
+def test_a_fair_share_queue_is_tallied_per_share() -> None:
+    jobs = [
+        job(1, minutes_ago=30, share="prod"),
+        job(2, minutes_ago=10, share="prod"),
+        job(3, minutes_ago=50, share="research"),
+        job(4, minutes_ago=1, share="research", reason=BLOCKED),
+    ]
+    demands = {
+        jobs[0].arn: {"ml.p4d.24xlarge": 4},
+        jobs[1].arn: {"ml.p4d.24xlarge": 2},
+        jobs[3].arn: {"ml.p4d.24xlarge": 16},
+    }
+    snapshot = QueueSnapshot(total={"ml.p4d.24xlarge": 6.0}, by_share={"prod": {"ml.p4d.24xlarge": 6.0}})
+    sample = sample_queue("hi", "sm", jobs, demands, snapshot)
+    assert (sample.runnable.jobs, sample.runnable.total_instances, sample.runnable.unknown) == (4, 23, 1)
+    assert sample.runnable.age_seconds(NOW) == 50 * 60
+    assert sample.by_share["prod"].total_instances == 6
+    assert sample.by_share["research"].total_instances == 17  # job 3 unknown: counts as 1
+    assert [b.arn for b in sample.blocked] == [jobs[3].arn]
+    assert sample.instances_in_use == 6
+
+
+def test_a_blocked_event_marks_a_job_whose_listing_lacks_the_reason() -> None:
+    jobs = [job(1), job(2)]
+    sample = sample_queue(
+        "hi", "sm", jobs, {jobs[1].arn: {NUM_INSTANCES: 40}}, QueueSnapshot(), [jobs[1].arn]
+    )
+    assert [b.arn for b in sample.blocked] == [jobs[1].arn]
+
+
+def test_unit_demands_of_a_num_instances_environment_count_every_type() -> None:
+    env = ServiceEnvironment("sm", None, "ENABLED", "VALID", (CapacityLimit(NUM_INSTANCES, 16),))
+    jobs_a = [job(1), job(2, reason=BLOCKED)]
+    a = sample_queue(
+        "a",
+        "sm",
+        jobs_a,
+        {jobs_a[0].arn: {"ml.g5.xlarge": 2}, jobs_a[1].arn: {"ml.p4d.24xlarge": 24}},
+        QueueSnapshot(total={"ml.g5.xlarge": 3.0, "ml.p4d.24xlarge": 2.0}),
+    )
+    b = sample_queue("b", "sm", [job(3)], {}, QueueSnapshot(total={NUM_INSTANCES: 1.0}))
+    (demand,) = unit_demands(env, [a, b]).values()
+    assert (demand.unit, demand.in_use, demand.runnable, demand.unknown) == (NUM_INSTANCES, 6, 27, 1)
+    assert (demand.blocked_need, demand.blocked_job) == (24, jobs_a[1].arn)
+
+
+def test_unit_demands_of_a_quota_management_environment_are_per_instance_type() -> None:
+    env = ServiceEnvironment(
+        "sm-quota",
+        None,
+        "ENABLED",
+        "VALID",
+        (CapacityLimit("ml.p4d.24xlarge", 8), CapacityLimit("ml.g5.xlarge", 4)),
+    )
+    jobs = [
+        job(1, quota="team-a"),
+        job(2, quota="team-b"),
+        job(3, quota="team-b", reason=BLOCKED),
+        job(4, quota="team-a"),
+    ]
+    demands = {
+        jobs[0].arn: {"ml.p4d.24xlarge": 2},
+        jobs[1].arn: {"ml.g5.xlarge": 1, "ml.c5.xlarge": 7},
+        jobs[2].arn: {"ml.g5.xlarge": 6},
+    }
+    snapshot = QueueSnapshot(total={"ml.p4d.24xlarge": 8.0, "ml.g5.xlarge": 1.0})
+    sample = sample_queue("q", "sm-quota", jobs, demands, snapshot)
+    by_unit = unit_demands(env, [sample])
+    assert (by_unit["ml.p4d.24xlarge"].in_use, by_unit["ml.p4d.24xlarge"].runnable) == (8, 2)
+    assert (by_unit["ml.g5.xlarge"].in_use, by_unit["ml.g5.xlarge"].runnable) == (1, 7)
+    assert (by_unit["ml.g5.xlarge"].blocked_need, by_unit["ml.p4d.24xlarge"].blocked_need) == (6, 0)
+    assert sample.by_quota_share["team-b"].jobs == 2
+
+
+def _by(points: list, name: str) -> dict:  # type: ignore[type-arg]
+    return {
+        dict(p.dimensions).get("ShareIdentifier") or dict(p.dimensions).get("QuotaShare") or "": p.value
+        for p in points
+        if p.name == name
+    }
+
+
+def test_queue_gauges_cover_the_queue_and_its_busiest_shares() -> None:
+    jobs = [job(i, share=f"s{i % 5}", minutes_ago=i) for i in range(1, 26)]
+    demands = {j.arn: {NUM_INSTANCES: int(j.share_identifier[1:]) + 1} for j in jobs}  # type: ignore[index]
+    snapshot = QueueSnapshot(total={NUM_INSTANCES: 12.0}, by_share={"s0": {NUM_INSTANCES: 12.0}})
+    sample = sample_queue("hi", "sm", jobs, demands, snapshot)
+    points = queue_gauges(sample, NOW, NOW, max_shares=3)
+    queue_points = [p for p in points if dict(p.dimensions) == {"JobQueue": "hi"}]
+    assert {p.name: p.value for p in queue_points} == {
+        "RunnableJobs": 25.0,
+        "RunnableInstanceDemand": 75.0,
+        "OldestRunnableJobAge": 25 * 60.0,
+        "InstancesInUse": 12.0,
+    }
+    # s4 (25 instances), s3 (20) and s0 (5 RUNNABLE + 12 in use) are the busiest three; s2 (15) is not.
+    assert _by(points, "RunnableInstanceDemand") == {"": 75.0, "s4": 25.0, "s3": 20.0, "s0": 5.0}
+    # In use per share only where the snapshot reports it.
+    assert _by(points, "InstancesInUse") == {"": 12.0, "s0": 12.0}
+    assert all(p.timestamp == NOW for p in points)
+
+
+def test_an_empty_queue_still_reports_zeros() -> None:
+    points = queue_gauges(sample_queue("idle", "sm", [], {}, QueueSnapshot()), NOW, NOW)
+    assert {p.name: p.value for p in points} == {
+        "RunnableJobs": 0.0,
+        "RunnableInstanceDemand": 0.0,
+        "OldestRunnableJobAge": 0.0,
+        "InstancesInUse": 0.0,
+    }
+
+
+def test_environment_gauges() -> None:
+    env = ServiceEnvironment(
+        "sm", None, "ENABLED", "VALID", (CapacityLimit("ml.g5.xlarge", 8), CapacityLimit("ml.c5.xlarge", 0))
+    )
+    sample = sample_queue("q", "sm", [], {}, QueueSnapshot(total={"ml.g5.xlarge": 6.0}))
+    points = environment_gauges(env, unit_demands(env, [sample]), NOW)
+    table = {(p.name, dict(p.dimensions)["CapacityUnit"]): (p.value, p.unit) for p in points}
+    assert table == {
+        ("CapacityLimit", "ml.g5.xlarge"): (8.0, "Count"),
+        ("InstancesInUse", "ml.g5.xlarge"): (6.0, "Count"),
+        ("CapacityUtilization", "ml.g5.xlarge"): (75.0, "Percent"),
+        ("CapacityLimit", "ml.c5.xlarge"): (0.0, "Count"),
+        ("InstancesInUse", "ml.c5.xlarge"): (0.0, "Count"),
+    }
+    assert all(dict(p.dimensions)["ServiceEnvironment"] == "sm" for p in points)
