@@ -58,8 +58,11 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_recovery.py
 	$(BIN)/python benchmarks/bench_capacity.py
 
+# sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
+PY313_DIR := $(shell command -v python3.13 >/dev/null 2>&1 || ls -d $(HOME)/.pyenv/versions/3.13*/bin 2>/dev/null | tail -n 1)
+
 build: $(SAM)
-	$(SAM) build --template template.yaml
+	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
 	rm -rf $(VENV) $(SAMVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

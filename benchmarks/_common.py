@@ -13,6 +13,8 @@ from pathlib import Path
 from batchpilot_local.template import load_template
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the benchmarks share the tests' helpers (tests.conftest, ...)
 EVENTS_DIR = ROOT / "events"
 FUNCTION_DIR = ROOT / "functions" / "metrics"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

@@ -15,9 +15,9 @@ Usage: ``.venv/bin/python benchmarks/bench_alerts.py [--events N] [--no-write]``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
+import os
 import statistics
 import sys
 import time
@@ -25,29 +25,14 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from _common import ROOT, machine, machine_markdown, now, percentile, write_section
+from _common import machine, machine_markdown, now, percentile, write_section
 from batchpilot.adapters.aws import session
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.lambda_runtime import FakeLambdaContext
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint
-from batchpilot_local.template import load_template
 
-APP = ROOT / "functions" / "alerts" / "app.py"
-EVENTS = ROOT / "events"
-
-
-def load_handler(env: dict[str, str]) -> Any:
-    import os
-
-    os.environ.update(env)
-    os.environ.update({"AWS_LAMBDA_FUNCTION_NAME": "batchpilot-alerts", "AWS_LAMBDA_LOG_FORMAT": "JSON"})
-    sys.path.insert(0, str(APP.parent))
-    spec = importlib.util.spec_from_file_location(f"alerts_bench_{uuid.uuid4().hex}", APP)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.conftest import load_app, sample, sqs_event, template_environment
 
 
 def with_job(event: dict[str, Any], n: int) -> dict[str, Any]:
@@ -62,24 +47,6 @@ def with_job(event: dict[str, Any], n: int) -> dict[str, Any]:
     if "TrainingJobArn" in detail:
         detail["TrainingJobArn"] = detail["TrainingJobArn"] + f"-{n}"
     return copy
-
-
-def sqs_event(bodies: list[str]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"m-{i}",
-                "receiptHandle": f"h-{i}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:AlertsQueue",
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate(bodies)
-        ]
-    }
 
 
 class Calls:
@@ -108,7 +75,7 @@ def scenario(
         sys.stdout = sink
         for batch in batches:
             context = FakeLambdaContext("batchpilot-alerts", 256, 60)
-            event = sqs_event([json.dumps(e) for e in batch])
+            event = sqs_event([json.dumps(e) for e in batch], "AlertsQueue")
             started = time.perf_counter()
             response = handler.lambda_handler(event, context)
             elapsed = time.perf_counter() - started
@@ -136,16 +103,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; do not update RESULTS.md")
     args = parser.parse_args(argv)
 
-    def sample(name: str) -> dict[str, Any]:
-        return dict(json.loads((EVENTS / f"{name}.json").read_text()))
-
-    env = load_template(ROOT / "template.yaml").functions["alerts"].environment
     results = []
     with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=env, slack=slack).open()
+        local = LocalAlerts(aws, environment=template_environment("alerts"), slack=slack).open()
         calls = Calls()
         session().events.register("before-call.*.*", calls)
-        handler = load_handler(local.environment)
+        os.environ.update(
+            {
+                **local.environment,
+                "AWS_LAMBDA_FUNCTION_NAME": "batchpilot-alerts",
+                "AWS_LAMBDA_LOG_FORMAT": "JSON",
+            }
+        )
+        handler = load_app("alerts")
         from batchpilot.observability import logger
 
         logger.registered_handler.setStream(io.StringIO())  # its log lines stay out of the report

@@ -19,7 +19,6 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -35,7 +34,8 @@ from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, write
 
 sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
 
-APP = ROOT / "functions" / "capacity" / "app.py"
+from tests.conftest import create_state_table, load_app  # noqa: E402
+
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"
 T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
@@ -67,12 +67,8 @@ def _env() -> dict[str, str]:
 
 
 def _load() -> ModuleType:
-    os.environ.update(_env())
-    spec = importlib.util.spec_from_file_location(f"capacity_app_{uuid.uuid4().hex}", APP)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    os.environ.update(_env())  # as Lambda sets it, for the whole run
+    return load_app("capacity")
 
 
 def _event(minute: int) -> dict[str, Any]:
@@ -155,18 +151,7 @@ def main() -> None:
     info = machine()
     sink = io.StringIO()
     with EmbeddedAws() as aws:
-        aws.client("dynamodb").create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-        )
+        create_state_table(aws.client("dynamodb"), TABLE)
         aws.seed(_world(args.jobs))
         handler = _load()
         minute = 0

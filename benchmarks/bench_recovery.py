@@ -25,24 +25,24 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter, deque
-from pathlib import Path
+from collections import Counter
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _common import machine, machine_markdown, now, write_section
+from batchpilot.recovery.service import Recoverer
 
-from _common import machine, machine_markdown, now, write_section  # noqa: E402
-from batchpilot.recovery.service import Action, RetryLater  # noqa: E402
-
-from tests.conftest import sample  # noqa: E402
-from tests.integration.test_recovery_support import (  # noqa: E402
+from tests.conftest import sample
+from tests.integration.test_recovery_support import (
     BUCKET,
+    PREEMPTED,
     FakeTime,
     Harness,
     checkpoint_item,
     container_job_item,
+    fleet,
     harness,
+    max_in_window,
+    run_fleet,
     service_job_item,
     training_job_item,
     world,
@@ -52,55 +52,12 @@ LIMIT = 5.0
 RATE = 4.0  # RecoverySubmitsPerSecond default
 CONCURRENCY = 2
 BATCH = 10
-PREEMPTED = "service-job/failed-preemption-budget-spent"
+TIMEOUT_S = 60.0
 
 
-def fleet(h: Harness, size: int, checkpoint: str, tag: str) -> list[str]:
-    bodies = []
-    for n in range(size):
-        job_id = f"be7c{tag}00-0000-4000-8000-{n:012d}"
-        arn = f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}"
-        h.aws.batch.put_service_job(
-            service_job_item(
-                PREEMPTED, checkpoint_uri=checkpoint, jobArn=arn, jobId=job_id, jobName=f"fleet-{n}"
-            )
-        )
-        event = sample(PREEMPTED)
-        event["detail"].update(jobArn=arn, jobId=job_id, jobName=f"fleet-{n}")
-        bodies.append(json.dumps(event))
-    return bodies
-
-
-def run_fleet(h: Harness, bodies: list[str], rate: float | None, clock: Any) -> tuple[int, int]:
-    """Interleave two environments' batches; returns (resubmitted, handed back)."""
-    environments = [h.recoverer(rate=rate) if rate else h.recoverer(rate=1e9) for _ in range(CONCURRENCY)]
-    pending, done, retried = list(bodies), 0, 0
-    while pending:
-        batches = [pending[i * BATCH : (i + 1) * BATCH] for i in range(CONCURRENCY)]
-        pending = pending[CONCURRENCY * BATCH :]
-        deadline = clock() + 60.0
-        for turn in range(BATCH):
-            for recoverer, batch in zip(environments, batches, strict=True):
-                if turn < len(batch):
-                    try:
-                        result = recoverer.handle(batch[turn], time_left=lambda d=deadline: d - clock())
-                    except RetryLater:
-                        pending.append(batch[turn])
-                        retried += 1
-                        continue
-                    assert result.action is Action.RESUBMITTED, result
-                    done += 1
-    return done, retried
-
-
-def max_in_window(times_ms: list[int], window_ms: int = 1000) -> int:
-    best, recent = 0, deque[int]()
-    for t in sorted(times_ms):
-        recent.append(t)
-        while recent[0] <= t - window_ms:
-            recent.popleft()
-        best = max(best, len(recent))
-    return best
+def recoverers(h: Harness, rate: float | None) -> list[Recoverer]:
+    """One recoverer per execution environment, each pacing at ``rate`` (None: no pacing)."""
+    return [h.recoverer(rate=rate) if rate else h.recoverer(rate=1e9) for _ in range(CONCURRENCY)]
 
 
 def paced(size: int, real_time: bool) -> dict[str, Any]:
@@ -110,11 +67,13 @@ def paced(size: int, real_time: bool) -> dict[str, Any]:
             h.time = _RealTime()  # type: ignore[assignment]
             h.aws.overlay.clock = time.time
             h.aws.batch.throttle.clock = time.monotonic
-        bodies = fleet(h, size, checkpoint, "01")
+        bodies = fleet(h, size, checkpoint, "be7c0100")
         before = set(h.aws.batch.service_jobs)
         clock = h.time.monotonic
         started = clock()
-        done, retried = run_fleet(h, bodies, RATE / CONCURRENCY, clock)
+        done, retried = run_fleet(
+            recoverers(h, RATE / CONCURRENCY), bodies, clock, batch_size=BATCH, timeout_s=TIMEOUT_S
+        )
         elapsed = clock() - started
         created = [int(j.detail["createdAt"]) for k, j in h.aws.batch.service_jobs.items() if k not in before]
         throttled = sum(1 for e in h.calls("batch:SubmitServiceJob") if e.error_code or e.retries)
@@ -143,9 +102,11 @@ def unpaced(size: int) -> dict[str, Any]:
     checkpoint = f"s3://{BUCKET}/bench/"
     with harness(world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")])) as h:
         h.aws.set_submit_rate(None)
-        bodies = fleet(h, size, checkpoint, "02")
+        bodies = fleet(h, size, checkpoint, "be7c0200")
         started = time.perf_counter()
-        done, _ = run_fleet(h, bodies, None, time.monotonic)
+        done, _ = run_fleet(
+            recoverers(h, None), bodies, time.monotonic, batch_size=BATCH, timeout_s=TIMEOUT_S
+        )
         elapsed = time.perf_counter() - started
         return {"resubmitted": done, "elapsed_s": elapsed, "rate": done / elapsed}
 

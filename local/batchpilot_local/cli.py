@@ -83,8 +83,9 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         reports = replayer.run(
             replay_input.events,
-            worlds=[world.data for world in replay_input.worlds],
             origins=[item.origin for item in replay_input.items],
+            scopes=[item.scope for item in replay_input.items],
+            scope_worlds={world.origin: world.data for world in replay_input.worlds},
             on_report=emit,
         )
     except WorldError as exc:

@@ -284,24 +284,6 @@ def _event(schedule: _Schedule, scenario: ClockScenario, index: int, at: datetim
     return event
 
 
-def _ensure_table(aws: EmbeddedAws, name: str | None) -> None:
-    """Create the StateTable the function's environment names (keys pk/sk), unless it exists."""
-    if not name:
-        return
-    dynamodb = aws.client("dynamodb")
-    if name in dynamodb.list_tables().get("TableNames", []):
-        return
-    dynamodb.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-    )
-
-
 def run_clock(
     scenario: ClockScenario,
     template: AppTemplate,
@@ -316,7 +298,8 @@ def run_clock(
     Args:
         scenario: from :func:`parse_clock_scenario`.
         template: the replay's template.
-        aws: the open embedded AWS (state persists across scenarios of one replay).
+        aws: the open embedded AWS, with the template's tables already created (the replay does
+            that first); state persists across scenarios of one replay.
         sink: the replay's switchable stdout (the function's output is captured through it).
         first_index: ``index`` of the first tick's report (they follow on).
         finish: called with each tick's report after the function ran: the replay delivers the
@@ -342,7 +325,6 @@ def run_clock(
             is_event=False,
         )
         return
-    _ensure_table(aws, spec.environment.get("BATCHPILOT_STATE_TABLE"))
     with LambdaRuntime(sink) as runtime:  # a cold start with this scenario's parameters
         for i, tick in enumerate(scenario.ticks):
             event = _event(schedule, scenario, i, tick.at)

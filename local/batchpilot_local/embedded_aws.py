@@ -12,10 +12,12 @@
 Everything is restored on exit. It delivers events the way an SQS event source mapping does:
 :meth:`EmbeddedAws.receive_as_lambda_event` turns queued messages into the Lambda SQS event shape,
 and :meth:`EmbeddedAws.delete_processed` deletes the records the handler did not report as failed.
+:func:`create_tables` creates DynamoDB tables from the template's specs.
 """
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import os
 import socket
@@ -32,7 +34,7 @@ from batchpilot_local.embedded_batch import EmbeddedBatch, EmbeddedTraining, Ove
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
-__all__ = ["EmbeddedAws", "NetworkBlockedError", "WorldError"]
+__all__ = ["EmbeddedAws", "NetworkBlockedError", "WorldError", "create_tables"]
 
 _FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -61,6 +63,34 @@ _REMOVED_ENV = (
 
 WORLD_KEYS: frozenset[str] = _world.WORLD_KEYS
 """Keys :meth:`EmbeddedAws.seed` understands (schema and seeding: :mod:`batchpilot_local.world`)."""
+
+
+def create_tables(dynamodb: Any, tables: Mapping[str, Mapping[str, Any]]) -> None:
+    """Create DynamoDB tables (on-demand billing) from the template's specs, unless they exist.
+
+    Args:
+        dynamodb: a DynamoDB client of a moto-backed account (e.g. ``aws.client("dynamodb")``).
+        tables: physical name → spec as :attr:`AppTemplate.tables
+            <batchpilot_local.template.AppTemplate>` gives it (``AttributeDefinitions``,
+            ``KeySchema``, ``GlobalSecondaryIndexes``, ``TimeToLiveAttribute``): the template's own
+            tables, or one of them under another name (``{name: template.tables[STATE_TABLE]}``).
+
+    A spec without ``KeySchema`` (a table the template leaves to CloudFormation defaults) creates
+    nothing; TTL is turned on when the spec names its attribute. The specs are not modified.
+    """
+    existing = set(dynamodb.list_tables().get("TableNames", []))
+    for name, spec in tables.items():
+        if name in existing or "KeySchema" not in spec:
+            continue
+        args = {k: copy.deepcopy(v) for k, v in spec.items() if k != "TimeToLiveAttribute"}
+        for index in args.get("GlobalSecondaryIndexes", []):
+            index.pop("ProvisionedThroughput", None)
+        dynamodb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", **args)
+        if "TimeToLiveAttribute" in spec:
+            dynamodb.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": spec["TimeToLiveAttribute"]},
+            )
 
 
 class NetworkBlockedError(ConnectionRefusedError):

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from batchpilot_local.clock import ClockError, is_clock_scenario, parse_clock_scenario
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
+from batchpilot_local.world import json_type
 
 __all__ = ["SCENARIO_KEYS", "InputError", "InputItem", "ReplayInput", "World", "read_inputs"]
 
@@ -52,10 +53,14 @@ class InputItem:
         value: the decoded JSON value.
         origin: where it came from: ``path`` (a single event), ``path[i]`` (array element,
             0-based), ``path:line`` (JSON Lines, 1-based), ``path:line[i]``; ``<stdin>`` for stdin.
+        scope: the scenario it belongs to (the scenario's origin, which is also its
+            :class:`World`'s), or None for a plain event; the replay gives each scenario an
+            embedded AWS of its own.
     """
 
     value: Any
     origin: str
+    scope: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,10 +114,10 @@ def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None 
         out.items.extend(InputItem(v, f"{origin}[{i}]") for i, v in enumerate(value))
         return
     if not isinstance(value, Mapping):
-        raise InputError(f"{label}: expected a JSON object or array, got {_json_type(value)}")
+        raise InputError(f"{label}: expected a JSON object or array, got {json_type(value)}")
     if is_clock_scenario(value):  # {"world", "parameters", "ticks": [...]}: see clock.py
         try:
-            out.items.append(InputItem(parse_clock_scenario(value, origin), origin))
+            out.items.append(InputItem(parse_clock_scenario(value, origin), origin, scope=origin))
         except ClockError as exc:
             raise InputError(f"{label}: {exc}") from None
         return
@@ -128,28 +133,14 @@ def _add_scenario(value: Mapping[str, Any], origin: str, out: ReplayInput, label
         raise InputError(f"{label}: unknown scenario key(s): {', '.join(unknown)}")
     events = value["events"]
     if not isinstance(events, list):
-        raise InputError(f"{label}: scenario 'events' must be an array, got {_json_type(events)}")
+        raise InputError(f"{label}: scenario 'events' must be an array, got {json_type(events)}")
     world = value.get("world", {})
     try:
         EmbeddedAws.check_world(world)
     except WorldError as exc:
         raise InputError(f"{label}: {exc}") from None
     out.worlds.append(World(dict(world), origin))
-    out.items.extend(InputItem(v, f"{origin} events[{i}]") for i, v in enumerate(events))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    out.items.extend(InputItem(v, f"{origin} events[{i}]", scope=origin) for i, v in enumerate(events))
 
 
 def _parse_lines(text: str, origin: str, out: ReplayInput) -> None:

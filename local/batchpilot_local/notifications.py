@@ -5,7 +5,8 @@ what the alerts function's environment in ``template.yaml`` points at:
 
 - the on-call SNS topic named by ``BATCHPILOT_ONCALL_TOPIC_ARN`` (``!Ref AlertsOnCallTopic``),
   with an SQS "inbox" subscribed to it (how email/pager subscribers would see each message);
-- the StateTable named by ``BATCHPILOT_STATE_TABLE`` (keys ``pk``/``sk``) unless it exists;
+- the StateTable named by ``BATCHPILOT_STATE_TABLE``, as the template defines it (the replay's
+  template, else the repository's), unless it exists (the replay creates it first);
 - a :class:`~batchpilot_local.slack_endpoint.LocalSlackEndpoint` and a Secrets Manager secret
   holding its webhook URL. The template's ``SlackWebhookSecretArn`` defaults to empty (no Slack),
   so a local run always points ``BATCHPILOT_SLACK_WEBHOOK_SECRET`` at that local secret: the
@@ -26,9 +27,15 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint, SlackRequest
-from batchpilot_local.template import AppTemplate, FunctionSpec
+from batchpilot_local.template import (
+    STATE_TABLE,
+    AppTemplate,
+    FunctionSpec,
+    default_template_path,
+    load_template,
+)
 
 __all__ = [
     "ALERTS_FUNCTION",
@@ -86,7 +93,8 @@ class LocalAlerts:
         bot: configure the bot-token mode (``chat.postMessage``, threads) instead of the webhook.
 
     Raises (from :meth:`open`):
-        ValueError: the environment lacks ``BATCHPILOT_ONCALL_TOPIC_ARN`` or ``BATCHPILOT_STATE_TABLE``.
+        ValueError: the environment lacks ``BATCHPILOT_ONCALL_TOPIC_ARN`` or ``BATCHPILOT_STATE_TABLE``,
+            or the template has no ``StateTable`` to create it from.
     """
 
     def __init__(
@@ -99,6 +107,7 @@ class LocalAlerts:
         bot: bool = False,
     ) -> None:
         self.aws = aws
+        self._template = template
         spec = template.functions.get(ALERTS_FUNCTION) if template is not None else None
         base = environment if environment is not None else (spec.environment if spec else None)
         self._base = dict(base) if base is not None else None
@@ -163,21 +172,12 @@ class LocalAlerts:
         return self
 
     def _ensure_table(self, name: str) -> None:
-        dynamodb = self.aws.client("dynamodb")
-        if name in dynamodb.list_tables().get("TableNames", []):
-            return
-        dynamodb.create_table(
-            TableName=name,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-        )
+        """Create the template's StateTable as ``name`` unless a table of that name exists."""
+        template = self._template or load_template(default_template_path())
+        spec = template.tables.get(STATE_TABLE)
+        if spec is None:
+            raise ValueError(f"{template.path}: no {STATE_TABLE} to create {name} from")
+        create_tables(self.aws.client("dynamodb"), {name: spec})
 
     def close(self) -> None:
         """Stop the Slack endpoint if this object started it."""

@@ -31,7 +31,7 @@ from batchpilot.classification import classify
 from batchpilot.events import InvalidEventError, parse_event
 
 from batchpilot_local.clock import ClockScenario, run_clock
-from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.report import EventReport, JobSummary, parse_output
@@ -127,6 +127,8 @@ class Replayer:
         worlds: Sequence[Mapping[str, Any]] = (),
         origins: Sequence[str | None] | None = None,
         on_report: Callable[[EventReport], None] | None = None,
+        scopes: Sequence[str | None] | None = None,
+        scope_worlds: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[EventReport]:
         """Replay the events, in order, in a fresh embedded AWS (one cold start per function).
 
@@ -134,10 +136,15 @@ class Replayer:
             events: decoded JSON values; each should be an EventBridge event object. An item
                 that is not (not an object, no string ``detail-type``/``source``) gets a report
                 with an error and is not delivered.
-            worlds: scenario worlds, seeded in order before the first event.
+            worlds: worlds seeded before the first event (for callers that pass no ``scopes``).
             origins: where each event came from (shown in the text report), same length as events.
             on_report: called with each report as soon as it is ready; anything it prints goes to
                 the real stdout (the handlers' stdout is captured separately).
+            scopes: per event, the scenario it belongs to (its file), or None for a plain event.
+                Each run of consecutive events of one scenario is replayed in an embedded AWS of
+                its own, seeded with ``scope_worlds[scope]``: one scenario's world, jobs and
+                de-duplication state never leak into another's. Consecutive plain events share one.
+            scope_worlds: the world of each scenario, by scope.
 
         Returns:
             One report per event, in input order.
@@ -145,50 +152,81 @@ class Replayer:
         Raises:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
         """
+        items = list(events)
+        if scopes is None:
+            segments: list[tuple[list[Mapping[str, Any]], range]] = [(list(worlds), range(len(items)))]
+        else:
+            segments = []
+            start = 0
+            for index in range(1, len(items) + 1):
+                if index == len(items) or scopes[index] != scopes[start]:
+                    scope = scopes[start]
+                    world = (scope_worlds or {}).get(scope) if scope is not None else None
+                    segments.append(([world] if world else [], range(start, index)))
+                    start = index
         reports: list[EventReport] = []
+        for segment_worlds, indices in segments:
+            if not indices:
+                continue
+            self._run_segment(
+                [items[i] for i in indices],
+                segment_worlds,
+                [origins[i] if origins is not None and i < len(origins) else None for i in indices],
+                reports,
+                on_report,
+            )
+        return reports
+
+    def _run_segment(
+        self,
+        events: list[Any],
+        worlds: Sequence[Mapping[str, Any]],
+        origins: list[str | None],
+        reports: list[EventReport],
+        on_report: Callable[[EventReport], None] | None,
+    ) -> None:
+        """Replay ``events`` in one fresh embedded AWS seeded with ``worlds``; append to ``reports``."""
         real_stdout = sys.stdout
         sink = SwitchableStdout(real_stdout)
         sys.stdout = cast(TextIO, sink)
         try:
-            with (
-                EmbeddedAws() as aws,
-                LambdaRuntime(sink) as runtime,
-                LocalAlerts(aws, self.template) as alerts,
-            ):
-                self._alerts = alerts
-                for world in worlds:
-                    aws.seed(world)
-                for queue in sorted({route.queue for route in self.template.routes}):
-                    aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
-                self._install_rules(aws)
-                self._create_tables(aws)
-                for index, event in enumerate(events):
-                    origin = origins[index] if origins is not None and index < len(origins) else None
-                    if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
+            with EmbeddedAws() as aws, LambdaRuntime(sink) as runtime:
+                # The template's tables first: the StateTable that LocalAlerts needs is then the
+                # template's (keys and TTL), created once.
+                create_tables(aws.client("dynamodb"), self.template.tables)
+                with LocalAlerts(aws, self.template) as alerts:
+                    self._alerts = alerts
+                    for world in worlds:
+                        aws.seed(world)
+                    for queue in sorted({route.queue for route in self.template.routes}):
+                        aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
+                    self._install_rules(aws)
+                    for index, event in enumerate(events):
+                        origin = origins[index]
+                        if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
 
-                        def finish(tick: EventReport) -> None:
-                            self._drain_own_events(aws, runtime, tick)
-                            tick.notifications.extend(alerts.collect())
-                            tick.actions.extend(actions_from_journal(aws.drain_journal()))
+                            def finish(tick: EventReport) -> None:
+                                self._drain_own_events(aws, runtime, tick)
+                                tick.notifications.extend(alerts.collect())
+                                tick.actions.extend(actions_from_journal(aws.drain_journal()))
 
-                        for tick in run_clock(
-                            event, self.template, aws, sink, first_index=len(reports), finish=finish
-                        ):
-                            reports.append(tick)
-                            if on_report is not None:
-                                on_report(tick)
-                        continue
-                    aws.drain_journal()  # calls made while seeding are not this event's actions
-                    report = self._replay_one(aws, runtime, len(reports), event, origin)
-                    report.notifications.extend(alerts.collect())
-                    report.actions.extend(actions_from_journal(aws.drain_journal()))
-                    reports.append(report)
-                    if on_report is not None:
-                        on_report(report)
+                            for tick in run_clock(
+                                event, self.template, aws, sink, first_index=len(reports), finish=finish
+                            ):
+                                reports.append(tick)
+                                if on_report is not None:
+                                    on_report(tick)
+                            continue
+                        aws.drain_journal()  # calls made while seeding are not this event's actions
+                        report = self._replay_one(aws, runtime, len(reports), event, origin)
+                        report.notifications.extend(alerts.collect())
+                        report.actions.extend(actions_from_journal(aws.drain_journal()))
+                        reports.append(report)
+                        if on_report is not None:
+                            on_report(report)
         finally:
             sys.stdout = real_stdout
             self._alerts = None
-        return reports
 
     def _replay_one(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, index: int, event: Any, origin: str | None
@@ -220,25 +258,6 @@ class Replayer:
             self._deliver(aws, runtime, route, body, report)
         self._drain_own_events(aws, runtime, report)
         return report
-
-    def _create_tables(self, aws: EmbeddedAws) -> None:
-        """Create the template's DynamoDB tables (named by logical id, as the environment says)."""
-        dynamodb = aws.client("dynamodb")
-        existing = set(dynamodb.list_tables()["TableNames"])
-        for name, spec in self.template.tables.items():
-            if name in existing:
-                continue
-            args = {k: v for k, v in spec.items() if k != "TimeToLiveAttribute"}
-            for index in args.get("GlobalSecondaryIndexes", []):
-                index.pop("ProvisionedThroughput", None)
-            if "KeySchema" not in args:
-                continue  # a table the template leaves to CloudFormation defaults: nothing to make
-            dynamodb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", **args)
-            if "TimeToLiveAttribute" in spec:
-                dynamodb.update_time_to_live(
-                    TableName=name,
-                    TimeToLiveSpecification={"Enabled": True, "AttributeName": spec["TimeToLiveAttribute"]},
-                )
 
     def _install_rules(self, aws: EmbeddedAws) -> None:
         """Create the template's rules in the embedded EventBridge, each targeting its queue.

@@ -34,6 +34,7 @@ __all__ = [
     "ACCOUNT_ID",
     "REGION",
     "STACK_NAME",
+    "STATE_TABLE",
     "AppTemplate",
     "FunctionSpec",
     "Route",
@@ -49,6 +50,8 @@ ACCOUNT_ID = "111122223333"
 told to use it through ``MOTO_ACCOUNT_ID``); ``!Ref AWS::AccountId`` resolves to it."""
 STACK_NAME = "batchpilot"
 """Stack name assumed for ``!Ref AWS::StackName``."""
+STATE_TABLE = "StateTable"
+"""Logical id of the table every function's ``BATCHPILOT_STATE_TABLE`` names (``!Ref StateTable``)."""
 
 DEFAULT_BUS = "default"
 """Name of the account's default event bus, where AWS services send their events."""

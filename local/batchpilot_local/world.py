@@ -51,6 +51,7 @@ __all__ = [
     "World",
     "WorldError",
     "check_world",
+    "json_type",
     "parse_time",
     "parse_world",
     "seed",
@@ -323,7 +324,7 @@ def _coerce(shape: Any, value: Any, path: str, member_name: str = "") -> Any:
     kind = shape.type_name
     if kind == "structure":
         if not isinstance(value, Mapping):
-            raise WorldError(f"{path}: expected an object, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected an object, got {json_type(value)}")
         out: dict[str, Any] = {}
         for key, item in value.items():
             member = shape.members.get(key)
@@ -333,15 +334,15 @@ def _coerce(shape: Any, value: Any, path: str, member_name: str = "") -> Any:
         return out
     if kind == "list":
         if not isinstance(value, list):
-            raise WorldError(f"{path}: expected a list, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected a list, got {json_type(value)}")
         return [_coerce(shape.member, item, f"{path}[{i}]") for i, item in enumerate(value)]
     if kind == "map":
         if not isinstance(value, Mapping):
-            raise WorldError(f"{path}: expected an object, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected an object, got {json_type(value)}")
         return {str(k): _coerce(shape.value, v, f"{path}.{k}") for k, v in value.items()}
     if kind == "string":
         if not isinstance(value, str):
-            raise WorldError(f"{path}: expected a string, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected a string, got {json_type(value)}")
         if shape.enum and value not in shape.enum:
             raise WorldError(f"{path}: {value!r} is not one of {', '.join(shape.enum)}")
         return value
@@ -352,15 +353,15 @@ def _coerce(shape: Any, value: Any, path: str, member_name: str = "") -> Any:
             raise WorldError(f"{path}: {exc}") from None
     if kind in ("integer", "long"):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise WorldError(f"{path}: expected an integer, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected an integer, got {json_type(value)}")
         return value
     if kind in ("double", "float"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise WorldError(f"{path}: expected a number, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected a number, got {json_type(value)}")
         return value
     if kind == "boolean":
         if not isinstance(value, bool):
-            raise WorldError(f"{path}: expected a boolean, got {_json_type(value)}")
+            raise WorldError(f"{path}: expected a boolean, got {json_type(value)}")
         return value
     if kind == "timestamp":
         try:
@@ -370,7 +371,8 @@ def _coerce(shape: Any, value: Any, path: str, member_name: str = "") -> Any:
     return value
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """What ``value`` is (``null``, ``a string``, ``a list``, ...), for error messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):

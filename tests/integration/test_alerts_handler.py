@@ -3,9 +3,7 @@ metrics and logs, against moto and the local Slack endpoint; and the replay's no
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import uuid
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -17,62 +15,10 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint
-from batchpilot_local.template import load_template
 
-from tests.conftest import ROOT, sample
+from tests.conftest import ROOT, load_app, metric_values, printed, sample, sqs_event, template_environment
 
-APP = ROOT / "functions" / "alerts" / "app.py"
-
-
-def load_handler(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> ModuleType:
-    """Import functions/alerts/app.py afresh (a cold start) with ``env``."""
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    spec = importlib.util.spec_from_file_location(f"alerts_app_{uuid.uuid4().hex}", APP)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def sqs_event(bodies: list[str]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"msg-{i}",
-                "receiptHandle": f"handle-{i}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763633000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:AlertsQueue",
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate(bodies)
-        ]
-    }
-
-
-def printed(capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    out = capsys.readouterr().out
-    blobs, logs = [], []
-    for line in out.splitlines():
-        if line.startswith("{"):
-            record = json.loads(line)
-            (blobs if "_aws" in record else logs).append(record)
-    return blobs, logs, out
-
-
-def metric(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, dict[str, str]]]:
-    found = []
-    for blob in blobs:
-        directive = blob["_aws"]["CloudWatchMetrics"][0]
-        if any(m["Name"] == name for m in directive["Metrics"]):
-            keys = {k for dims in directive["Dimensions"] for k in dims}
-            values = blob[name] if isinstance(blob[name], list) else [blob[name]]
-            found += [(float(v), {k: blob[k] for k in keys}) for v in values]
-    return found
+QUEUE = "AlertsQueue"
 
 
 class Env:
@@ -82,11 +28,10 @@ class Env:
 
 @pytest.fixture
 def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    template_env = load_template(ROOT / "template.yaml").functions["alerts"].environment
     shared_metrics.clear_metrics()
     with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=template_env, slack=slack).open()
-        handler = load_handler(monkeypatch, local.environment)
+        local = LocalAlerts(aws, environment=template_environment("alerts"), slack=slack).open()
+        handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
         yield Env(aws, slack, local, handler)
     shared_metrics.clear_metrics()
 
@@ -102,7 +47,7 @@ def test_invalid_policy_fails_the_cold_start_naming_variable_and_field(
         ),
     }
     with pytest.raises(ConfigError) as error:
-        load_handler(monkeypatch, env)
+        load_app("alerts", env, monkeypatch=monkeypatch)
     assert "BATCHPILOT_ALERT_POLICY" in str(error.value) and "channels.critical.0" in str(error.value)
 
 
@@ -112,23 +57,23 @@ def test_batch_with_good_bad_and_secret_carrying_events(
     secretive = sample("batch-job/failed-spot-reclaim")  # its container environment holds a fake secret
     assert "not-a-real-secret" in json.dumps(secretive)
     bodies = ["{not json", json.dumps(sample("service-job/failed-validation")), json.dumps(secretive)]
-    response = deployed.handler.lambda_handler(sqs_event(bodies), lambda_context)
+    response = deployed.handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context)
     assert response == {"batchItemFailures": []}
     blobs, _, out = printed(capsys)
     logged = out + "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
     assert "not-a-real-secret" not in logged
     assert deployed.slack.webhook_path not in logged
     assert sorted(
-        d["Severity"] for _, d in metric(blobs, "NotificationsSent") if d["Channel"] == "slack"
+        d["Severity"] for _, d in metric_values(blobs, "NotificationsSent") if d["Channel"] == "slack"
     ) == [
         "critical",
         "info",
     ]
-    assert [(v, d) for v, d in metric(blobs, "NotificationsSent") if d["Channel"] == "sns"] == [
+    assert [(v, d) for v, d in metric_values(blobs, "NotificationsSent") if d["Channel"] == "sns"] == [
         (1.0, {"Channel": "sns", "Severity": "critical", "Function": "alerts", "service": "batchpilot"})
     ]
-    assert metric(blobs, "InvalidEvents") == [(1.0, {"Function": "alerts", "service": "batchpilot"})]
-    assert metric(blobs, "EventsProcessed")[0][0] == 2.0
+    assert metric_values(blobs, "InvalidEvents") == [(1.0, {"Function": "alerts", "service": "batchpilot"})]
+    assert metric_values(blobs, "EventsProcessed")[0][0] == 2.0
     invalid = [r for r in caplog.records if getattr(r, "outcome", None) == "invalid"]
     assert len(invalid) == 1 and invalid[0].levelname == "WARNING"
 
@@ -139,10 +84,10 @@ def test_undeliverable_records_are_reported_and_counted(
     deployed.aws.client("sns").delete_topic(TopicArn=deployed.local.topic_arn)
     deployed.slack.fail_always("channel_is_archived")
     bodies = [json.dumps(sample("service-job/failed-validation")), json.dumps(sample("batch-job/succeeded"))]
-    response = deployed.handler.lambda_handler(sqs_event(bodies), lambda_context)
+    response = deployed.handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context)
     assert response == {"batchItemFailures": [{"itemIdentifier": "msg-0"}]}
     blobs, _, _ = printed(capsys)
-    failed = {(d["Channel"], d.get("Reason")): v for v, d in metric(blobs, "NotificationsFailed")}
+    failed = {(d["Channel"], d.get("Reason")): v for v, d in metric_values(blobs, "NotificationsFailed")}
     assert failed == {
         ("sns", "NotFound"): 1.0,
         ("slack", "channel_is_archived"): 1.0,
@@ -151,14 +96,14 @@ def test_undeliverable_records_are_reported_and_counted(
     }
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage() for r in errors] == ["notification not delivered; the event will be retried"]
-    assert metric(blobs, "EventsFailed")[0][0] == 1.0
+    assert metric_values(blobs, "EventsFailed")[0][0] == 1.0
 
 
 def test_duplicate_and_stale_events_are_counted(
     deployed: Env, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     event = sample("service-job/failed-validation")
-    deployed.handler.lambda_handler(sqs_event([json.dumps(event)]), lambda_context)
+    deployed.handler.lambda_handler(sqs_event([json.dumps(event)], QUEUE), lambda_context)
     copy = {**event, "id": "another-envelope-id"}
     stale = sample("service-job/running") | {
         "detail": {**sample("service-job/running")["detail"], "jobArn": event["detail"]["jobArn"]}
@@ -167,11 +112,11 @@ def test_duplicate_and_stale_events_are_counted(
     blocked = sample("service-job-queue-blocked/capacity-insufficient-instance-capacity")
     blocked["detail"]["jobArn"] = event["detail"]["jobArn"]  # a blocked event after the job failed
     deployed.handler.lambda_handler(
-        sqs_event([json.dumps(copy), json.dumps(stale), json.dumps(blocked)]), lambda_context
+        sqs_event([json.dumps(copy), json.dumps(stale), json.dumps(blocked)], QUEUE), lambda_context
     )
     blobs, _, _ = printed(capsys)
-    assert metric(blobs, "DuplicateAlertsSuppressed")[0][0] == 1.0
-    assert metric(blobs, "StaleAlertsSuppressed")[0][0] == 1.0
+    assert metric_values(blobs, "DuplicateAlertsSuppressed")[0][0] == 1.0
+    assert metric_values(blobs, "StaleAlertsSuppressed")[0][0] == 1.0
     assert len(deployed.slack.delivered()) == 1
 
 

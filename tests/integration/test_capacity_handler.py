@@ -5,9 +5,7 @@ Calls are counted with the embedded AWS's API journal; gauges are read from the 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import sys
 import uuid
 from collections import Counter
@@ -26,9 +24,9 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import MetricRecord, parse_output
 from botocore.awsrequest import AWSResponse
 
-from tests.conftest import ROOT, sample
+from tests.conftest import create_state_table, load_app, sample, sqs_event
 
-APP = ROOT / "functions" / "capacity" / "app.py"
+QUEUE = "batchpilot-CapacityQueue"
 ACCOUNT = "111122223333"
 TABLE = "batchpilot-StateTable"
 T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
@@ -111,68 +109,27 @@ def scheduled(moment: datetime) -> dict[str, Any]:
     }
 
 
-def sqs_event(bodies: list[str]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"msg-{i}",
-                "receiptHandle": f"handle-{i}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763633000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:us-east-1:{ACCOUNT}:batchpilot-CapacityQueue",
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate(bodies)
-        ]
-    }
-
-
 @pytest.fixture
 def aws() -> Iterator[EmbeddedAws]:
     shared_metrics.clear_metrics()
     with EmbeddedAws() as embedded:
-        embedded.client("dynamodb").create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-        )
+        create_state_table(embedded.client("dynamodb"), TABLE)
         yield embedded
     shared_metrics.clear_metrics()
 
 
 def load_handler(**env: str) -> ModuleType:
-    """Import functions/capacity/app.py afresh (a cold start) with the template's kind of environment."""
-    values = {
-        "POWERTOOLS_SERVICE_NAME": "batchpilot",
-        "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
-        "BATCHPILOT_STATE_TABLE": TABLE,
-        "BATCHPILOT_EVENT_BUS": "default",
-        **env,
-    }
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        spec = importlib.util.spec_from_file_location(f"capacity_app_{uuid.uuid4().hex}", APP)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return module
+    """functions/capacity/app.py after a cold start with the template's kind of environment."""
+    return load_app(
+        "capacity",
+        {
+            "POWERTOOLS_SERVICE_NAME": "batchpilot",
+            "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
+            "BATCHPILOT_STATE_TABLE": TABLE,
+            "BATCHPILOT_EVENT_BUS": "default",
+            **env,
+        },
+    )
 
 
 class Run:
@@ -556,7 +513,7 @@ def test_a_blocked_job_wakes_the_function_and_gets_the_limit_it_needs(
     run = invoke(
         aws,
         handler,
-        sqs_event([json.dumps(event), json.dumps(event), json.dumps(other_queue), "{not json"]),
+        sqs_event([json.dumps(event), json.dumps(event), json.dumps(other_queue), "{not json"], QUEUE),
         lambda_context,
         capsys,
     )
@@ -614,7 +571,7 @@ def test_a_blocked_job_larger_than_the_maximum_is_a_critical_refusal(
         }
     )
     handler = load_handler(**policy(**{"sm-training": {"job_queues": ["sm-training-highpri"], "max": 32}}))
-    run = invoke(aws, handler, sqs_event([json.dumps(event)]), lambda_context, capsys)
+    run = invoke(aws, handler, sqs_event([json.dumps(event)], QUEUE), lambda_context, capsys)
     assert [u["capacityLimits"][0]["maxCapacity"] for u in run.updates()] == [32]
     kinds = {t: d for t, d in run.own_events()}
     assert kinds["Capacity Limited"]["limit_reason"] == "BLOCKED_JOB_EXCEEDS_MAX"

@@ -12,6 +12,8 @@ from batchpilot.adapters.capacity_state import DEMAND_TTL, STATE_TTL, CapacitySt
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
 from moto import mock_aws
 
+from tests.conftest import create_state_table
+
 TABLE = "batchpilot-StateTable"
 NOW = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
 
@@ -26,18 +28,7 @@ def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         monkeypatch.setenv(key, value)
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-        )
+        create_state_table(dynamodb, TABLE)
         yield dynamodb
 
 

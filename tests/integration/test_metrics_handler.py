@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-import uuid
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -14,69 +12,18 @@ import pytest
 from batchpilot.config import ConfigError
 from batchpilot.observability import metrics as shared_metrics
 
-from tests.conftest import ROOT, sample, sample_event_paths
+from tests.conftest import ROOT, load_app, metric_values, printed, sample, sample_event_paths, sqs_event
 
 APP = ROOT / "functions" / "metrics" / "app.py"
-
-
-def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
-    """Import functions/metrics/app.py afresh (a cold start) with the given environment."""
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "batchpilot")
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    name = f"metrics_app_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(name, APP)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+QUEUE = "batchpilot-MetricsQueue"
+ENV = {"POWERTOOLS_SERVICE_NAME": "batchpilot"}
 
 
 @pytest.fixture
 def handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     shared_metrics.clear_metrics()
-    yield load_handler(monkeypatch)
+    yield load_app("metrics", ENV, monkeypatch=monkeypatch)
     shared_metrics.clear_metrics()
-
-
-def sqs_event(bodies: list[str]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": f"msg-{i}",
-                "receiptHandle": f"handle-{i}",
-                "body": body,
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1763633000000"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:batchpilot-MetricsQueue",
-                "awsRegion": "us-east-1",
-            }
-            for i, body in enumerate(bodies)
-        ]
-    }
-
-
-def printed(capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """Split stdout into EMF blobs and log records; also return the raw text."""
-    out = capsys.readouterr().out
-    blobs, logs = [], []
-    for line in out.splitlines():
-        record = json.loads(line)  # every line is JSON: EMF or a Powertools log record
-        (blobs if "_aws" in record else logs).append(record)
-    return blobs, logs, out
-
-
-def metric_values(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, dict[str, str]]]:
-    found = []
-    for blob in blobs:
-        directive = blob["_aws"]["CloudWatchMetrics"][0]
-        if any(m["Name"] == name for m in directive["Metrics"]):
-            keys = {k for dims in directive["Dimensions"] for k in dims}
-            for value in blob[name]:
-                found.append((value, {k: blob[k] for k in keys}))
-    return found
 
 
 def test_batch_of_samples_emits_valid_emf(
@@ -86,8 +33,8 @@ def test_batch_of_samples_emits_valid_emf(
     total_failed = 0
     for start in range(0, len(paths), 10):
         bodies = [p.read_text() for p in paths[start : start + 10]]
-        assert handler.lambda_handler(sqs_event(bodies), lambda_context) == {"batchItemFailures": []}
-        blobs, _, _ = printed(capsys)
+        assert handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context) == {"batchItemFailures": []}
+        blobs, _, _ = printed(capsys, all_json=True)
         for blob in blobs:
             directive = blob["_aws"]["CloudWatchMetrics"][0]
             assert directive["Namespace"] == "BatchPilot"
@@ -111,8 +58,10 @@ def test_batch_of_samples_emits_valid_emf(
 def test_failed_spot_reclaim_metrics(
     handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handler.lambda_handler(sqs_event([json.dumps(sample("batch-job/failed-spot-reclaim"))]), lambda_context)
-    blobs, _, _ = printed(capsys)
+    handler.lambda_handler(
+        sqs_event([json.dumps(sample("batch-job/failed-spot-reclaim"))], QUEUE), lambda_context
+    )
+    blobs, _, _ = printed(capsys, all_json=True)
     [(value, dims)] = metric_values(blobs, "JobsFailed")
     assert value == 1.0
     assert dims["FailureCategory"] == "SPOT_INTERRUPTION"
@@ -138,9 +87,9 @@ def test_malformed_and_unknown_events_are_counted_not_retried_and_not_logged(
         json.dumps(sample("ignored/ec2-spot-interruption-warning")),
         json.dumps(sample("service-job/succeeded")),
     ]
-    result = handler.lambda_handler(sqs_event(bodies), lambda_context)
+    result = handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context)
     assert result == {"batchItemFailures": []}
-    blobs, _, out = printed(capsys)
+    blobs, _, out = printed(capsys, all_json=True)
     assert "hunter2-secret" not in out
     assert "hunter2-secret" not in caplog.text
     assert sum(v for v, _ in metric_values(blobs, "InvalidEvents")) == 2
@@ -175,9 +124,9 @@ def test_a_publishing_bug_fails_only_its_record(
         json.dumps(sample("service-job/succeeded")),
         json.dumps(sample("service-job-preemption/started")),
     ]
-    result = handler.lambda_handler(sqs_event(bodies), lambda_context)
+    result = handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context)
     assert result == {"batchItemFailures": [{"itemIdentifier": "msg-1"}]}
-    blobs, _, _ = printed(capsys)
+    blobs, _, _ = printed(capsys, all_json=True)
     assert sum(v for v, _ in metric_values(blobs, "JobsSucceeded")) == 1
 
 
@@ -185,9 +134,11 @@ def test_namespace_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shared_metrics.clear_metrics()
-    module = load_handler(monkeypatch, POWERTOOLS_METRICS_NAMESPACE="Team/Training")
-    module.lambda_handler(sqs_event([json.dumps(sample("sagemaker/completed"))]), lambda_context)
-    blobs, _, _ = printed(capsys)
+    module = load_app(
+        "metrics", {**ENV, "POWERTOOLS_METRICS_NAMESPACE": "Team/Training"}, monkeypatch=monkeypatch
+    )
+    module.lambda_handler(sqs_event([json.dumps(sample("sagemaker/completed"))], QUEUE), lambda_context)
+    blobs, _, _ = printed(capsys, all_json=True)
     assert blobs
     assert {b["_aws"]["CloudWatchMetrics"][0]["Namespace"] for b in blobs} == {"Team/Training"}
     shared_metrics.clear_metrics()
@@ -195,7 +146,9 @@ def test_namespace_comes_from_the_environment(
 
 def test_invalid_namespace_fails_at_cold_start_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="POWERTOOLS_METRICS_NAMESPACE"):
-        load_handler(monkeypatch, POWERTOOLS_METRICS_NAMESPACE="bad namespace!")
+        load_app(
+            "metrics", {**ENV, "POWERTOOLS_METRICS_NAMESPACE": "bad namespace!"}, monkeypatch=monkeypatch
+        )
 
 
 def test_handler_imports_only_what_the_layer_ships() -> None:

@@ -3,9 +3,7 @@ it, fed SQS batches inside the embedded AWS: partial batch responses, EMF metric
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import ModuleType
@@ -18,9 +16,8 @@ from batchpilot.config import ConfigError
 from batchpilot.observability import metrics as shared_metrics
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG
-from batchpilot_local.template import load_template
 
-from tests.conftest import ROOT, sample
+from tests.conftest import load_app, metric_values, printed, sample, template_environment
 from tests.integration.test_recovery_support import (
     BUCKET,
     TABLE,
@@ -32,25 +29,13 @@ from tests.integration.test_recovery_support import (
     world,
 )
 
-APP = ROOT / "functions" / "recovery" / "app.py"
 SECRET = "not-a-real-secret"  # WANDB_API_KEY in the spot-reclaim sample's container environment
 RECENT_LINEAGE = "bp00000000000000000042"
 
 
-def template_environment() -> dict[str, str]:
-    return dict(load_template(ROOT / "template.yaml").functions["recovery"].environment)
-
-
 def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
-    """Import functions/recovery/app.py afresh (a cold start) with the template's environment."""
-    for key, value in {**template_environment(), **env}.items():
-        monkeypatch.setenv(key, value)
-    name = f"recovery_app_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(name, APP)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """functions/recovery/app.py after a cold start with the template's environment and ``env``."""
+    return load_app("recovery", {**template_environment("recovery"), **env}, monkeypatch=monkeypatch)
 
 
 def seeded_world() -> dict[str, Any]:
@@ -104,24 +89,6 @@ def sqs_batch(h: Harness, bodies: list[str]) -> dict[str, Any]:
     return event
 
 
-def printed(capsys: pytest.CaptureFixture[str]) -> tuple[list[dict[str, Any]], str]:
-    """EMF blobs printed on stdout (log lines, when they land there too, are skipped)."""
-    out = capsys.readouterr().out
-    blobs = [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
-    return blobs, out
-
-
-def metric(blobs: list[dict[str, Any]], name: str) -> list[tuple[float, dict[str, str]]]:
-    found = []
-    for blob in blobs:
-        directive = blob["_aws"]["CloudWatchMetrics"][0]
-        if any(m["Name"] == name for m in directive["Metrics"]):
-            keys = {k for dims in directive["Dimensions"] for k in dims}
-            values = blob[name] if isinstance(blob[name], list) else [blob[name]]
-            found.extend((v, {k: blob[k] for k in keys}) for v in values)
-    return found
-
-
 def test_a_batch_resubmits_skips_defers_and_counts(
     env: tuple[Harness, ModuleType],
     lambda_context: Any,
@@ -155,9 +122,9 @@ def test_a_batch_resubmits_skips_defers_and_counts(
     published = sorted(e["detail-type"] for e in h.published())
     assert published == ["Job Resubmitted", "Recovery Skipped"]
 
-    blobs, out = printed(capsys)
+    blobs, _, out = printed(capsys)
     assert SECRET not in out  # container environments are never logged
-    assert metric(blobs, "Resubmissions") == [
+    assert metric_values(blobs, "Resubmissions") == [
         (
             1.0,
             {
@@ -168,7 +135,7 @@ def test_a_batch_resubmits_skips_defers_and_counts(
             },
         )
     ]
-    assert metric(blobs, "RecoverySkipped") == [
+    assert metric_values(blobs, "RecoverySkipped") == [
         (
             1.0,
             {
@@ -179,10 +146,10 @@ def test_a_batch_resubmits_skips_defers_and_counts(
             },
         )
     ]
-    [(lost, _)] = metric(blobs, "LostInstanceHours")
+    [(lost, _)] = metric_values(blobs, "LostInstanceHours")
     assert lost > 0
     counters = {
-        name: sum(v for v, _ in metric(blobs, name))
+        name: sum(v for v, _ in metric_values(blobs, name))
         for name in ("EventsProcessed", "InvalidEvents", "DuplicateEvents", "RecordsRetried")
     }
     assert counters == {"EventsProcessed": 3, "InvalidEvents": 1, "DuplicateEvents": 1, "RecordsRetried": 1}
@@ -222,14 +189,9 @@ def test_bad_configuration_fails_at_cold_start_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
     if not value:
-        monkeypatch.delenv(variable, raising=False)
-        env = {k: v for k, v in template_environment().items() if k != variable}
-        for key, val in env.items():
-            monkeypatch.setenv(key, val)
-        spec = importlib.util.spec_from_file_location(f"recovery_app_{uuid.uuid4().hex}", APP)
-        assert spec and spec.loader
+        env = {k: v for k, v in template_environment("recovery").items() if k != variable}
         with pytest.raises(ConfigError, match=variable):
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            load_app("recovery", env, monkeypatch=monkeypatch, unset=[variable])
         return
     with pytest.raises(ConfigError, match=variable):
         load_handler(monkeypatch, **{variable: value})

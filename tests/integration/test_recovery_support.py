@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,12 +24,12 @@ from batchpilot.adapters.recovery_checkpoints import S3Checkpoints
 from batchpilot.adapters.recovery_jobs import RecoveryJobs
 from batchpilot.adapters.recovery_lineage import DynamoLineageStore
 from batchpilot.recovery.pacing import SubmitPacer
-from batchpilot.recovery.service import Recoverer
+from batchpilot.recovery.service import Action, Recoverer, RetryLater
 from batchpilot.recovery.settings import RecoverySettings
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.world import JournalEntry
 
-from tests.conftest import sample
+from tests.conftest import create_state_table, sample
 
 ACCOUNT = "111122223333"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingExecutionRole"
@@ -36,6 +37,7 @@ BUCKET = f"ml-checkpoints-{ACCOUNT}"
 TABLE = "StateTable"
 SUBMIT_OPERATIONS = ("batch:SubmitServiceJob", "batch:SubmitJob", "sagemaker:CreateTrainingJob")
 START = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
+PREEMPTED = "service-job/failed-preemption-budget-spent"
 
 
 # ------------------------------------------------------------------------------------ worlds
@@ -230,18 +232,6 @@ class Harness:
         return out
 
 
-def create_state_table(aws: EmbeddedAws) -> None:
-    aws.client("dynamodb").create_table(
-        TableName=TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-    )
-
-
 @contextmanager
 def harness(seed: Mapping[str, Any] | None = None, **settings_values: Any) -> Iterator[Harness]:
     """Open an embedded AWS on fake time, seed ``seed`` (default :data:`BASE_WORLD`), create the
@@ -251,9 +241,72 @@ def harness(seed: Mapping[str, Any] | None = None, **settings_values: Any) -> It
         aws.overlay.clock = time.epoch
         aws.seed(seed if seed is not None else BASE_WORLD)
         aws.batch.throttle.clock = time.monotonic
-        create_state_table(aws)
+        create_state_table(aws.client("dynamodb"), TABLE)
         session()  # the adapters' session exists (and is journaled) before clients are made
         yield Harness(aws, time, dict(settings_values))
+
+
+# ------------------------------------------------------------------------------------ fleets
+def fleet(h: Harness, size: int, checkpoint: str, id_prefix: str) -> list[str]:
+    """Put ``size`` preempted service jobs (checkpoints under ``checkpoint``) in the embedded Batch;
+    return their failure events as SQS bodies. Job ids are ``<id_prefix>-0000-4000-8000-<n>``
+    (``id_prefix``: 8 hex digits, so that fleets of one world do not collide)."""
+    bodies = []
+    for n in range(size):
+        job_id = f"{id_prefix}-0000-4000-8000-{n:012d}"
+        arn = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/{job_id}"
+        h.aws.batch.put_service_job(
+            service_job_item(
+                PREEMPTED, checkpoint_uri=checkpoint, jobArn=arn, jobId=job_id, jobName=f"fleet-{n}"
+            )
+        )
+        event = sample(PREEMPTED)
+        event["detail"].update(jobArn=arn, jobId=job_id, jobName=f"fleet-{n}")
+        bodies.append(json.dumps(event))
+    return bodies
+
+
+def run_fleet(
+    recoverers: Sequence[Recoverer],
+    bodies: Sequence[str],
+    clock: Callable[[], float],
+    *,
+    batch_size: int,
+    timeout_s: float,
+) -> tuple[int, int]:
+    """Deliver ``bodies`` as the event source mapping does: one batch of ``batch_size`` per execution
+    environment (one recoverer each, its own pacer) at a time, their records interleaved on the one
+    ``clock``; a record handed back (``RetryLater``) is delivered again later. Every record handled
+    must be resubmitted. Returns (resubmitted, handed back)."""
+    pending, resubmitted, handed_back = list(bodies), 0, 0
+    while pending:
+        batches = [pending[i * batch_size : (i + 1) * batch_size] for i in range(len(recoverers))]
+        pending = pending[len(recoverers) * batch_size :]
+        deadline = clock() + timeout_s
+        for turn in range(batch_size):
+            for recoverer, batch in zip(recoverers, batches, strict=True):
+                if turn >= len(batch):
+                    continue
+                try:
+                    result = recoverer.handle(batch[turn], time_left=lambda d=deadline: d - clock())
+                except RetryLater:
+                    pending.append(batch[turn])  # a batch item failure: SQS delivers it again
+                    handed_back += 1
+                    continue
+                assert result.action is Action.RESUBMITTED, result
+                resubmitted += 1
+    return resubmitted, handed_back
+
+
+def max_in_window(times_ms: list[int], window_ms: int = 1000) -> int:
+    """The most events in any half-open window of ``window_ms``."""
+    best, recent = 0, deque[int]()
+    for t in sorted(times_ms):
+        recent.append(t)
+        while recent[0] <= t - window_ms:
+            recent.popleft()
+        best = max(best, len(recent))
+    return best
 
 
 def event_json(raw: Mapping[str, Any], **detail_changes: Any) -> str:

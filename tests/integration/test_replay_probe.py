@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from batchpilot_local.cli import main
 from batchpilot_local.embedded_aws import EmbeddedAws, NetworkBlockedError
+from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.report import parse_output
 from batchpilot_local.template import TemplateError, load_template
@@ -579,3 +580,42 @@ def test_refused_calls_are_not_actions_and_failed_ones_carry_their_error(app: Pa
     assert [(a["request"]["capacityLimits"][0]["maxCapacity"], a.get("error")) for a in report.actions] == [
         (-1, "ClientException")
     ]
+
+
+def test_each_scenario_runs_in_an_embedded_aws_of_its_own(app: Path, tmp_path: Path) -> None:
+    env = {"name": "gpu-env", "capacityLimits": [{"maxCapacity": 4, "capacityUnit": "NUM_INSTANCES"}]}
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    (scenarios / "a.json").write_text(
+        json.dumps(
+            {"world": {"service_environments": [env]}, "events": [probe_event("in-a", mode="raise-capacity")]}
+        )
+    )
+    (scenarios / "b.json").write_text(
+        json.dumps({"world": {}, "events": [probe_event("in-b", mode="raise-capacity")]})
+    )
+    replay_input = read_inputs([str(scenarios)])
+    reports = Replayer(app).run(
+        replay_input.events,
+        scopes=[item.scope for item in replay_input.items],
+        scope_worlds={world.origin: world.data for world in replay_input.worlds},
+    )
+    in_a, in_b = reports
+    assert [a.get("error") for a in in_a.actions] == [None]  # a's world has the environment
+    assert [a.get("error") for a in in_b.actions] == ["ClientException"]  # b's world does not
+
+
+def test_the_cli_keeps_scenarios_apart(app: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"name": "gpu-env", "capacityLimits": [{"maxCapacity": 4, "capacityUnit": "NUM_INSTANCES"}]}
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "a.json").write_text(
+        json.dumps(
+            {"world": {"service_environments": [env]}, "events": [probe_event("in-a", mode="raise-capacity")]}
+        )
+    )
+    (tmp_path / "s" / "b.json").write_text(
+        json.dumps({"events": [probe_event("in-b", mode="raise-capacity")]})
+    )
+    assert main(["replay", "--format", "json", "--template", str(app), str(tmp_path / "s")]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [[a.get("error") for a in line["actions"]] for line in lines] == [[None], ["ClientException"]]

@@ -7,7 +7,6 @@ import json
 import re
 from typing import Any
 
-import pytest
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.own_events import OWN_DETAIL_TYPES
 from batchpilot_local.template import load_template as load_app
@@ -17,25 +16,13 @@ from tests.template.test_template import (
     TEMPLATE_PATH,
     as_list,
     getatt,
-    load_template,
     props,
     ref,
     resource,
-    translate,
 )
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
 TOKEN_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-bot-XyZ123"
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return load_template(TEMPLATE_PATH.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def translated(template: dict[str, Any]) -> dict[str, Any]:
-    return translate(template)
 
 
 def statements(role: dict[str, Any]) -> list[dict[str, Any]]:

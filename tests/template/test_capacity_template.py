@@ -16,11 +16,9 @@ from tests.template.test_template import (
     TEMPLATE_PATH,
     as_list,
     getatt,
-    load_template,
     props,
     ref,
     resource,
-    translate,
 )
 
 READ_ACTIONS_WITHOUT_RESOURCE_TYPES = {
@@ -28,16 +26,6 @@ READ_ACTIONS_WITHOUT_RESOURCE_TYPES = {
     "batch:ListServiceJobs",
     "batch:DescribeServiceJob",
 }
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return load_template(TEMPLATE_PATH.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def translated(template: dict[str, Any]) -> dict[str, Any]:
-    return translate(template)
 
 
 def statements(role: dict[str, Any]) -> list[dict[str, Any]]:

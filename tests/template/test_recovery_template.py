@@ -16,8 +16,7 @@ from moto.events.models import EventPattern
 
 from tests.conftest import EVENTS_DIR, ROOT, batch_job, sample, service_job, training_job
 from tests.template.test_routing import EXTRA_BY_FILE
-from tests.template.test_template import TEMPLATE_PATH, as_list, getatt, props, ref
-from tests.template.test_template import load_template as load_cfn
+from tests.template.test_template import as_list, getatt, props, ref
 
 REGION, ACCOUNT = "us-east-1", "111122223333"
 QUEUE_A = "arn:aws:batch:us-east-1:111122223333:job-queue/a"
@@ -49,11 +48,6 @@ ALLOWED_ACTIONS = {
 }
 # Read-only actions that support no resource-level permissions (their Resource must be "*").
 STAR_ONLY = {"batch:DescribeJobs", "batch:DescribeServiceJob", "batch:ListJobs"}
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return load_cfn(TEMPLATE_PATH.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------- a tiny evaluator

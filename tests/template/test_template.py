@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from cfnlint.decode import decode_str
-from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,19 +88,6 @@ def translate(template: dict[str, Any]) -> dict[str, Any]:
         env.setenv("AWS_DEFAULT_REGION", REGION)
         env.delenv("AWS_PROFILE", raising=False)
         return transform(sam, {"AWS::Region": REGION, "AWS::AccountId": "111122223333"}, ManagedPolicyMap())
-
-
-@pytest.fixture(scope="module")
-def template() -> dict[str, Any]:
-    return load_template(TEMPLATE_PATH.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def translated(template: dict[str, Any]) -> dict[str, Any]:
-    try:
-        return translate(template)
-    except InvalidDocumentException as error:
-        pytest.fail("SAM transform failed: " + "; ".join(cause.message for cause in error.causes))
 
 
 # ----------------------------------------------------------------------------- helpers

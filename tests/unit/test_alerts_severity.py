@@ -131,7 +131,7 @@ def skipped(reason: SkipReason, category: str = "PREEMPTION", **extra: Any) -> R
         (skipped(SkipReason.BUDGET_EXHAUSTED, budget_used=3, budget_limit=3), C),
         (skipped(SkipReason.QUEUE_NOT_MANAGED), C),  # the job event deferred to recovery: now nobody acts
         (skipped(SkipReason.NO_CHECKPOINT), C),
-        (skipped(SkipReason.NOT_FOUND), C),
+        (skipped(SkipReason.NOT_FOUND), W),  # AWS no longer knows the job: Slack, not a page
         (skipped(SkipReason.NOT_RECOVERABLE, category="APPLICATION_ERROR"), S),  # already paged
         (skipped(SkipReason.QUEUE_NOT_MANAGED, category="MISCONFIGURATION"), S),  # already paged
         (skipped(SkipReason.NOT_TERMINAL), S),

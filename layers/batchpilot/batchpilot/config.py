@@ -52,11 +52,15 @@ class FunctionSettings(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{cls._ENV.get(str(e['loc'][0]), str(e['loc'][0]))}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            )
-            raise ConfigError(f"invalid {function} function configuration: {problems}") from None
+            raise ConfigError(f"invalid {function} function configuration: {cls._problems(exc)}") from None
+
+    @classmethod
+    def _problems(cls, exc: ValidationError) -> str:
+        """The validation errors for :class:`ConfigError`, each named by its variable."""
+        return "; ".join(
+            f"{cls._ENV.get(str(e['loc'][0]), str(e['loc'][0]))}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
 
 
 class MetricsSettings(FunctionSettings):

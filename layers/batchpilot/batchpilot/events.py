@@ -50,6 +50,7 @@ __all__ = [
     "parse_event",
     "parse_event_json",
     "to_datetime",
+    "to_datetime_or_none",
 ]
 
 
@@ -92,6 +93,16 @@ def to_datetime(value: Any) -> datetime:
         return _TIMESTAMP.validate_python(value)
     except ValidationError as exc:
         raise ValueError(exc.errors(include_input=False, include_url=False)[0]["msg"]) from None
+
+
+def to_datetime_or_none(value: Any) -> datetime | None:
+    """:func:`to_datetime`, or None for a missing (None) or unparseable timestamp."""
+    if value is None:
+        return None
+    try:
+        return to_datetime(value)
+    except ValueError:
+        return None
 
 
 def _tags(value: Any) -> Any:

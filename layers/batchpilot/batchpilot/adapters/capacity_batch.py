@@ -9,7 +9,6 @@ throttling and transient errors are retried by botocore's standard retry mode (t
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -21,7 +20,7 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     demand_from_payload,
 )
-from batchpilot.events import to_datetime
+from batchpilot.events import to_datetime_or_none
 
 __all__ = ["BatchCapacityClient"]
 
@@ -31,15 +30,6 @@ _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJob
 def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return to_datetime(value)
-    except ValueError:
-        return None
 
 
 def _usage(entries: Any) -> dict[str, float]:
@@ -116,7 +106,7 @@ class BatchCapacityClient:
                 jobs.append(
                     RunnableJob(
                         arn=str(item["jobArn"]),
-                        created_at=_time(item.get("createdAt")),
+                        created_at=to_datetime_or_none(item.get("createdAt")),
                         share_identifier=item.get("shareIdentifier") or None,
                         quota_share=item.get("quotaShareName") or None,
                         status_reason=item.get("statusReason") or None,

@@ -110,6 +110,19 @@ def _any(patterns: list[str] | None, value: str | None) -> bool:
     return any(fnmatchcase(value, pattern) for pattern in patterns)
 
 
+_PATTERN_FIELDS = (
+    "detail_type",
+    "job_kind",
+    "status",
+    "category",
+    "job_queue",
+    "share_identifier",
+    "quota_share",
+    "reason_code",
+)
+"""The fields of :class:`Match` that hold glob patterns, each matched against the fact's value."""
+
+
 class Match(_Strict):
     """Conditions of a rule. Every given field must hold; each is a list of glob patterns
     (``*``, ``?``, ``[...]``, case-sensitive), any of which may match. A field that is given never
@@ -140,34 +153,13 @@ class Match(_Strict):
     reason_code: Patterns | None = None
     severity: list[Severity] | None = None
 
-    _check = field_validator(
-        "detail_type",
-        "job_kind",
-        "status",
-        "category",
-        "job_queue",
-        "share_identifier",
-        "quota_share",
-        "reason_code",
-    )(_check_patterns)
+    _check = field_validator(*_PATTERN_FIELDS)(_check_patterns)
 
     def holds(self, values: dict[str, str | None], severity: Severity) -> bool:
         """True when every given condition holds for the fact's ``values`` (keys as the fields)."""
         if self.severity is not None and severity not in self.severity:
             return False
-        return all(
-            _any(getattr(self, name), values.get(name))
-            for name in (
-                "detail_type",
-                "job_kind",
-                "status",
-                "category",
-                "job_queue",
-                "share_identifier",
-                "quota_share",
-                "reason_code",
-            )
-        )
+        return all(_any(getattr(self, name), values.get(name)) for name in _PATTERN_FIELDS)
 
 
 class Rule(_Strict):

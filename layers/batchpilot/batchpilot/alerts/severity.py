@@ -25,8 +25,10 @@ Own events (``source: batchpilot``):
 =============================================================================  ==========
 Job Resubmitted                                                                info
 Recovery Skipped BUDGET_EXHAUSTED                                              critical
-Recovery Skipped QUEUE_NOT_MANAGED, NO_CHECKPOINT, NOT_RECOVERABLE, for a
-category the job event announced as "recovery will handle" (so it was info)    critical
+Recovery Skipped QUEUE_NOT_MANAGED, NO_CHECKPOINT, NOT_RECOVERABLE,
+ROLE_NOT_ALLOWED, for a category the job event announced as "recovery will
+handle" (so it was info)                                                       critical
+Recovery Skipped NOT_FOUND, same categories (AWS no longer knows the job)      warning
 Recovery Skipped DRY_RUN                                                       info
 other Recovery Skipped (already paged by the job event, or nothing to do)      silent
 Recovery Failed                                                                warning
@@ -49,7 +51,7 @@ __all__ = ["Decision", "decide", "default_severity"]
 _TERMINAL_FAILURE_STATUSES = frozenset({"FAILED", "Failed", "Stopped"})
 # Skips that leave a failed job failed: critical when the job event had deferred to recovery.
 _SKIP_CRITICAL_IF_EXPECTED = frozenset(
-    {"QUEUE_NOT_MANAGED", "NO_CHECKPOINT", "NOT_RECOVERABLE", "ROLE_NOT_ALLOWED", "NOT_FOUND"}
+    {"QUEUE_NOT_MANAGED", "NO_CHECKPOINT", "NOT_RECOVERABLE", "ROLE_NOT_ALLOWED"}
 )
 
 
@@ -134,6 +136,10 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
                     Severity.CRITICAL,
                     f"recovery will not resubmit this failure ({code}): the job stays failed",
                 )
+            if code == "NOT_FOUND" and announced_as_handled:
+                # AWS no longer describes the job (an archive replay of old jobs, another account's
+                # event): nothing to resubmit and nothing a person can do at night; say it in Slack.
+                return Severity.WARNING, "recovery cannot find this job in AWS any more: it stays failed"
             return Severity.SILENT, f"recovery skipped ({code}); nothing new for people"
     return Severity.SILENT, "not a notifiable event"  # pragma: no cover - every own event kind is above
 

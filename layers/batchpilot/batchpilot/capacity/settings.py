@@ -36,7 +36,7 @@ from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from batchpilot.capacity.model import NUM_INSTANCES
-from batchpilot.config import ConfigError, FunctionSettings
+from batchpilot.config import FunctionSettings
 
 __all__ = [
     "CapacityPolicyConfig",
@@ -350,20 +350,19 @@ class CapacitySettings(FunctionSettings):
             ConfigError: a variable is invalid, or the three capacity variables disagree; the
                 message names the variable and, inside the policy JSON, the path of the bad field.
         """
-        values: dict[str, str] = {"function": function}
-        for field, var in cls._ENV.items():
-            if environ.get(var, "").strip():
-                values[field] = environ[var].strip()
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = []
-            for error in exc.errors(include_url=False, include_input=False):
-                loc = [str(part) for part in error["loc"]]
-                var = cls._ENV.get(loc[0], loc[0]) if loc else "configuration"
-                path = ".".join(loc[1:])
-                problems.append(f"{var}{': ' + path if path else ''}: {error['msg']}")
-            raise ConfigError(f"invalid {function} function configuration: {'; '.join(problems)}") from None
+        return super().from_environ(environ, function=function)
+
+    @classmethod
+    def _problems(cls, exc: ValidationError) -> str:
+        """The validation errors, each named by its variable and, inside the policy JSON, the path
+        of the bad field."""
+        problems = []
+        for error in exc.errors(include_url=False, include_input=False):
+            loc = [str(part) for part in error["loc"]]
+            var = cls._ENV.get(loc[0], loc[0]) if loc else "configuration"
+            path = ".".join(loc[1:])
+            problems.append(f"{var}{': ' + path if path else ''}: {error['msg']}")
+        return "; ".join(problems)
 
     def environment(self, name: str) -> EnvironmentConfig:
         """The configuration of a managed environment. Raises ``KeyError`` for an unmanaged one."""

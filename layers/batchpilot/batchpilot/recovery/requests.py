@@ -44,6 +44,7 @@ __all__ = [
     "rebuild_create_training_job",
     "rebuild_submit_job",
     "rebuild_submit_service_job",
+    "tag_map",
 ]
 
 OP_SUBMIT_SERVICE_JOB = "batch:SubmitServiceJob"
@@ -125,7 +126,7 @@ def payload_of(service_job: Mapping[str, Any]) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _tags_of(value: Any) -> dict[str, str]:
+def tag_map(value: Any) -> dict[str, str]:
     """Batch ``tags`` (a map) or SageMaker ``Tags`` (a list of Key/Value) as a dict."""
     if isinstance(value, Mapping):
         return {str(k): "" if v is None else str(v) for k, v in value.items()}
@@ -165,7 +166,7 @@ def rebuild_submit_service_job(
     request = project(dict(described), input_shape)
     name = batch_job_name(base_name, lineage_id, attempt)
     token = client_token(lineage_id, attempt)
-    tags, dropped = merge_tags(_tags_of(described.get("tags")), lineage_tags(lineage_id, attempt))
+    tags, dropped = merge_tags(tag_map(described.get("tags")), lineage_tags(lineage_id, attempt))
     request.update(jobName=name, clientToken=token, tags=tags)
     # Exactly one of shareIdentifier (fair-share queue) / quotaShareName (quota-management queue)
     # is meaningful; both are copied as AWS reported them.
@@ -274,7 +275,7 @@ def rebuild_submit_job(
     index = array_index_of(described)
     extra_env = {ARRAY_INDEX_ENV: str(index)} if index is not None else {}
     name = batch_job_name(base_name, lineage_id, attempt)
-    tags, dropped = merge_tags(_tags_of(described.get("tags")), lineage_tags(lineage_id, attempt, index))
+    tags, dropped = merge_tags(tag_map(described.get("tags")), lineage_tags(lineage_id, attempt, index))
     request: dict[str, Any] = {
         "jobName": name,
         "jobQueue": described["jobQueue"],
@@ -331,7 +332,7 @@ def rebuild_create_training_job(
             raise ValueError(f"DescribeTrainingJob returned no {required}")
     request = project(dict(described), input_shape)
     name = training_job_name(base_name, lineage_id, attempt)
-    merged, dropped = merge_tags(_tags_of(tags), lineage_tags(lineage_id, attempt))
+    merged, dropped = merge_tags(tag_map(tags), lineage_tags(lineage_id, attempt))
     request["TrainingJobName"] = name
     request["Tags"] = [{"Key": k, "Value": v} for k, v in merged.items()]
     return RebuiltRequest(OP_CREATE_TRAINING_JOB, request, name, None, dropped)

@@ -519,25 +519,15 @@ class Recoverer:
             budget_limit=decided.limit,
             dry_run=dry_run,
         )
-        try:
-            self.events.publish([own])
-        except PublishError as exc:
-            self.lineage.update_attempt(lineage_id, replace(attempt, published=False))
-            raise RetryLater(f"Job Resubmitted not published: {exc}") from None
-        self.lineage.update_attempt(lineage_id, replace(attempt, published=True))
+        self._publish_attempt(lineage_id, attempt, own)
         points = [self._point("Resubmissions", 1.0, event, facts)]
         points.append(self._point("LostInstanceHours", attempt.lost_instance_hours, event, facts))
-        return RecoveryResult(
+        return self._attempt_result(
             Action.DRY_RUN if dry_run else Action.RESUBMITTED,
-            event.id,
-            event.detail_type,
-            job_arn=snapshot.arn,
-            job_kind=snapshot.kind.value,
-            category=attempt.category,
-            lineage_id=lineage_id,
-            attempt=attempt.attempt,
-            operation=attempt.operation,
-            new_job_name=attempt.new_job_name,
+            event,
+            snapshot,
+            lineage_id,
+            attempt,
             new_job_arn=attempt.new_job_arn,
             message="restarts from step 0 (no checkpoint)" if attempt.restarts_from_step_zero else None,
             metrics=points,
@@ -576,15 +566,48 @@ class Recoverer:
                 else:
                     self.lineage.update_attempt(lineage_id, replace(attempt, failure_published=True))
             raise RetryLater(f"{attempt.operation} failed, will retry: {exc.code}")
-        stored = replace(attempt, state=AttemptState.FAILED, error_code=exc.code)
-        try:
-            self.events.publish([failed])
-        except PublishError as publish_error:
-            self.lineage.update_attempt(lineage_id, replace(stored, published=False))
-            raise RetryLater(f"Recovery Failed not published: {publish_error}") from None
-        self.lineage.update_attempt(lineage_id, replace(stored, published=True))
-        return RecoveryResult(
+        self._publish_attempt(
+            lineage_id, replace(attempt, state=AttemptState.FAILED, error_code=exc.code), failed
+        )
+        return self._attempt_result(
             Action.FAILED,
+            event,
+            snapshot,
+            lineage_id,
+            attempt,
+            error=f"{exc.code}: {_truncate(exc.message, 200)}",
+            metrics=[self._point("RecoveryFailed", 1.0, event, facts)],
+        )
+
+    def _publish_attempt(self, lineage_id: str, attempt: AttemptRecord, own: OwnEvent) -> None:
+        """Publish the attempt's outcome and store ``attempt`` with whether that worked.
+
+        Raises:
+            RetryLater: not published (the record comes back and publishes it then).
+        """
+        try:
+            self.events.publish([own])
+        except PublishError as exc:
+            self.lineage.update_attempt(lineage_id, replace(attempt, published=False))
+            raise RetryLater(f"{own.detail_type} not published: {exc}") from None
+        self.lineage.update_attempt(lineage_id, replace(attempt, published=True))
+
+    @staticmethod
+    def _attempt_result(
+        action: Action,
+        event: JobEvent,
+        snapshot: JobSnapshot,
+        lineage_id: str,
+        attempt: AttemptRecord,
+        *,
+        metrics: list[MetricPoint],
+        new_job_arn: str | None = None,
+        message: str | None = None,
+        error: str | None = None,
+    ) -> RecoveryResult:
+        """The result of a record that made (or tried to make) ``attempt``."""
+        return RecoveryResult(
+            action,
             event.id,
             event.detail_type,
             job_arn=snapshot.arn,
@@ -594,8 +617,10 @@ class Recoverer:
             attempt=attempt.attempt,
             operation=attempt.operation,
             new_job_name=attempt.new_job_name,
-            error=f"{exc.code}: {_truncate(exc.message, 200)}",
-            metrics=[self._point("RecoveryFailed", 1.0, event, facts)],
+            new_job_arn=new_job_arn,
+            message=message,
+            error=error,
+            metrics=metrics,
         )
 
     def _skip(

@@ -21,10 +21,10 @@ from batchpilot.events import (
     InvalidEventError,
     JobEvent,
     SageMakerTrainingJobStateChange,
-    to_datetime,
+    to_datetime_or_none,
 )
 from batchpilot.recovery.checkpoint import CheckpointLocation, container_checkpoint, sagemaker_checkpoint
-from batchpilot.recovery.requests import payload_of
+from batchpilot.recovery.requests import payload_of, tag_map
 from batchpilot.recovery.settings import CheckpointSource
 
 __all__ = [
@@ -72,26 +72,9 @@ class JobSnapshot:
     job_queue: str | None = None
 
 
-def tag_map(value: Any) -> dict[str, str]:
-    """Batch ``tags`` (a map) or SageMaker ``Tags`` (a Key/Value list) as a dict."""
-    if isinstance(value, Mapping):
-        return {str(k): "" if v is None else str(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return {
-            str(i["Key"]): "" if i.get("Value") is None else str(i["Value"])
-            for i in value
-            if isinstance(i, Mapping) and "Key" in i
-        }
-    return {}
-
-
-def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return to_datetime(value)
-    except ValueError:
-        return None
+def _first_time(*values: Any) -> datetime | None:
+    """The first of ``values`` that is a timestamp (see :func:`to_datetime_or_none`), or None."""
+    return next((t for t in map(to_datetime_or_none, values) if t is not None), None)
 
 
 def reclassify(event: JobEvent, described: Mapping[str, Any]) -> JobFacts:
@@ -142,30 +125,51 @@ def _last_attempt(described: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
+def _batch_job_snapshot(
+    kind: JobKind,
+    event: JobEvent,
+    described: Mapping[str, Any],
+    *,
+    instances: float,
+    checkpoint: CheckpointLocation | None,
+    role_arn: str | None = None,
+) -> JobSnapshot:
+    """A Batch job from its Describe* item: what DescribeServiceJob and DescribeJobs name alike
+    (``jobArn``, ``jobName``, ``tags``, ``attempts``, ``startedAt``, ``stoppedAt``, ``jobQueue``)."""
+    facts = reclassify(event, described)
+    last = _last_attempt(described)
+    return JobSnapshot(
+        kind=kind,
+        arn=str(described.get("jobArn") or facts.arn),
+        name=str(described.get("jobName") or facts.name or "job"),
+        facts=facts,
+        described=described,
+        tags=tag_map(described.get("tags")),
+        role_arn=role_arn,
+        instances=instances,
+        attempt_started_at=_first_time(last.get("startedAt"), described.get("startedAt")),
+        stopped_at=_first_time(last.get("stoppedAt"), described.get("stoppedAt")),
+        checkpoint=checkpoint,
+        job_queue=described.get("jobQueue") or facts.queue_arn,
+    )
+
+
 def service_job_snapshot(event: JobEvent, described: Mapping[str, Any]) -> JobSnapshot:
     """A service job from DescribeServiceJob (payload, tags and share fields included)."""
-    facts = reclassify(event, described)
     payload = payload_of(described)
     instances = _instances_of_request(payload)
     if instances is None:
         for usage in described.get("capacityUsage") or []:
             if isinstance(usage, Mapping) and usage.get("capacityUnit") == "NUM_INSTANCES":
                 instances = float(usage.get("quantity") or 0) or None
-    last = _last_attempt(described)
     role = payload.get("RoleArn") if payload else None
-    return JobSnapshot(
-        kind=JobKind.SERVICE_JOB,
-        arn=str(described.get("jobArn") or facts.arn),
-        name=str(described.get("jobName") or facts.name or "job"),
-        facts=facts,
-        described=described,
-        tags=tag_map(described.get("tags")),
-        role_arn=role if isinstance(role, str) else None,
+    return _batch_job_snapshot(
+        JobKind.SERVICE_JOB,
+        event,
+        described,
         instances=instances or 1.0,
-        attempt_started_at=_time(last.get("startedAt")) or _time(described.get("startedAt")),
-        stopped_at=_time(last.get("stoppedAt")) or _time(described.get("stoppedAt")),
         checkpoint=sagemaker_checkpoint(payload),
-        job_queue=described.get("jobQueue") or facts.queue_arn,
+        role_arn=role if isinstance(role, str) else None,
     )
 
 
@@ -173,22 +177,14 @@ def container_job_snapshot(
     event: JobEvent, described: Mapping[str, Any], sources: Sequence[tuple[CheckpointSource, str]]
 ) -> JobSnapshot:
     """A container job from one DescribeJobs ``jobs[]`` item."""
-    facts = reclassify(event, described)
-    last = _last_attempt(described)
     nodes = described.get("nodeProperties")
     num_nodes = nodes.get("numNodes") if isinstance(nodes, Mapping) else None
-    return JobSnapshot(
-        kind=JobKind.CONTAINER_JOB,
-        arn=str(described.get("jobArn") or facts.arn),
-        name=str(described.get("jobName") or facts.name or "job"),
-        facts=facts,
-        described=described,
-        tags=tag_map(described.get("tags")),
+    return _batch_job_snapshot(
+        JobKind.CONTAINER_JOB,
+        event,
+        described,
         instances=float(num_nodes) if isinstance(num_nodes, int) and num_nodes > 0 else 1.0,
-        attempt_started_at=_time(last.get("startedAt")) or _time(described.get("startedAt")),
-        stopped_at=_time(last.get("stoppedAt")) or _time(described.get("stoppedAt")),
         checkpoint=container_checkpoint(described, sources),
-        job_queue=described.get("jobQueue") or facts.queue_arn,
     )
 
 
@@ -205,7 +201,7 @@ def training_job_snapshot(event: JobEvent, described: Mapping[str, Any], tags: A
         tags=tag_map(tags),
         role_arn=role if isinstance(role, str) else None,
         instances=_instances_of_request(described) or 1.0,
-        attempt_started_at=_time(described.get("TrainingStartTime")),
-        stopped_at=_time(described.get("TrainingEndTime")) or _time(described.get("LastModifiedTime")),
+        attempt_started_at=_first_time(described.get("TrainingStartTime")),
+        stopped_at=_first_time(described.get("TrainingEndTime"), described.get("LastModifiedTime")),
         checkpoint=sagemaker_checkpoint(described),
     )
