@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     if args.command != "replay":
         parser.print_usage(stderr)
-        return _fail(stderr, "a command is required (try: batchpilot replay events/)")
+        stderr.write("batchpilot: a command is required (try: batchpilot replay events/)\n")
+        return EXIT_USAGE
     try:
         return _replay(args, stdout, stderr)
     except BrokenPipeError:
