@@ -16,7 +16,7 @@ help:
 	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
 	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, pytest)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
-	@echo "make build  - sam build (needs python3.13 on PATH, e.g. PYENV_VERSION=3.13.0)"
+	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
 
 $(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -59,7 +59,8 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_capacity.py
 
 # sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
-PY313_DIR := $(shell command -v python3.13 >/dev/null 2>&1 || ls -d $(HOME)/.pyenv/versions/3.13*/bin 2>/dev/null | tail -n 1)
+# (`python3.13 -V`, not `command -v`: a pyenv shim is on the PATH even when 3.13 is not selected.)
+PY313_DIR := $(shell python3.13 -V >/dev/null 2>&1 || ls -d $(HOME)/.pyenv/versions/3.13*/bin 2>/dev/null | tail -n 1)
 
 build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml

@@ -142,6 +142,7 @@ def test_a_batch_resubmits_skips_defers_and_counts(
                 "JobKind": "service-job",
                 "JobQueue": "sm-training-highpri",
                 "FailureCategory": "USER_STOPPED",
+                "SkipReason": "NOT_RECOVERABLE",
                 "service": "batchpilot",
             },
         )

@@ -317,3 +317,22 @@ def test_service_job_fact_knows_its_training_job() -> None:
         service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="CAPACITY:X")
     )
     assert blocked.fact_id.startswith("blocked#CAPACITY")
+
+
+def test_a_resubmission_is_named_after_the_job_not_its_id() -> None:
+    base = {
+        "time": NOW,
+        "lineage_id": "lin-9",
+        "attempt": 1,
+        "job_kind": "service-job",
+        "original_job_arn": JOB,
+        "failed_job_arn": JOB,
+        "new_job_arn": JOB + "-r1",
+        "new_job_name": "llama-pretrain-r1-abc",
+        "category": "PREEMPTION",
+        "operation": "batch:SubmitServiceJob",
+    }
+    named = fact_from_raw(own(JobResubmitted(**base, job_name="llama-pretrain")))
+    assert named.job_name == "llama-pretrain"
+    unnamed = fact_from_raw(own(JobResubmitted(**base)))  # an older producer: the ARN's last part
+    assert unnamed.job_name == JOB.rsplit("/", 1)[-1]

@@ -671,7 +671,7 @@ class Recoverer:
         except PublishError as exc:
             self.lineage.release_decision(facts.arn, facts.status)
             raise RetryLater(f"Recovery Skipped not published: {exc}") from None
-        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts)]
+        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts, skip_reason=skip.reason)]
         return result
 
     def _duplicate(self, event: JobEvent, facts: JobFacts, ref: LineageRef, message: str) -> RecoveryResult:
@@ -687,12 +687,21 @@ class Recoverer:
             lineage_id=ref.lineage_id,
         )
 
-    def _point(self, name: str, value: float, event: JobEvent, facts: JobFacts) -> MetricPoint:
+    def _point(
+        self,
+        name: str,
+        value: float,
+        event: JobEvent,
+        facts: JobFacts,
+        skip_reason: SkipReason | None = None,
+    ) -> MetricPoint:
         dims = {"JobKind": facts.kind.value}
         if facts.queue:
             dims["JobQueue"] = facts.queue[:1024]
         if facts.category is not None:
             dims["FailureCategory"] = facts.category.value
+        if skip_reason is not None:  # a closed set of a dozen values: a safe dimension
+            dims["SkipReason"] = skip_reason.value
         return MetricPoint(
             name=name,
             unit="Count",
