@@ -85,6 +85,37 @@ def environment(name: str, max_capacity: int, **extra: Any) -> dict[str, Any]:
     }
 
 
+def seed_blocked_job(
+    aws: EmbeddedAws, detail: dict[str, Any], *, limit: int, instances: int, **job: Any
+) -> None:
+    """A fair-share queue ``sm-training-highpri`` on environment ``sm-training`` (capacity limit
+    ``limit`` instances) holding the blocked event's job, RUNNABLE, needing ``instances``
+    ml.p4d.24xlarge instances; ``job`` adds DescribeServiceJob fields."""
+    aws.seed(
+        {
+            "service_environments": [environment("sm-training", limit)],
+            "job_queues": [
+                {
+                    "name": "sm-training-highpri",
+                    "serviceEnvironment": "sm-training",
+                    "scheduling": "FAIR_SHARE",
+                }
+            ],
+            "service_jobs": [
+                {
+                    "jobArn": detail["jobArn"],
+                    "jobName": detail["jobName"],
+                    "jobQueue": "sm-training-highpri",
+                    "status": "RUNNABLE",
+                    "shareIdentifier": "prod",
+                    "serviceRequestPayload": payload(instances, "ml.p4d.24xlarge"),
+                    **job,
+                }
+            ],
+        }
+    )
+
+
 def policy(**envs: dict[str, Any]) -> dict[str, str]:
     queues = [q for config in envs.values() for q in config["job_queues"]]
     return {
@@ -482,29 +513,7 @@ def test_a_blocked_job_wakes_the_function_and_gets_the_limit_it_needs(
     event = sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource")
     detail = event["detail"]
     blocked_at = datetime(2026, 11, 24, 6, 18, 47, tzinfo=UTC)
-    aws.seed(
-        {
-            "service_environments": [environment("sm-training", 8)],
-            "job_queues": [
-                {
-                    "name": "sm-training-highpri",
-                    "serviceEnvironment": "sm-training",
-                    "scheduling": "FAIR_SHARE",
-                }
-            ],
-            "service_jobs": [
-                {
-                    "jobArn": detail["jobArn"],
-                    "jobName": detail["jobName"],
-                    "jobQueue": "sm-training-highpri",
-                    "status": "RUNNABLE",
-                    "shareIdentifier": "prod",
-                    "createdAt": detail["createdAt"],
-                    "serviceRequestPayload": payload(32, "ml.p4d.24xlarge"),
-                }
-            ],
-        }
-    )
+    seed_blocked_job(aws, detail, limit=8, instances=32, createdAt=detail["createdAt"])
     handler = load_handler(
         **policy(**{"sm-training": {"job_queues": ["sm-training-highpri"], "max": 48, "max_step": 4}})
     )
@@ -547,29 +556,7 @@ def test_a_blocked_job_larger_than_the_maximum_is_a_critical_refusal(
 ) -> None:
     event = sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource")
     detail = event["detail"]
-    aws.seed(
-        {
-            "service_environments": [environment("sm-training", 16)],
-            "job_queues": [
-                {
-                    "name": "sm-training-highpri",
-                    "serviceEnvironment": "sm-training",
-                    "scheduling": "FAIR_SHARE",
-                }
-            ],
-            "service_jobs": [
-                {
-                    "jobArn": detail["jobArn"],
-                    "jobName": detail["jobName"],
-                    "jobQueue": "sm-training-highpri",
-                    "status": "RUNNABLE",
-                    "shareIdentifier": "prod",
-                    "statusReason": BLOCKED,
-                    "serviceRequestPayload": payload(64, "ml.p4d.24xlarge"),
-                }
-            ],
-        }
-    )
+    seed_blocked_job(aws, detail, limit=16, instances=64, statusReason=BLOCKED)
     handler = load_handler(**policy(**{"sm-training": {"job_queues": ["sm-training-highpri"], "max": 32}}))
     run = invoke(aws, handler, sqs_event([json.dumps(event)], QUEUE), lambda_context, capsys)
     assert [u["capacityLimits"][0]["maxCapacity"] for u in run.updates()] == [32]
