@@ -26,7 +26,7 @@ from collections import Counter
 from typing import Any
 
 from _common import machine, machine_markdown, now, percentile, write_section
-from batchpilot.adapters.aws import session
+from batchpilot.io.clients import session
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.lambda_runtime import FakeLambdaContext
 from batchpilot_local.notifications import LocalAlerts
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         handler = load_app("alerts")
-        from batchpilot.observability import logger
+        from batchpilot.shared.observability import logger
 
         logger.registered_handler.setStream(io.StringIO())  # its log lines stay out of the report
         n = args.events

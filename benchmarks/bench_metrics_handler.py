@@ -167,7 +167,7 @@ def main() -> None:
     info = machine()
 
     # Lambda's environment, then the import: Powertools' Logger binds sys.stdout when it is created
-    # (at import of batchpilot.observability), so the sink must be in place before the import.
+    # (at import of batchpilot.shared.observability), so the sink must be in place before the import.
     os.environ.update(LAMBDA_ENV)
     sink = io.StringIO()
     sys.stdout = sink

@@ -16,13 +16,13 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.adapters.alert_store import DynamoAlertStore
-from batchpilot.adapters.aws import client
-from batchpilot.adapters.slack import SecretSource, SlackNotifier
-from batchpilot.adapters.sns import SnsPublisher
+from batchpilot.alerts.channels.slack import SecretSource, SlackNotifier
 from batchpilot.alerts.dispatch import AlertDispatcher, BatchResult, Outcome
 from batchpilot.alerts.settings import AlertsSettings
-from batchpilot.observability import configure, logger, metrics
+from batchpilot.io.clients import client
+from batchpilot.io.dynamodb.alerts import DynamoAlertStore
+from batchpilot.io.sns import SnsPublisher
+from batchpilot.shared.observability import configure, logger, metrics
 
 settings = AlertsSettings.from_environ(os.environ, function="alerts")
 configure(settings)

@@ -20,15 +20,15 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.adapters import aws
-from batchpilot.adapters.capacity_batch import BatchCapacityClient
-from batchpilot.adapters.capacity_events import EventBridgePublisher
-from batchpilot.adapters.capacity_state import CapacityStateStore
-from batchpilot.adapters.emf import EmfPublisher
 from batchpilot.capacity.entry import CapacityEntry
 from batchpilot.capacity.service import CapacityService, DemandMemory
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.observability import configure, logger, metrics
+from batchpilot.io import clients as aws
+from batchpilot.io.batch import BatchCapacityClient
+from batchpilot.io.dynamodb.capacity import CapacityStateStore
+from batchpilot.io.emf import EmfPublisher
+from batchpilot.io.eventbridge import EventBridgePublisher
+from batchpilot.shared.observability import configure, logger, metrics
 
 settings = CapacitySettings.from_environ(os.environ, function="capacity")
 configure(settings)

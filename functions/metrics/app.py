@@ -13,10 +13,10 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.adapters.emf import EmfPublisher
-from batchpilot.config import MetricsSettings
-from batchpilot.observability import configure, logger, metrics
-from batchpilot.pipeline import Outcome, handle_metrics_record
+from batchpilot.io.emf import EmfPublisher
+from batchpilot.metrics.service import Outcome, handle_metrics_record
+from batchpilot.shared.observability import configure, logger, metrics
+from batchpilot.shared.settings import MetricsSettings
 
 settings = MetricsSettings.from_environ(os.environ, function="metrics")
 publisher = EmfPublisher(settings.namespace, settings.service)

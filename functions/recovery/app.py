@@ -16,17 +16,17 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.adapters.aws import client
-from batchpilot.adapters.emf import EmfPublisher
-from batchpilot.adapters.recovery_bus import EventBridgeSink
-from batchpilot.adapters.recovery_checkpoints import S3Checkpoints
-from batchpilot.adapters.recovery_jobs import RecoveryJobs
-from batchpilot.adapters.recovery_lineage import DynamoLineageStore
-from batchpilot.observability import configure, logger, metrics
+from batchpilot.io.clients import client
+from batchpilot.io.dynamodb.lineage import DynamoLineageStore
+from batchpilot.io.emf import EmfPublisher
+from batchpilot.io.eventbridge import EventBridgePublisher
+from batchpilot.io.recovery_jobs import RecoveryJobs
+from batchpilot.io.s3 import S3Checkpoints
 from batchpilot.recovery.entry import RecoveryEntry
 from batchpilot.recovery.pacing import SubmitPacer
 from batchpilot.recovery.service import Recoverer
 from batchpilot.recovery.settings import RecoverySettings
+from batchpilot.shared.observability import configure, logger, metrics
 
 settings = RecoverySettings.from_environ(os.environ, function="recovery")
 configure(settings)
@@ -46,7 +46,7 @@ def recoverer() -> Recoverer:
         jobs=RecoveryJobs(client("batch"), client("sagemaker"), settings.container_checkpoint),
         checkpoints=S3Checkpoints(client("s3"), settings.checkpoint_max_pages),
         lineage=DynamoLineageStore(client("dynamodb"), settings.state_table),
-        events=EventBridgeSink(client("events"), settings.event_bus),
+        events=EventBridgePublisher(client("events"), settings.event_bus),
         pacer=pacer,
     )
 

@@ -238,9 +238,9 @@ class EmbeddedAws:
         return self._clients[service]
 
     def _install_journal(self) -> None:
-        """Record the API calls made through ``batchpilot.adapters.aws.session()`` and boto3's
+        """Record the API calls made through ``batchpilot.io.clients.session()`` and boto3's
         default session (created here when missing, dropped again on close)."""
-        from batchpilot.adapters import aws as adapters_aws
+        from batchpilot.io import clients as adapters_aws
 
         self._journal = ApiJournal()  # a fresh journal per open
         if boto3.DEFAULT_SESSION is None:
@@ -273,7 +273,7 @@ class EmbeddedAws:
     @property
     def journal(self) -> list[JournalEntry]:
         """Every API call the code under test made while open (boto3 clients created after open
-        from ``batchpilot.adapters.aws.session()`` or boto3's default session), oldest first.
+        from ``batchpilot.io.clients.session()`` or boto3's default session), oldest first.
         Calls through :meth:`client` (the replay's own) are not recorded."""
         return self._journal.entries
 

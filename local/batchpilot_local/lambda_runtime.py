@@ -164,7 +164,7 @@ def describe_exception(exc: BaseException) -> str:
 class _ObservabilityState:
     """What a function's cold start set on the layer's shared Powertools ``metrics`` and ``logger``.
 
-    In Lambda each function is its own process; here all share one ``batchpilot.observability``
+    In Lambda each function is its own process; here all share one ``batchpilot.shared.observability``
     module, so each function's settings (namespace, service, the ``Function`` dimension, logger
     keys) are captured after its import and put back before each of its invocations.
     """
@@ -176,13 +176,13 @@ class _ObservabilityState:
 
     @classmethod
     def capture(cls) -> _ObservabilityState:
-        from batchpilot.observability import logger, metrics
+        from batchpilot.shared.observability import logger, metrics
 
         keys = dict(logger.get_current_keys()) if hasattr(logger, "get_current_keys") else {}
         return cls(metrics.namespace, metrics.service, dict(metrics.default_dimensions), keys)
 
     def restore(self) -> None:
-        from batchpilot.observability import logger, metrics
+        from batchpilot.shared.observability import logger, metrics
 
         metrics.clear_default_dimensions()
         metrics.clear_metrics()

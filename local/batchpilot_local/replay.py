@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from batchpilot.classification import classify
-from batchpilot.events import InvalidEventError, parse_event
+from batchpilot.shared.classification import classify
+from batchpilot.shared.events import InvalidEventError, parse_event
 
 from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables

@@ -61,7 +61,7 @@ class MetricRecord:
 
 @dataclass(frozen=True)
 class JobSummary:
-    """The job an event is about, from ``batchpilot.events.parse_event`` + ``classify``.
+    """The job an event is about, from ``batchpilot.shared.events.parse_event`` + ``classify``.
 
     Attributes:
         kind: ``container-job``, ``service-job`` or ``training-job``.

@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from batchpilot.adapters.alert_store import DynamoAlertStore
-from batchpilot.adapters.slack import SecretSource, SlackNotifier
-from batchpilot.adapters.sns import SnsPublisher
+from batchpilot.alerts.channels.slack import SecretSource, SlackNotifier
 from batchpilot.alerts.dispatch import AlertDispatcher, BatchResult, Outcome, fact_from_raw
 from batchpilot.alerts.policy import RoutingPolicy, Severity, load_policy
 from batchpilot.alerts.render import TRUNCATION_MARK
-from batchpilot.own_events import JobResubmitted, RecoverySkipped, SkipReason, put_events_entry
+from batchpilot.io.dynamodb.alerts import DynamoAlertStore
+from batchpilot.io.sns import SnsPublisher
+from batchpilot.shared.own_events import JobResubmitted, RecoverySkipped, SkipReason, put_events_entry
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint, block_kit_problem

@@ -9,8 +9,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from batchpilot.config import ConfigError
-from batchpilot.observability import metrics as shared_metrics
+from batchpilot.shared.observability import metrics as shared_metrics
+from batchpilot.shared.settings import ConfigError
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer

@@ -16,10 +16,10 @@ from typing import Any
 
 import botocore.endpoint
 import pytest
-from batchpilot.adapters import aws as adapters
-from batchpilot.adapters.capacity_state import CapacityStateStore
-from batchpilot.observability import logger
-from batchpilot.observability import metrics as shared_metrics
+from batchpilot.io import clients as adapters
+from batchpilot.io.dynamodb.capacity import CapacityStateStore
+from batchpilot.shared.observability import logger
+from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import MetricRecord, parse_output
 from botocore.awsrequest import AWSResponse

@@ -8,8 +8,8 @@ from typing import Any
 
 import boto3
 import pytest
-from batchpilot.adapters.capacity_state import DEMAND_TTL, STATE_TTL, CapacityStateStore
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
+from batchpilot.io.dynamodb.capacity import DEMAND_TTL, STATE_TTL, CapacityStateStore
 from moto import mock_aws
 
 from tests.conftest import create_state_table

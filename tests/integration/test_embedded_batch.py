@@ -13,7 +13,7 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
-from batchpilot.adapters import aws as adapters
+from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.embedded_batch import service_model, shape_problems
 from botocore.config import Config

@@ -9,8 +9,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from batchpilot.config import ConfigError
-from batchpilot.observability import metrics as shared_metrics
+from batchpilot.shared.observability import metrics as shared_metrics
+from batchpilot.shared.settings import ConfigError
 
 from tests.conftest import ROOT, load_app, metric_values, printed, sample, sample_event_paths, sqs_event
 

@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from batchpilot.adapters.aws import client, session
-from batchpilot.adapters.recovery_lineage import DynamoLineageStore
-from batchpilot.own_events import SkipReason
+from batchpilot.io.clients import client, session
+from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
-from batchpilot.recovery.service import Action, PublishError, RetryLater
+from batchpilot.recovery.service import Action, RetryLater
+from batchpilot.shared.own_events import PublishError, SkipReason
 from botocore.config import Config
 
 from tests.conftest import sample

@@ -10,12 +10,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from batchpilot.adapters.aws import client
-from batchpilot.adapters.recovery_lineage import DynamoLineageStore
-from batchpilot.config import ConfigError
-from batchpilot.observability import metrics as shared_metrics
+from batchpilot.io.clients import client
+from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG
+from batchpilot.shared.observability import metrics as shared_metrics
+from batchpilot.shared.settings import ConfigError
 
 from tests.conftest import load_app, metric_values, printed, sample, template_environment
 from tests.integration.test_recovery_support import (

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from batchpilot.adapters.aws import client, session
-from batchpilot.adapters.recovery_bus import EventBridgeSink
-from batchpilot.adapters.recovery_checkpoints import S3Checkpoints
-from batchpilot.adapters.recovery_jobs import RecoveryJobs
-from batchpilot.adapters.recovery_lineage import DynamoLineageStore
+from batchpilot.io.clients import client, session
+from batchpilot.io.dynamodb.lineage import DynamoLineageStore
+from batchpilot.io.eventbridge import EventBridgePublisher
+from batchpilot.io.recovery_jobs import RecoveryJobs
+from batchpilot.io.s3 import S3Checkpoints
 from batchpilot.recovery.pacing import SubmitPacer
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
 from batchpilot.recovery.settings import RecoverySettings
@@ -206,7 +206,7 @@ class Harness:
             ),
             checkpoints=S3Checkpoints(client("s3"), settings.checkpoint_max_pages),
             lineage=DynamoLineageStore(client("dynamodb"), settings.state_table, now=self.time.now),
-            events=EventBridgeSink(client("events"), settings.event_bus),
+            events=EventBridgePublisher(client("events"), settings.event_bus),
             pacer=SubmitPacer(
                 rate or settings.per_invocation_rate(), clock=self.time.monotonic, sleep=self.time.sleep
             ),

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from batchpilot.adapters import aws as adapters
+from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.embedded_batch import service_model
 from batchpilot_local.replay import Replayer

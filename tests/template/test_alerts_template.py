@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from batchpilot.alerts.settings import AlertsSettings
-from batchpilot.own_events import OWN_DETAIL_TYPES
+from batchpilot.shared.own_events import OWN_DETAIL_TYPES
 from batchpilot_local.template import load_template as load_app
 
 from tests.template.test_template import (

@@ -167,7 +167,7 @@ def test_the_function_role_is_least_privilege(template: dict[str, Any]) -> None:
 
 
 def test_the_state_store_keys_are_inside_the_granted_prefix() -> None:
-    from batchpilot.adapters import capacity_state
+    from batchpilot.io.dynamodb import capacity as capacity_state
 
     source = Path(capacity_state.__file__).read_text()
     keys = set(re.findall(r'f?"(capacity#[a-z]+#)', source))

@@ -10,7 +10,7 @@ from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, Severity, load_policy
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
-from batchpilot.config import ConfigError
+from batchpilot.shared.settings import ConfigError
 
 from tests.conftest import batch_job, sample, service_job
 

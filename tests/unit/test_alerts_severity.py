@@ -12,7 +12,8 @@ from batchpilot.alerts.dispatch import fact_from_raw
 from batchpilot.alerts.facts import recovery_will_handle
 from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.severity import decide, default_severity
-from batchpilot.own_events import (
+from batchpilot.recovery.policy import RECOVERABLE
+from batchpilot.shared.own_events import (
     CapacityAdjusted,
     CapacityLimited,
     CapacityLimitReason,
@@ -23,7 +24,6 @@ from batchpilot.own_events import (
     SkipReason,
     put_events_entry,
 )
-from batchpilot.recovery.policy import RECOVERABLE
 
 from tests.conftest import batch_job, sample, sample_event_paths, service_job, training_job
 

@@ -18,7 +18,7 @@ from batchpilot.capacity.policy import (
 )
 from batchpilot.capacity.sampling import UnitDemand
 from batchpilot.capacity.settings import PolicyDefaults, UnitBounds
-from batchpilot.own_events import CapacityAdjusted, CapacityLimited, CapacityLimitReason
+from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, CapacityLimitReason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

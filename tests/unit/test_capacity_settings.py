@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from batchpilot.capacity.model import NUM_INSTANCES
 from batchpilot.capacity.settings import CapacitySettings, ScheduledFloor, UnitBounds
-from batchpilot.config import ConfigError
+from batchpilot.shared.settings import ConfigError
 
 
 def environ(

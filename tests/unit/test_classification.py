@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from batchpilot.classification import Category, EventKind, JobKind, category_of_reason, classify, queue_name
-from batchpilot.events import parse_event
+from batchpilot.shared.classification import (
+    Category,
+    EventKind,
+    JobKind,
+    category_of_reason,
+    classify,
+    queue_name,
+)
+from batchpilot.shared.events import parse_event
 
 from tests.conftest import batch_job, envelope, service_job, training_job
 

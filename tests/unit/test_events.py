@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from batchpilot.events import (
+from batchpilot.shared.events import (
     DETAIL_TYPES,
     BatchJobStateChange,
     BatchServiceJobPreemptionCompleted,

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from batchpilot.classification import Category, JobFacts, classify
-from batchpilot.events import parse_event
-from batchpilot.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from batchpilot.shared.classification import Category, JobFacts, classify
+from batchpilot.shared.events import parse_event
+from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 

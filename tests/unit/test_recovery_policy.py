@@ -6,15 +6,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from batchpilot.classification import Category, JobKind, classify
-from batchpilot.config import ConfigError
-from batchpilot.events import parse_event
-from batchpilot.own_events import SkipReason
 from batchpilot.recovery import policy
 from batchpilot.recovery.checkpoint import CheckpointState, parse_s3_uri
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, Step, base_name, plan
 from batchpilot.recovery.settings import DEFAULT_BUDGETS, CheckpointSource, NoCheckpoint, RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
+from batchpilot.shared.classification import Category, JobKind, classify
+from batchpilot.shared.events import parse_event
+from batchpilot.shared.own_events import SkipReason
+from batchpilot.shared.settings import ConfigError
 
 from tests.conftest import batch_job, sample, service_job, training_job
 

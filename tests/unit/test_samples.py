@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from batchpilot.classification import Category as C
-from batchpilot.classification import JobKind as K
-from batchpilot.classification import classify
-from batchpilot.events import UnsupportedEventError, parse_event
+from batchpilot.shared.classification import Category as C
+from batchpilot.shared.classification import JobKind as K
+from batchpilot.shared.classification import classify
+from batchpilot.shared.events import UnsupportedEventError, parse_event
 
 from tests.conftest import EVENTS_DIR, sample, sample_event_paths
 

@@ -3,6 +3,6 @@
 Pure domain code: the routing policy (:mod:`.policy`), facts and their de-duplication keys
 (:mod:`.facts`), the severity decision (:mod:`.severity`), message rendering (:mod:`.render`),
 burst grouping (:mod:`.grouping`), and the batch dispatcher that drives the adapters through
-protocols (:mod:`.dispatch`). The adapters are :mod:`batchpilot.adapters.sns`,
-:mod:`batchpilot.adapters.slack` and :mod:`batchpilot.adapters.alert_store`.
+protocols (:mod:`.dispatch`). The adapters are :mod:`batchpilot.io.sns`,
+:mod:`batchpilot.alerts.channels.slack` and :mod:`batchpilot.io.dynamodb.alerts`.
 """

@@ -1,8 +1,8 @@
 """From one SQS batch of events to notifications, exactly once per fact.
 
 The seam between the alerts handler and the pure domain. It talks to the outside only through the
-three protocols below (implemented by :mod:`batchpilot.adapters.alert_store`,
-:mod:`batchpilot.adapters.sns` and :mod:`batchpilot.adapters.slack`), so tests can run it against
+three protocols below (implemented by :mod:`batchpilot.io.dynamodb.alerts`,
+:mod:`batchpilot.io.sns` and :mod:`batchpilot.alerts.channels.slack`), so tests can run it against
 moto and the local Slack endpoint, and the handler stays a few lines.
 
 For one batch (:meth:`AlertDispatcher.process`):
@@ -47,9 +47,9 @@ from batchpilot.alerts.render import (
     sns_message,
 )
 from batchpilot.alerts.severity import Decision, decide
-from batchpilot.events import InvalidEventError, UnsupportedEventError, parse_event
-from batchpilot.own_events import SOURCE as OWN_SOURCE
-from batchpilot.own_events import parse_own_event
+from batchpilot.shared.events import InvalidEventError, UnsupportedEventError, parse_event
+from batchpilot.shared.own_events import SOURCE as OWN_SOURCE
+from batchpilot.shared.own_events import parse_own_event
 
 __all__ = [
     "SLACK_RESERVE_SECONDS",
@@ -150,7 +150,7 @@ class SlackResult:
 
 class AlertStore(Protocol):
     """Per-job state and per-fact delivery records (DynamoDB:
-    :class:`~batchpilot.adapters.alert_store.DynamoAlertStore`)."""
+    :class:`~batchpilot.io.dynamodb.alerts.DynamoAlertStore`)."""
 
     def observe(self, fact: AlertFact, now: float) -> bool:
         """Record ``fact`` as the job's latest state; False when it is older than what is recorded
@@ -179,7 +179,7 @@ class AlertStore(Protocol):
 
 
 class OnCallTopic(Protocol):
-    """The on-call SNS topic (:class:`~batchpilot.adapters.sns.SnsPublisher`)."""
+    """The on-call SNS topic (:class:`~batchpilot.io.sns.SnsPublisher`)."""
 
     def publish(self, messages: Sequence[SnsMessage]) -> list[str | None]:
         """Publish; one entry per message: None when published, else the error code."""
@@ -187,7 +187,7 @@ class OnCallTopic(Protocol):
 
 
 class SlackChannel(Protocol):
-    """Slack (:class:`~batchpilot.adapters.slack.SlackNotifier`)."""
+    """Slack (:class:`~batchpilot.alerts.channels.slack.SlackNotifier`)."""
 
     @property
     def configured(self) -> bool:

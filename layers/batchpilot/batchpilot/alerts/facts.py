@@ -1,8 +1,8 @@
 """Alert facts: what one event says that a person may need to hear, with its de-duplication key.
 
-Pure: builds :class:`AlertFact` from a parsed job event (:mod:`batchpilot.events`, classified by
-:func:`batchpilot.classification.classify`) or from one of batchpilot's own events
-(:mod:`batchpilot.own_events`). No I/O.
+Pure: builds :class:`AlertFact` from a parsed job event (:mod:`batchpilot.shared.events`, classified by
+:func:`batchpilot.shared.classification.classify`) or from one of batchpilot's own events
+(:mod:`batchpilot.shared.own_events`). No I/O.
 
 Exactly once per fact: a fact is identified by ``(subject, fact_id)``: the job ARN (or service
 environment) and, for job events, the status and attempt (``FAILED#3``); for own events their
@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from batchpilot.classification import Category, EventKind, JobFacts, JobKind, classify
-from batchpilot.events import (
+from batchpilot.recovery.policy import RECOVERABLE
+from batchpilot.shared.classification import Category, EventKind, JobFacts, JobKind, classify
+from batchpilot.shared.events import (
     BatchJobQueueBlocked,
     BatchJobStateChange,
     BatchServiceJobPreemptionCompleted,
@@ -27,7 +28,7 @@ from batchpilot.events import (
     JobEvent,
     SageMakerTrainingJobStateChange,
 )
-from batchpilot.own_events import (
+from batchpilot.shared.own_events import (
     CapacityAdjusted,
     CapacityLimited,
     JobResubmitted,
@@ -35,7 +36,6 @@ from batchpilot.own_events import (
     RecoveryFailed,
     RecoverySkipped,
 )
-from batchpilot.recovery.policy import RECOVERABLE
 
 __all__ = [
     "BATCH_LOG_GROUP",
@@ -202,7 +202,7 @@ def _envelope(raw: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
 
 
 def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> AlertFact:
-    """The fact an AWS job event states (any of the 7 detail-types of :mod:`batchpilot.events`).
+    """The fact an AWS job event states (any of the 7 detail-types of :mod:`batchpilot.shared.events`).
 
     Args:
         event: the parsed event.
@@ -319,7 +319,7 @@ def fact_from_own_event(event: OwnEvent, raw: Mapping[str, Any] | None = None) -
     """The fact one of batchpilot's own events states (``source: batchpilot``).
 
     Args:
-        event: from :func:`batchpilot.own_events.parse_own_event`.
+        event: from :func:`batchpilot.shared.own_events.parse_own_event`.
         raw: the delivered EventBridge event (for ``region`` and ``account``), optional.
     """
     region, account = _envelope(raw)

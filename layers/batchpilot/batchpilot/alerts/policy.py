@@ -134,7 +134,7 @@ class Match(_Strict):
         job_kind: ``container-job``, ``service-job`` or ``training-job``.
         status: Batch status (``FAILED``) or SageMaker ``TrainingJobStatus`` (``Failed``).
         category: ``CAPACITY``, ``SPOT_INTERRUPTION``, ... (the closed set of
-            :class:`batchpilot.classification.Category`).
+            :class:`batchpilot.shared.classification.Category`).
         job_queue: the job queue *name*.
         share_identifier: the fair-share identifier.
         quota_share: the quota share name.

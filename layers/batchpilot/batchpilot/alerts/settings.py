@@ -7,7 +7,7 @@ from typing import ClassVar
 from pydantic import Field, ValidationInfo, field_validator
 
 from batchpilot.alerts.policy import PolicyError, RoutingPolicy, load_policy
-from batchpilot.config import FunctionSettings
+from batchpilot.shared.settings import FunctionSettings
 
 __all__ = ["AlertsSettings"]
 

@@ -3,7 +3,7 @@
 The handler (``functions/capacity/app.py``) builds the clients and the :class:`CapacityEntry` at
 cold start, and makes one call per record (:meth:`CapacityEntry.handle_record`) or per schedule
 invocation (:meth:`CapacityEntry.run_schedule`). Logs and counters go to
-:mod:`batchpilot.observability`.
+:mod:`batchpilot.shared.observability`.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from batchpilot.adapters.emf import EmfPublisher
 from batchpilot.capacity.model import MAX_RESOURCE_REASON
 from batchpilot.capacity.service import CapacityService, RunReport, published
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.classification import queue_name
-from batchpilot.events import (
+from batchpilot.io.emf import EmfPublisher
+from batchpilot.metrics.service import decode_record
+from batchpilot.shared.classification import queue_name
+from batchpilot.shared.events import (
     BatchServiceJobQueueBlocked,
     InvalidEventError,
     UnsupportedEventError,
     to_datetime,
 )
-from batchpilot.metrics import metric_timestamp
-from batchpilot.observability import logger, metrics
-from batchpilot.pipeline import decode_record
+from batchpilot.shared.metrics import metric_timestamp
+from batchpilot.shared.observability import logger, metrics
 
 __all__ = ["CapacityEntry", "log_run", "scheduled_time"]
 

@@ -1,6 +1,6 @@
 """Plain data the capacity function reads from AWS Batch, and the pure parsing of service-job payloads.
 
-Everything here is immutable and free of I/O; :mod:`batchpilot.adapters.capacity_batch` builds
+Everything here is immutable and free of I/O; :mod:`batchpilot.io.batch` builds
 these objects from the Batch API, tests build them directly.
 """
 

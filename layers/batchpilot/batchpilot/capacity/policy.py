@@ -35,7 +35,7 @@ from enum import StrEnum
 from batchpilot.capacity.model import CapacityLimit, ServiceEnvironment
 from batchpilot.capacity.sampling import UnitDemand
 from batchpilot.capacity.settings import PolicyDefaults, UnitBounds
-from batchpilot.own_events import CapacityAdjusted, CapacityLimited, CapacityLimitReason
+from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, CapacityLimitReason
 
 __all__ = [
     "Action",

@@ -1,7 +1,7 @@
 """Sampling: RUNNABLE jobs, their payload demand and queue snapshots → per-queue, per-share and
 per-environment figures and the EMF gauges the capacity function emits every run. Pure (no I/O).
 
-Sources (read by :mod:`batchpilot.adapters.capacity_batch`): ``ListServiceJobs`` (RUNNABLE, every
+Sources (read by :mod:`batchpilot.io.batch`): ``ListServiceJobs`` (RUNNABLE, every
 page) for job counts, shares, ages and blocked reasons; each job's payload ``ResourceConfig`` (read
 once with ``DescribeServiceJob`` and cached) for its instance demand; ``GetJobQueueSnapshot`` for
 instances in use per queue, per share identifier (top 20) and per quota share;
@@ -37,7 +37,7 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     instances,
 )
-from batchpilot.metrics import MetricPoint
+from batchpilot.shared.metrics import MetricPoint
 
 __all__ = [
     "CAPACITY_DIMENSIONS",

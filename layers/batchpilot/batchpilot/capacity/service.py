@@ -2,8 +2,8 @@
 
 :class:`CapacityService` wires the pure parts (:mod:`~batchpilot.capacity.sampling`,
 :mod:`~batchpilot.capacity.policy`) to three injected collaborators described by protocols (the
-real ones are :mod:`batchpilot.adapters.capacity_batch`, :mod:`~batchpilot.adapters.capacity_state`
-and :mod:`~batchpilot.adapters.capacity_events`). It never imports boto3, reads no environment and
+real ones are :mod:`batchpilot.io.batch`, :mod:`~batchpilot.io.dynamodb.capacity`
+and :mod:`~batchpilot.io.eventbridge`). It never imports boto3, reads no environment and
 never logs: it returns a :class:`RunReport` that the handler logs and publishes.
 
 Per run and per environment: ``ListServiceJobs`` (RUNNABLE, every page) and ``GetJobQueueSnapshot``
@@ -34,8 +34,8 @@ from batchpilot.capacity.sampling import (
     unit_demands,
 )
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.metrics import MetricPoint
-from batchpilot.own_events import CapacityAdjusted, CapacityLimited, OwnEvent
+from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, OwnEvent, PublishError
 
 __all__ = [
     "BatchApi",
@@ -70,9 +70,10 @@ class StateApi(Protocol):
 
 
 class EventApi(Protocol):
-    """Own-event publishing (see ``EventBridgePublisher``)."""
+    """Own-event publishing (:class:`batchpilot.io.eventbridge.EventBridgePublisher`)."""
 
-    def publish(self, events: Sequence[OwnEvent], resources: Sequence[str] = ()) -> list[str]: ...
+    def publish(self, events: Sequence[OwnEvent], resources: Sequence[str] | None = None) -> None:
+        """Put ``events`` on the bus. Raises :class:`PublishError`."""
 
 
 class DemandMemory:
@@ -288,10 +289,10 @@ class CapacityService:
         outcome.events = list(events)
         if events:
             resources = [environment.arn] if environment.arn else []
-            rejected = self.events.publish(events, resources)
-            if rejected:
-                problem = f"PutEvents rejected {len(rejected)} event(s): {rejected[0]}"
-                outcome.error = f"{outcome.error}; {problem}" if outcome.error else problem
+            try:
+                self.events.publish(events, resources)
+            except PublishError as exc:
+                outcome.error = f"{outcome.error}; {exc}" if outcome.error else str(exc)
 
     def _demands(
         self, queue: str, jobs: Sequence[RunnableJob], budget: list[int], now: datetime, report: RunReport

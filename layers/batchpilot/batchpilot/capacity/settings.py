@@ -36,7 +36,7 @@ from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from batchpilot.capacity.model import NUM_INSTANCES
-from batchpilot.config import FunctionSettings
+from batchpilot.shared.settings import FunctionSettings
 
 __all__ = [
     "CapacityPolicyConfig",

@@ -2,7 +2,7 @@
 
 The handler (``functions/recovery/app.py``) builds the clients and the :class:`RecoveryEntry` at
 cold start, and makes one call per record (:meth:`RecoveryEntry.handle_record`) inside
-:meth:`RecoveryEntry.invocation`. Logs and counters go to :mod:`batchpilot.observability`.
+:meth:`RecoveryEntry.invocation`. Logs and counters go to :mod:`batchpilot.shared.observability`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from batchpilot.adapters.emf import EmfPublisher
-from batchpilot.observability import logger, metrics
+from batchpilot.io.emf import EmfPublisher
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
+from batchpilot.shared.observability import logger, metrics
 
 __all__ = ["COUNTERS", "MAX_VISIBILITY_S", "RecoveryEntry"]
 

@@ -5,7 +5,7 @@ One lineage per job batchpilot did not create (its id comes from that job's ARN,
 ``batchpilot:lineage`` and ``batchpilot:attempt``, so its own failure continues the same lineage.
 
 Exactly once: before a submit, the lineage record is written with a condition on the ``version``
-and ``last_attempt`` that were read (DynamoDB, :mod:`batchpilot.adapters.recovery_lineage`). Two
+and ``last_attempt`` that were read (DynamoDB, :mod:`batchpilot.io.dynamodb.lineage`). Two
 deliveries of the same failure can both read the record, but only one write of attempt ``n`` can
 succeed; the other re-reads, finds attempt ``n`` taken by the same failed job and stops.
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from batchpilot.classification import Category
 from batchpilot.recovery.pacing import backoff_seconds
+from batchpilot.shared.classification import Category
 
 __all__ = [
     "AttemptRecord",

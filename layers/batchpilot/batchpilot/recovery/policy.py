@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchpilot.classification import Category, JobFacts, JobKind
-from batchpilot.own_events import SkipReason
 from batchpilot.recovery.checkpoint import CheckpointState
 from batchpilot.recovery.settings import NoCheckpoint, RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
+from batchpilot.shared.classification import Category, JobFacts, JobKind
+from batchpilot.shared.own_events import SkipReason
 
 __all__ = ["RECOVERABLE", "Skip", "check_checkpoint", "check_scope", "screen"]
 

@@ -25,11 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from batchpilot.classification import Category, JobFacts, JobKind, classify
-from batchpilot.events import InvalidEventError, JobEvent, UnsupportedEventError
-from batchpilot.metrics import MetricPoint, metric_timestamp
-from batchpilot.own_events import JobResubmitted, OwnEvent, RecoveryFailed, RecoverySkipped, SkipReason
-from batchpilot.pipeline import decode_record
+from batchpilot.metrics.service import decode_record
 from batchpilot.recovery import policy
 from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState, lost_instance_hours
 from batchpilot.recovery.lineage import (
@@ -55,6 +51,17 @@ from batchpilot.recovery.requests import (
 )
 from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
+from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
+from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError
+from batchpilot.shared.metrics import MetricPoint, metric_timestamp
+from batchpilot.shared.own_events import (
+    JobResubmitted,
+    OwnEvent,
+    PublishError,
+    RecoveryFailed,
+    RecoverySkipped,
+    SkipReason,
+)
 
 __all__ = [
     "Action",
@@ -88,10 +95,6 @@ class SubmitError(Exception):
         self.code = code
         self.message = message
         self.transient = transient
-
-
-class PublishError(Exception):
-    """PutEvents failed (the whole call or one of its entries)."""
 
 
 class JobGateway(Protocol):

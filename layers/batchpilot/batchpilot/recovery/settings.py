@@ -1,7 +1,7 @@
 """Settings of the recovery function, validated once at cold start (env ``BATCHPILOT_*``).
 
 Every variable is optional except ``BATCHPILOT_STATE_TABLE``. A bad value raises
-:class:`~batchpilot.config.ConfigError` naming the variable.
+:class:`~batchpilot.shared.settings.ConfigError` naming the variable.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from batchpilot.classification import Category
-from batchpilot.config import FunctionSettings
+from batchpilot.shared.classification import Category
+from batchpilot.shared.settings import FunctionSettings
 
 __all__ = [
     "ALL",

@@ -2,7 +2,8 @@
 
 The event that triggered recovery says a job failed; the Describe* response says everything else
 (the service job's payload and tags, share fields the event often lacks, the training job's
-checkpoint). :class:`JobSnapshot` joins them. Its ``facts`` are :func:`~batchpilot.classification.classify`
+checkpoint). :class:`JobSnapshot` joins them. Its ``facts`` are
+:func:`~batchpilot.shared.classification.classify`
 applied to the *described* job, wrapped in the same event model, so the category is decided by the
 same rules as everywhere else in batchpilot, on the fullest data available.
 """
@@ -14,8 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from batchpilot.classification import JobFacts, JobKind, classify
-from batchpilot.events import (
+from batchpilot.recovery.checkpoint import CheckpointLocation, container_checkpoint, sagemaker_checkpoint
+from batchpilot.recovery.requests import payload_of, tag_map
+from batchpilot.recovery.settings import CheckpointSource
+from batchpilot.shared.classification import JobFacts, JobKind, classify
+from batchpilot.shared.events import (
     BatchJobStateChange,
     BatchServiceJobStateChange,
     InvalidEventError,
@@ -23,9 +27,6 @@ from batchpilot.events import (
     SageMakerTrainingJobStateChange,
     to_datetime_or_none,
 )
-from batchpilot.recovery.checkpoint import CheckpointLocation, container_checkpoint, sagemaker_checkpoint
-from batchpilot.recovery.requests import payload_of, tag_map
-from batchpilot.recovery.settings import CheckpointSource
 
 __all__ = [
     "JobSnapshot",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from batchpilot.events import (
+from batchpilot.shared.events import (
     BatchJobDetail,
     BatchJobQueueBlocked,
     BatchJobStateChange,
@@ -344,9 +344,9 @@ def _preemption(arn: str, status: str | None, reason: str | None, kind: EventKin
 
 
 def classify(event: JobEvent) -> JobFacts:
-    """Classify one parsed job event (see :mod:`batchpilot.events`) into :class:`JobFacts`.
+    """Classify one parsed job event (see :mod:`batchpilot.shared.events`) into :class:`JobFacts`.
 
-    Pure and total: every model of :data:`batchpilot.events.DETAIL_TYPES` yields facts.
+    Pure and total: every model of :data:`batchpilot.shared.events.DETAIL_TYPES` yields facts.
     """
     match event:
         case BatchJobStateChange():

@@ -46,7 +46,7 @@ class DynamoAlertStore:
     """:class:`batchpilot.alerts.dispatch.AlertStore` on DynamoDB.
 
     Args:
-        client: a boto3 DynamoDB client (``batchpilot.adapters.aws.client("dynamodb")``).
+        client: a boto3 DynamoDB client (``batchpilot.io.clients.client("dynamodb")``).
         table: the StateTable's name (``BATCHPILOT_STATE_TABLE``).
 
     Raises (from every method): botocore ``ClientError`` other than a failed condition, after

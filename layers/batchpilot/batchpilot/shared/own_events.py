@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from batchpilot.events import InvalidEventError, Timestamp, UnsupportedEventError
+from batchpilot.shared.events import InvalidEventError, Timestamp, UnsupportedEventError
 
 __all__ = [
     "OWN_DETAIL_TYPES",
@@ -30,6 +30,7 @@ __all__ = [
     "CapacityLimited",
     "JobResubmitted",
     "OwnEvent",
+    "PublishError",
     "RecoveryFailed",
     "RecoverySkipped",
     "SkipReason",
@@ -185,6 +186,12 @@ OWN_DETAIL_TYPES: dict[str, type[OwnEvent]] = {
     "Capacity Adjusted": CapacityAdjusted,
     "Capacity Limited": CapacityLimited,
 }
+
+
+class PublishError(Exception):
+    """batchpilot's own events could not be published (raised by the EventBridge adapter,
+    :class:`batchpilot.io.eventbridge.EventBridgePublisher`). The message names detail-types and
+    error codes only."""
 
 
 def put_events_entry(event: OwnEvent, bus: str, resources: list[str] | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Writes :class:`~batchpilot.metrics.MetricPoint` values as CloudWatch Embedded Metric Format.
+"""Writes :class:`~batchpilot.shared.metrics.MetricPoint` values as CloudWatch Embedded Metric Format.
 
 Powertools' EMF provider serialises every blob (namespace, dimensions, metric definitions, the
 ``_aws`` envelope); Lambda forwards stdout to CloudWatch Logs, which extracts the metrics. No AWS
@@ -19,7 +19,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
-from batchpilot.metrics import MetricPoint
+from batchpilot.shared.metrics import MetricPoint
 
 __all__ = ["EmfPublisher"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Metrics
 
-from batchpilot.config import FunctionSettings
+from batchpilot.shared.settings import FunctionSettings
 
 __all__ = ["configure", "logger", "metrics"]
 

@@ -1,7 +1,7 @@
 """The metrics batchpilot derives from one job event: pure domain code, no I/O.
 
-:func:`metric_points` turns :class:`~batchpilot.classification.JobFacts` into
-:class:`MetricPoint` values; an adapter (:mod:`batchpilot.adapters.emf`) writes them as CloudWatch
+:func:`metric_points` turns :class:`~batchpilot.shared.classification.JobFacts` into
+:class:`MetricPoint` values; an adapter (:mod:`batchpilot.io.emf`) writes them as CloudWatch
 Embedded Metric Format. The README's metric catalog documents every name produced here.
 
 Dimensions come only from :data:`DIMENSIONS`, a fixed allow-list of low-cardinality keys (never job
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from batchpilot.classification import EventKind, JobFacts, JobKind
+from batchpilot.shared.classification import EventKind, JobFacts, JobKind
 
 __all__ = [
     "DIMENSIONS",

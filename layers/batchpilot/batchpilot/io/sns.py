@@ -3,7 +3,7 @@
 Up to 10 messages per ``PublishBatch`` call and at most 256 KiB per call (SNS's limits), each with
 ``Subject``, ``Message`` and ``MessageAttributes`` (``String``). ``PublishBatch`` is authorised by
 the ``sns:Publish`` permission. Throttling and transient errors are retried by botocore (standard
-mode, :func:`batchpilot.adapters.aws.client`); what still fails is reported per message.
+mode, :func:`batchpilot.io.clients.client`); what still fails is reported per message.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class SnsPublisher:
     """Publishes to one topic.
 
     Args:
-        client: a boto3 SNS client (``batchpilot.adapters.aws.client("sns")``).
+        client: a boto3 SNS client (``batchpilot.io.clients.client("sns")``).
         topic_arn: the on-call topic (``BATCHPILOT_ONCALL_TOPIC_ARN``).
     """
 

@@ -2,7 +2,7 @@
 
 Paginated operations use botocore's paginators (``DescribeServiceEnvironments``, ``ListServiceJobs``);
 throttling and transient errors are retried by botocore's standard retry mode (the client comes from
-:func:`batchpilot.adapters.aws.client`). Errors other than "this job no longer exists" propagate as
+:func:`batchpilot.io.clients.client`). Errors other than "this job no longer exists" propagate as
 ``botocore.exceptions.ClientError``: the caller isolates them per service environment.
 """
 
@@ -20,7 +20,7 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     demand_from_payload,
 )
-from batchpilot.events import to_datetime_or_none
+from batchpilot.shared.events import to_datetime_or_none
 
 __all__ = ["BatchCapacityClient"]
 
@@ -61,7 +61,7 @@ class BatchCapacityClient:
     """What the capacity function asks of AWS Batch.
 
     Args:
-        client: a boto3 ``batch`` client (``batchpilot.adapters.aws.client("batch")``).
+        client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
     """
 
     def __init__(self, client: Any) -> None:

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from batchpilot.classification import JobFacts, classify
-from batchpilot.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event_json
-from batchpilot.metrics import MetricPoint, metric_points
+from batchpilot.shared.classification import JobFacts, classify
+from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event_json
+from batchpilot.shared.metrics import MetricPoint, metric_points
 
 __all__ = ["Outcome", "RecordResult", "decode_record", "handle_metrics_record"]
 
@@ -39,7 +39,7 @@ class RecordResult:
 
 
 class Publisher(Protocol):
-    """Anything that buffers metric points (see :class:`batchpilot.adapters.emf.EmfPublisher`)."""
+    """Anything that buffers metric points (see :class:`batchpilot.io.emf.EmfPublisher`)."""
 
     def add(self, points: list[MetricPoint]) -> None: ...
 

@@ -9,7 +9,7 @@ Implements :class:`batchpilot.recovery.service.JobGateway`:
   the name is taken, DescribeTrainingJob of that name). Errors become
   :class:`~batchpilot.recovery.service.SubmitError`, transient or not.
 
-Clients come from :func:`batchpilot.adapters.aws.client` (standard retry mode: throttling is
+Clients come from :func:`batchpilot.io.clients.client` (standard retry mode: throttling is
 retried by botocore before an error reaches this module).
 """
 
@@ -20,8 +20,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchpilot.classification import JobFacts, JobKind
-from batchpilot.events import JobEvent
 from batchpilot.recovery.requests import (
     OP_CREATE_TRAINING_JOB,
     OP_SUBMIT_JOB,
@@ -36,6 +34,8 @@ from batchpilot.recovery.snapshot import (
     service_job_snapshot,
     training_job_snapshot,
 )
+from batchpilot.shared.classification import JobFacts, JobKind
+from batchpilot.shared.events import JobEvent
 
 __all__ = ["TRANSIENT_CODES", "RecoveryJobs", "is_transient", "job_id_of"]
 

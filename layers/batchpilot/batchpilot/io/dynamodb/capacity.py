@@ -22,7 +22,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
-from batchpilot.events import to_datetime
+from batchpilot.shared.events import to_datetime
 
 __all__ = ["DEMAND_TTL", "STATE_TTL", "CapacityStateStore"]
 
@@ -101,7 +101,7 @@ class CapacityStateStore:
     """Reads and writes capacity state and the payload-demand cache.
 
     Args:
-        client: a boto3 ``dynamodb`` client (``batchpilot.adapters.aws.client("dynamodb")``).
+        client: a boto3 ``dynamodb`` client (``batchpilot.io.clients.client("dynamodb")``).
         table: the ``StateTable`` name.
 
     Errors from DynamoDB propagate as ``botocore.exceptions.ClientError`` (throttling already

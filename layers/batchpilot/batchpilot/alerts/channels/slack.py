@@ -154,7 +154,7 @@ class SecretSource:
     """Reads secrets with Powertools' ``SecretsProvider`` (cached), from an injected boto3 client.
 
     Args:
-        client: a boto3 Secrets Manager client (``batchpilot.adapters.aws.client("secretsmanager")``).
+        client: a boto3 Secrets Manager client (``batchpilot.io.clients.client("secretsmanager")``).
         max_age: cache lifetime in seconds.
     """
 

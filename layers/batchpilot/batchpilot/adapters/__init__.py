@@ -1,1 +1,0 @@
-"""Adapters: the only modules that write to the outside world (stdout EMF, AWS, Slack)."""

@@ -1,0 +1,1 @@
+"""batchpilot.io.dynamodb."""
