@@ -13,8 +13,9 @@ from pathlib import Path
 from batchpilot_local.template import load_template
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the benchmarks share the tests' helpers (tests.conftest, ...)
+# The benchmarks share the tests' helpers (batchpilot_local.testing), which find the repository
+# through this variable whatever the working directory.
+os.environ.setdefault("BATCHPILOT_REPO_ROOT", str(ROOT))
 EVENTS_DIR = ROOT / "events"
 FUNCTION_DIR = ROOT / "functions" / "metrics"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

@@ -31,8 +31,8 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.lambda_runtime import FakeLambdaContext
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint
-
-from tests.conftest import load_app, sample, sqs_event, template_environment
+from batchpilot_local.testing.harness import load_app, sqs_event, template_environment
+from batchpilot_local.testing.samples import sample
 
 
 def with_job(event: dict[str, Any], n: int) -> dict[str, Any]:

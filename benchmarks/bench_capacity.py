@@ -34,7 +34,7 @@ from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, write
 
 sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
 
-from tests.conftest import create_state_table, load_app  # noqa: E402
+from batchpilot_local.testing.harness import create_state_table, load_app  # noqa: E402
 
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"

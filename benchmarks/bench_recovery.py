@@ -30,9 +30,7 @@ from typing import Any
 
 from _common import machine, machine_markdown, now, write_section
 from batchpilot.recovery.service import Recoverer
-
-from tests.conftest import sample
-from tests.integration.test_recovery_support import (
+from batchpilot_local.testing.recovery import (
     BUCKET,
     PREEMPTED,
     FakeTime,
@@ -47,6 +45,7 @@ from tests.integration.test_recovery_support import (
     training_job_item,
     world,
 )
+from batchpilot_local.testing.samples import sample
 
 LIMIT = 5.0
 RATE = 4.0  # RecoverySubmitsPerSecond default

@@ -27,10 +27,9 @@ from batchpilot.shared.own_events import JobResubmitted, RecoverySkipped, SkipRe
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint, block_kit_problem
+from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.conftest import batch_job, envelope, sample, service_job
 
 ENV = {
     "BATCHPILOT_STATE_TABLE": "StateTable",

@@ -15,8 +15,9 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
 from batchpilot_local.slack_endpoint import LocalSlackEndpoint
-
-from tests.conftest import ROOT, load_app, metric_values, printed, sample, sqs_event, template_environment
+from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
+from batchpilot_local.testing.paths import ROOT
+from batchpilot_local.testing.samples import sample
 
 QUEUE = "AlertsQueue"
 

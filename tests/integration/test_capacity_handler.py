@@ -22,9 +22,9 @@ from batchpilot.shared.observability import logger
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import MetricRecord, parse_output
+from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event
+from batchpilot_local.testing.samples import sample
 from botocore.awsrequest import AWSResponse
-
-from tests.conftest import create_state_table, load_app, sample, sqs_event
 
 QUEUE = "batchpilot-CapacityQueue"
 ACCOUNT = "111122223333"

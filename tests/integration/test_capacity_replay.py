@@ -13,8 +13,7 @@ from batchpilot_local.clock import ClockScenario
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.report import EventReport
-
-from tests.conftest import EVENTS_DIR
+from batchpilot_local.testing.paths import EVENTS_DIR
 
 SCENARIOS = EVENTS_DIR / "scenarios" / "capacity"
 ARN = "arn:aws:batch:us-east-1:111122223333"

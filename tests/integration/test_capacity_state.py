@@ -10,9 +10,8 @@ import boto3
 import pytest
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
 from batchpilot.io.dynamodb.capacity import DEMAND_TTL, STATE_TTL, CapacityStateStore
+from batchpilot_local.testing.harness import create_state_table
 from moto import mock_aws
-
-from tests.conftest import create_state_table
 
 TABLE = "batchpilot-StateTable"
 NOW = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)

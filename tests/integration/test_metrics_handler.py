@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.settings import ConfigError
-
-from tests.conftest import ROOT, load_app, metric_values, printed, sample, sample_event_paths, sqs_event
+from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event
+from batchpilot_local.testing.paths import ROOT
+from batchpilot_local.testing.samples import sample, sample_event_paths
 
 APP = ROOT / "functions" / "metrics" / "app.py"
 QUEUE = "batchpilot-MetricsQueue"

@@ -21,17 +21,10 @@ import pytest
 from batchpilot.recovery.lineage import Lineage, LineageRef
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.service import Action, RetryLater
+from batchpilot_local.testing.recovery import BUCKET, Harness, container_job_item, harness, service_job_item
+from batchpilot_local.testing.samples import sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.conftest import sample
-from tests.integration.test_recovery_support import (
-    BUCKET,
-    Harness,
-    container_job_item,
-    harness,
-    service_job_item,
-)
 
 CAPACITY = "service-job/failed-sagemaker-capacity"
 SPOT = "batch-job/failed-spot-reclaim"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.test_recovery_support import (
+from batchpilot_local.testing.recovery import (
     BUCKET,
     checkpoint_item,
     fleet,

@@ -14,10 +14,7 @@ from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.service import Action, RetryLater
 from batchpilot.shared.own_events import PublishError, SkipReason
-from botocore.config import Config
-
-from tests.conftest import sample
-from tests.integration.test_recovery_support import (
+from batchpilot_local.testing.recovery import (
     BUCKET,
     TABLE,
     Harness,
@@ -29,6 +26,8 @@ from tests.integration.test_recovery_support import (
     training_job_item,
     world,
 )
+from batchpilot_local.testing.samples import sample
+from botocore.config import Config
 
 PREEMPTED = "service-job/failed-preemption-budget-spent"
 CAPACITY = "service-job/failed-sagemaker-capacity"

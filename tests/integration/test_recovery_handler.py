@@ -16,9 +16,8 @@ from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.settings import ConfigError
-
-from tests.conftest import load_app, metric_values, printed, sample, template_environment
-from tests.integration.test_recovery_support import (
+from batchpilot_local.testing.harness import load_app, metric_values, printed, template_environment
+from batchpilot_local.testing.recovery import (
     BUCKET,
     TABLE,
     Harness,
@@ -28,6 +27,7 @@ from tests.integration.test_recovery_support import (
     service_job_item,
     world,
 )
+from batchpilot_local.testing.samples import sample
 
 SECRET = "not-a-real-secret"  # WANDB_API_KEY in the spot-reclaim sample's container environment
 RECENT_LINEAGE = "bp00000000000000000042"

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from batchpilot_local.replay import Replayer
-
-from tests.conftest import EVENTS_DIR, ROOT, sample
-from tests.integration.test_recovery_support import (
+from batchpilot_local.testing.paths import EVENTS_DIR, ROOT
+from batchpilot_local.testing.recovery import (
     BASE_WORLD,
     BUCKET,
     checkpoint_item,
@@ -30,6 +29,7 @@ from tests.integration.test_recovery_support import (
     service_job_item,
     training_job_item,
 )
+from batchpilot_local.testing.samples import sample
 
 SCENARIO_DIR = EVENTS_DIR / "scenarios" / "recovery"
 _NAMESPACE = uuid.UUID("5ce9a410-9e0a-4b1d-8c3e-000000000000")

@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from batchpilot_local.testing.paths import TEMPLATE_PATH
+from batchpilot_local.testing.templates import parse_template, translate
 from samtranslator.model.exceptions import InvalidDocumentException
-
-from tests.template.test_template import TEMPLATE_PATH, load_template, translate
 
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return load_template(TEMPLATE_PATH.read_text(encoding="utf-8"))
+    return parse_template(TEMPLATE_PATH.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,8 @@ from typing import Any
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.shared.own_events import OWN_DETAIL_TYPES
 from batchpilot_local.template import load_template as load_app
-
-from tests.template.test_template import (
-    METRICS_DETAIL_TYPES,
-    TEMPLATE_PATH,
-    as_list,
-    getatt,
-    props,
-    ref,
-    resource,
-)
+from batchpilot_local.testing.paths import TEMPLATE_PATH
+from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES, as_list, getatt, props, ref, resource
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
 TOKEN_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-bot-XyZ123"

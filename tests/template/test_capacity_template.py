@@ -10,16 +10,8 @@ from typing import Any
 import pytest
 from batchpilot.capacity.settings import CapacitySettings
 from batchpilot_local.template import load_template as load_routes
-
-from tests.conftest import EVENTS_DIR, ROOT
-from tests.template.test_template import (
-    TEMPLATE_PATH,
-    as_list,
-    getatt,
-    props,
-    ref,
-    resource,
-)
+from batchpilot_local.testing.paths import EVENTS_DIR, ROOT, TEMPLATE_PATH
+from batchpilot_local.testing.templates import as_list, getatt, props, ref, resource
 
 READ_ACTIONS_WITHOUT_RESOURCE_TYPES = {
     "batch:DescribeServiceEnvironments",

@@ -12,11 +12,10 @@ from batchpilot.recovery.settings import (
     RecoverySettings,
 )
 from batchpilot_local.template import load_template as load_app
+from batchpilot_local.testing.paths import EVENTS_DIR, ROOT
+from batchpilot_local.testing.samples import batch_job, sample, service_job, training_job
+from batchpilot_local.testing.templates import EXTRA_BY_FILE, as_list, getatt, props, ref
 from moto.events.models import EventPattern
-
-from tests.conftest import EVENTS_DIR, ROOT, batch_job, sample, service_job, training_job
-from tests.template.test_routing import EXTRA_BY_FILE
-from tests.template.test_template import as_list, getatt, props, ref
 
 REGION, ACCOUNT = "us-east-1", "111122223333"
 QUEUE_A = "arn:aws:batch:us-east-1:111122223333:job-queue/a"

@@ -8,64 +8,8 @@ from pathlib import Path
 
 import pytest
 from batchpilot_local.template import AppTemplate, load_template
-
-from tests.conftest import EVENTS_DIR, ROOT
-
-# Which functions each folder of events/ is meant for. A folder missing here fails the test, so a
-# new kind of sample must state where it goes.
-EXPECTED_BY_FOLDER: dict[str, set[str]] = {
-    "batch-job": {"metrics", "alerts"},
-    "batch-job-queue-blocked": {"metrics", "alerts"},
-    "service-job": {"metrics", "alerts"},
-    "service-job-queue-blocked": {"metrics", "alerts"},
-    "service-job-preemption": {"metrics", "alerts"},
-    "sagemaker": {"metrics", "alerts"},
-    "ignored": set(),
-}
-
-# Functions a single file reaches on top of its folder's set (rules that filter on the detail, not
-# only on the detail-type). RecoveryRule: terminal FAILED Batch jobs, Failed/Stopped SageMaker
-# training jobs not created by AWS Batch.
-EXTRA_BY_FILE: dict[str, set[str]] = {
-    **{
-        f"batch-job/{name}.json": {"recovery"}
-        for name in (
-            "array-child-failed",
-            "failed-application-error",
-            "failed-attempt-timeout",
-            "failed-before-start-no-attempts",
-            "failed-cannot-pull-container",
-            "failed-job-state-time-limit",
-            "failed-spot-reclaim",
-        )
-    },
-    **{
-        f"service-job/{name}.json": {"recovery"}
-        for name in (
-            "failed-algorithm-error",
-            "failed-internal-server-error",
-            "failed-job-state-time-limit",
-            "failed-preemption-budget-spent",
-            "failed-sagemaker-capacity",
-            "failed-user-terminated",
-            "failed-validation",
-        )
-    },
-    **{
-        f"sagemaker/{name}.json": {"recovery"}
-        for name in (
-            "failed-algorithm-error",
-            "failed-capacity-error",
-            "failed-ec2-insufficient-capacity",
-            "failed-internal-server-error",
-            "stopped-by-user",
-            "stopped-max-runtime-exceeded",
-            "stopped-max-wait-time-exceeded",
-        )
-    },
-    # CapacityRule: service jobs blocked by their service environment's maxCapacity.
-    "service-job-queue-blocked/misconfiguration-service-environment-max-resource.json": {"capacity"},
-}
+from batchpilot_local.testing.paths import EVENTS_DIR, ROOT
+from batchpilot_local.testing.templates import EXPECTED_BY_FOLDER, EXTRA_BY_FILE
 
 
 @pytest.fixture(scope="module")

@@ -8,32 +8,26 @@ blocks added later (alerts, recovery, capacity) are held to the same rules as me
 
 from __future__ import annotations
 
-import copy
-import json
 import re
 import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cfnlint.decode import decode_str
-from samtranslator.translator.transform import transform
-
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE_PATH = ROOT / "template.yaml"
-SAMCONFIG_PATH = ROOT / "samconfig.toml"
-
-REGION = "us-east-1"
-
-METRICS_DETAIL_TYPES = [
-    "Batch Job State Change",
-    "Batch Job Queue Blocked",
-    "Batch Service Job State Change",
-    "Batch Service Job Queue Blocked",
-    "Batch Service Job Preemption Started",
-    "Batch Service Job Preemption Completed",
-    "SageMaker Training Job State Change",
-]
+from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
+from batchpilot_local.testing.templates import (
+    METRICS_DETAIL_TYPES,
+    SAMCONFIG_PATH,
+    alarms_on,
+    as_list,
+    effective_timeout,
+    function_short_name,
+    getatt,
+    props,
+    ref,
+    resource,
+    resources_of_type,
+    sqs_events,
+)
 
 POWERTOOLS_VARIABLES = {
     "POWERTOOLS_SERVICE_NAME": "batchpilot",
@@ -56,100 +50,6 @@ SQS_POLLING_AND_LOGGING_ACTIONS = {
 CONDITIONAL_ALARM_ACTIONS = {
     "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
 }
-
-
-class ManagedPolicyMap:
-    """Stand-in for samtranslator's ManagedPolicyLoader (which calls IAM): `load()` maps
-    AWS managed policy names to ARNs. Only used when a function's Policies name one."""
-
-    def load(self) -> dict[str, str]:
-        names = ["service-role/AWSLambdaBasicExecutionRole", "service-role/AWSLambdaSQSQueueExecutionRole"]
-        return {name.rsplit("/", 1)[-1]: f"arn:aws:iam::aws:policy/{name}" for name in names}
-
-
-def load_template(text: str) -> dict[str, Any]:
-    """Parse CloudFormation YAML (short-form intrinsics included) into plain dicts/lists."""
-    parsed, errors = decode_str(text)
-    assert not errors, [str(error) for error in errors]
-    return json.loads(json.dumps(parsed))
-
-
-def translate(template: dict[str, Any]) -> dict[str, Any]:
-    """Run the SAM transform as `sam deploy` would after `sam package`: local CodeUri /
-    ContentUri folders are replaced by S3 URIs, because the translator accepts only those."""
-    sam = copy.deepcopy(template)
-    for resource in sam.get("Resources", {}).values():
-        properties = resource.get("Properties", {})
-        for key in ("CodeUri", "ContentUri"):
-            if isinstance(properties.get(key), str) and not properties[key].startswith("s3://"):
-                properties[key] = f"s3://batchpilot-artifacts/{properties[key]}"
-    with pytest.MonkeyPatch.context() as env:
-        # samtranslator insists on a boto3 session region even when AWS::Region is given.
-        env.setenv("AWS_DEFAULT_REGION", REGION)
-        env.delenv("AWS_PROFILE", raising=False)
-        return transform(sam, {"AWS::Region": REGION, "AWS::AccountId": "111122223333"}, ManagedPolicyMap())
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def resources_of_type(tpl: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
-    return {name: res for name, res in tpl["Resources"].items() if res["Type"] == resource_type}
-
-
-def resource(tpl: dict[str, Any], name: str, resource_type: str) -> dict[str, Any]:
-    assert name in tpl["Resources"], f"{name} missing"
-    assert tpl["Resources"][name]["Type"] == resource_type, f"{name} is not {resource_type}"
-    return tpl["Resources"][name]
-
-
-def props(tpl: dict[str, Any], name: str, resource_type: str) -> dict[str, Any]:
-    return resource(tpl, name, resource_type).get("Properties", {})
-
-
-def getatt(value: Any, attribute: str) -> str | None:
-    """Logical id X if value is {"Fn::GetAtt": [X, attribute]} (or "X.attribute")."""
-    if isinstance(value, dict) and list(value) == ["Fn::GetAtt"]:
-        target = value["Fn::GetAtt"]
-        if isinstance(target, str):
-            target = target.split(".", 1)
-        if len(target) == 2 and target[1] == attribute:
-            return target[0]
-    return None
-
-
-def ref(value: Any) -> str | None:
-    if isinstance(value, dict) and list(value) == ["Ref"]:
-        return value["Ref"]
-    return None
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def sqs_events(function: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    events = function.get("Properties", {}).get("Events", {}) or {}
-    return {name: event.get("Properties", {}) for name, event in events.items() if event.get("Type") == "SQS"}
-
-
-def effective_timeout(template: dict[str, Any], function: dict[str, Any]) -> int:
-    return int(function["Properties"].get("Timeout", template["Globals"]["Function"]["Timeout"]))
-
-
-def alarms_on(tpl: dict[str, Any], namespace: str, metric: str, dimension: str, value: Any) -> list[str]:
-    found = []
-    for name, alarm in resources_of_type(tpl, "AWS::CloudWatch::Alarm").items():
-        p = alarm["Properties"]
-        dims = {d["Name"]: d["Value"] for d in p.get("Dimensions", [])}
-        if p.get("Namespace") == namespace and p.get("MetricName") == metric and dims.get(dimension) == value:
-            found.append(name)
-    return found
-
-
-def function_short_name(code_uri: str) -> str:
-    """functions/metrics/ -> "metrics" (the replay runner's naming rule)."""
-    return Path(code_uri.rstrip("/")).name
 
 
 # ----------------------------------------------------------------------------- transform

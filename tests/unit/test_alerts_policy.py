@@ -11,8 +11,7 @@ from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, Severi
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
 from batchpilot.shared.settings import ConfigError
-
-from tests.conftest import batch_job, sample, service_job
+from batchpilot_local.testing.samples import batch_job, sample, service_job
 
 BASE_ENV = {
     "BATCHPILOT_STATE_TABLE": "StateTable",

@@ -25,10 +25,9 @@ from batchpilot.alerts.render import (
     truncate,
 )
 from batchpilot_local.slack_endpoint import block_kit_problem
+from batchpilot_local.testing.samples import batch_job, sample
 from hypothesis import given
 from hypothesis import strategies as st
-
-from tests.conftest import batch_job, sample
 
 LONG_REASON = "CannotPullContainerError: " + "manifest unknown; " * 300  # > 5,000 characters
 LONG_NAME = "llama3-70b-" + "x" * 189  # 200 characters

@@ -24,8 +24,7 @@ from batchpilot.shared.own_events import (
     SkipReason,
     put_events_entry,
 )
-
-from tests.conftest import batch_job, sample, sample_event_paths, service_job, training_job
+from batchpilot_local.testing.samples import batch_job, sample, sample_event_paths, service_job, training_job
 
 C, W, INFO, S = Severity.CRITICAL, Severity.WARNING, Severity.INFO, Severity.SILENT
 

@@ -14,8 +14,7 @@ from batchpilot.shared.classification import (
     queue_name,
 )
 from batchpilot.shared.events import parse_event
-
-from tests.conftest import batch_job, envelope, service_job, training_job
+from batchpilot_local.testing.samples import batch_job, envelope, service_job, training_job
 
 SPOT = "Host EC2 (instance i-0a1b2c3d4e5f67890) terminated."
 TIME_LIMIT_CAPACITY = (

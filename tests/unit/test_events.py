@@ -20,10 +20,9 @@ from batchpilot.shared.events import (
     parse_event_json,
     to_datetime,
 )
+from batchpilot_local.testing.samples import batch_job, envelope, service_job, training_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.conftest import batch_job, envelope, service_job, training_job
 
 
 def test_dispatches_on_detail_type_for_all_seven() -> None:

@@ -12,10 +12,9 @@ import pytest
 from batchpilot.shared.classification import Category, JobFacts, classify
 from batchpilot.shared.events import parse_event
 from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from batchpilot_local.testing.samples import sample, sample_event_paths, service_job, training_job
 from hypothesis import given
 from hypothesis import strategies as st
-
-from tests.conftest import sample, sample_event_paths, service_job, training_job
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 EVENT_TIME = datetime(2026, 11, 20, 10, 15, 30, tzinfo=UTC)

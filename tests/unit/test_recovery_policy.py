@@ -15,8 +15,7 @@ from batchpilot.shared.classification import Category, JobKind, classify
 from batchpilot.shared.events import parse_event
 from batchpilot.shared.own_events import SkipReason
 from batchpilot.shared.settings import ConfigError
-
-from tests.conftest import batch_job, sample, service_job, training_job
+from batchpilot_local.testing.samples import batch_job, sample, service_job, training_job
 
 SPOT = "Host EC2 (instance i-0a1b2c3d4e5f67890) terminated."
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -43,11 +43,10 @@ from batchpilot.recovery.requests import (
     rebuild_submit_service_job,
 )
 from batchpilot.recovery.settings import CheckpointSource
+from batchpilot_local.testing.samples import sample
 from botocore.validate import ParamValidator
 from hypothesis import given
 from hypothesis import strategies as st
-
-from tests.conftest import sample
 
 _SESSION = botocore.session.get_session()
 BATCH = _SESSION.get_service_model("batch")

@@ -9,8 +9,8 @@ from batchpilot.shared.classification import Category as C
 from batchpilot.shared.classification import JobKind as K
 from batchpilot.shared.classification import classify
 from batchpilot.shared.events import UnsupportedEventError, parse_event
-
-from tests.conftest import EVENTS_DIR, sample, sample_event_paths
+from batchpilot_local.testing.paths import EVENTS_DIR
+from batchpilot_local.testing.samples import sample, sample_event_paths
 
 # file (under events/, no suffix) → kind, terminal, succeeded, category
 EXPECTED = [

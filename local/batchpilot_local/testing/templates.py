@@ -1,0 +1,213 @@
+"""template.yaml as CloudFormation sees it: parsed with cfn-lint's YAML decoder (short-form
+intrinsics such as ``!Ref``, ``!GetAtt``, ``!Sub``), translated by aws-sam-translator (the library
+``sam deploy`` relies on), and small readers of the result; plus which sample events each function
+is meant to receive.
+
+Needs the dev extras (aws-sam-translator, cfn-lint, pytest).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.decode import decode_str
+from samtranslator.translator.transform import transform
+
+from batchpilot_local.testing.paths import ROOT
+
+SAMCONFIG_PATH = ROOT / "samconfig.toml"
+REGION = "us-east-1"
+
+# The detail-types the metrics rule (and the alerts rule) match.
+METRICS_DETAIL_TYPES = [
+    "Batch Job State Change",
+    "Batch Job Queue Blocked",
+    "Batch Service Job State Change",
+    "Batch Service Job Queue Blocked",
+    "Batch Service Job Preemption Started",
+    "Batch Service Job Preemption Completed",
+    "SageMaker Training Job State Change",
+]
+
+
+# Which functions each folder of events/ is meant for. A folder missing here fails the test, so a
+# new kind of sample must state where it goes.
+EXPECTED_BY_FOLDER: dict[str, set[str]] = {
+    "batch-job": {"metrics", "alerts"},
+    "batch-job-queue-blocked": {"metrics", "alerts"},
+    "service-job": {"metrics", "alerts"},
+    "service-job-queue-blocked": {"metrics", "alerts"},
+    "service-job-preemption": {"metrics", "alerts"},
+    "sagemaker": {"metrics", "alerts"},
+    "ignored": set(),
+}
+
+# Functions a single file reaches on top of its folder's set (rules that filter on the detail, not
+# only on the detail-type). RecoveryRule: terminal FAILED Batch jobs, Failed/Stopped SageMaker
+# training jobs not created by AWS Batch.
+EXTRA_BY_FILE: dict[str, set[str]] = {
+    **{
+        f"batch-job/{name}.json": {"recovery"}
+        for name in (
+            "array-child-failed",
+            "failed-application-error",
+            "failed-attempt-timeout",
+            "failed-before-start-no-attempts",
+            "failed-cannot-pull-container",
+            "failed-job-state-time-limit",
+            "failed-spot-reclaim",
+        )
+    },
+    **{
+        f"service-job/{name}.json": {"recovery"}
+        for name in (
+            "failed-algorithm-error",
+            "failed-internal-server-error",
+            "failed-job-state-time-limit",
+            "failed-preemption-budget-spent",
+            "failed-sagemaker-capacity",
+            "failed-user-terminated",
+            "failed-validation",
+        )
+    },
+    **{
+        f"sagemaker/{name}.json": {"recovery"}
+        for name in (
+            "failed-algorithm-error",
+            "failed-capacity-error",
+            "failed-ec2-insufficient-capacity",
+            "failed-internal-server-error",
+            "stopped-by-user",
+            "stopped-max-runtime-exceeded",
+            "stopped-max-wait-time-exceeded",
+        )
+    },
+    # CapacityRule: service jobs blocked by their service environment's maxCapacity.
+    "service-job-queue-blocked/misconfiguration-service-environment-max-resource.json": {"capacity"},
+}
+
+
+class ManagedPolicyMap:
+    """Stand-in for samtranslator's ManagedPolicyLoader (which calls IAM): `load()` maps
+    AWS managed policy names to ARNs. Only used when a function's Policies name one."""
+
+    def load(self) -> dict[str, str]:
+        """AWS managed policy name → ARN, for the two policies SAM itself may attach."""
+        names = ["service-role/AWSLambdaBasicExecutionRole", "service-role/AWSLambdaSQSQueueExecutionRole"]
+        return {name.rsplit("/", 1)[-1]: f"arn:aws:iam::aws:policy/{name}" for name in names}
+
+
+def parse_template(text: str) -> dict[str, Any]:
+    """Parse CloudFormation YAML (short-form intrinsics included) into plain dicts/lists
+    (intrinsics in their long form, e.g. ``{"Fn::GetAtt": [...]}``).
+
+    Raises:
+        AssertionError: cfn-lint's decoder reported errors (listed in the message).
+    """
+    parsed, errors = decode_str(text)
+    assert not errors, [str(error) for error in errors]
+    # A JSON round trip turns cfn-lint's node subclasses into plain dicts, lists and strings.
+    plain: dict[str, Any] = json.loads(json.dumps(parsed))
+    return plain
+
+
+def translate(template: dict[str, Any]) -> dict[str, Any]:
+    """Run the SAM transform as `sam deploy` would after `sam package`: local CodeUri /
+    ContentUri folders are replaced by S3 URIs, because the translator accepts only those.
+    ``template`` is not changed; returns plain CloudFormation (no ``Transform``).
+
+    Raises:
+        samtranslator.model.exceptions.InvalidDocumentException: the transform failed.
+    """
+    sam = copy.deepcopy(template)
+    for resource in sam.get("Resources", {}).values():
+        properties = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if isinstance(properties.get(key), str) and not properties[key].startswith("s3://"):
+                properties[key] = f"s3://batchpilot-artifacts/{properties[key]}"
+    with pytest.MonkeyPatch.context() as env:
+        # samtranslator insists on a boto3 session region even when AWS::Region is given.
+        env.setenv("AWS_DEFAULT_REGION", REGION)
+        env.delenv("AWS_PROFILE", raising=False)
+        translated: dict[str, Any] = transform(
+            sam, {"AWS::Region": REGION, "AWS::AccountId": "111122223333"}, ManagedPolicyMap()
+        )
+        return translated
+
+
+# ----------------------------------------------------------------------------- readers
+def resources_of_type(tpl: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """The resources of ``tpl`` of type ``resource_type`` (e.g. ``AWS::SQS::Queue``), by logical id."""
+    return {name: res for name, res in tpl["Resources"].items() if res["Type"] == resource_type}
+
+
+def resource(tpl: dict[str, Any], name: str, resource_type: str) -> dict[str, Any]:
+    """The resource ``name`` of ``tpl``.
+
+    Raises:
+        AssertionError: it is missing or not of type ``resource_type``.
+    """
+    assert name in tpl["Resources"], f"{name} missing"
+    assert tpl["Resources"][name]["Type"] == resource_type, f"{name} is not {resource_type}"
+    found: dict[str, Any] = tpl["Resources"][name]
+    return found
+
+
+def props(tpl: dict[str, Any], name: str, resource_type: str) -> dict[str, Any]:
+    """The ``Properties`` of :func:`resource` (``{}`` when it has none)."""
+    properties: dict[str, Any] = resource(tpl, name, resource_type).get("Properties", {})
+    return properties
+
+
+def getatt(value: Any, attribute: str) -> str | None:
+    """Logical id X if value is {"Fn::GetAtt": [X, attribute]} (or "X.attribute")."""
+    if isinstance(value, dict) and list(value) == ["Fn::GetAtt"]:
+        target = value["Fn::GetAtt"]
+        if isinstance(target, str):
+            target = target.split(".", 1)
+        if len(target) == 2 and target[1] == attribute:
+            return str(target[0])
+    return None
+
+
+def ref(value: Any) -> str | None:
+    """Logical id or parameter X if value is ``{"Ref": X}``."""
+    if isinstance(value, dict) and list(value) == ["Ref"]:
+        return str(value["Ref"])
+    return None
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else ``[value]`` (CloudFormation accepts either in many places)."""
+    return value if isinstance(value, list) else [value]
+
+
+def sqs_events(function: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A function resource's SQS event sources' ``Properties``, by event name."""
+    events = function.get("Properties", {}).get("Events", {}) or {}
+    return {name: event.get("Properties", {}) for name, event in events.items() if event.get("Type") == "SQS"}
+
+
+def effective_timeout(template: dict[str, Any], function: dict[str, Any]) -> int:
+    """A function's ``Timeout`` in seconds, from ``Globals.Function`` when it sets none."""
+    return int(function["Properties"].get("Timeout", template["Globals"]["Function"]["Timeout"]))
+
+
+def alarms_on(tpl: dict[str, Any], namespace: str, metric: str, dimension: str, value: Any) -> list[str]:
+    """Logical ids of the CloudWatch alarms on ``namespace``/``metric`` with ``dimension`` = ``value``."""
+    found = []
+    for name, alarm in resources_of_type(tpl, "AWS::CloudWatch::Alarm").items():
+        p = alarm["Properties"]
+        dims = {d["Name"]: d["Value"] for d in p.get("Dimensions", [])}
+        if p.get("Namespace") == namespace and p.get("MetricName") == metric and dims.get(dimension) == value:
+            found.append(name)
+    return found
+
+
+def function_short_name(code_uri: str) -> str:
+    """functions/metrics/ -> "metrics" (the replay runner's naming rule)."""
+    return Path(code_uri.rstrip("/")).name
