@@ -30,7 +30,7 @@ import boto3
 from moto import mock_aws
 
 from batchpilot_local import world as _world
-from batchpilot_local.embedded_batch import EmbeddedBatch, EmbeddedTraining, Overlay
+from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 

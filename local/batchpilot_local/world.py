@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from batchpilot_local.embedded_batch import service_model
+from batchpilot_local.emulator.shapes import service_model
 
 if TYPE_CHECKING:
     from batchpilot_local.embedded_aws import EmbeddedAws

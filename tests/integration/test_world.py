@@ -12,7 +12,7 @@ import boto3
 import pytest
 from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
-from batchpilot_local.embedded_batch import service_model
+from batchpilot_local.emulator.shapes import service_model
 from batchpilot_local.replay import Replayer
 from batchpilot_local.world import WORLD_KEYS, parse_time
 

@@ -1,7 +1,8 @@
-"""The embedded Batch service-job APIs and SageMaker training jobs, through real boto3 clients.
+"""The emulator (:mod:`batchpilot_local.emulator`): the Batch service-job APIs and SageMaker
+training jobs, through real boto3 clients.
 
-Every call goes through botocore's serialiser and parameter validation, the moto stubber and this
-repository's overlay, and is parsed by botocore's own parser.
+Every call goes through botocore's serialiser and parameter validation, the moto stubber and the
+emulator in front of it, and is parsed by botocore's own parser.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import botocore.exceptions
 import pytest
 from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.embedded_batch import service_model, shape_problems
+from batchpilot_local.emulator import Overlay
+from batchpilot_local.emulator.shapes import service_model, shape_problems
+from batchpilot_local.testing.samples import sample
 from botocore.config import Config
 from botocore.retries.standard import ThrottledRetryableChecker
 from hypothesis import HealthCheck, given, settings
@@ -110,6 +113,13 @@ def test_service_environments_create_describe_update_delete(aws: EmbeddedAws) ->
     rest = batch.describe_service_environments(maxResults=2, nextToken=first["nextToken"])
     assert len(first["serviceEnvironments"]) == 2 and len(rest["serviceEnvironments"]) == 1
     assert "nextToken" not in rest
+    # moto's paginator ties a token to its query; Batch's own error comes back either way.
+    for bad_token in (first["nextToken"], "not-a-token"):
+        other_query = error_of(
+            batch.describe_service_environments, serviceEnvironments=["sm-env"], nextToken=bad_token
+        )
+        assert (other_query["code"], other_query["message"]) == ("ClientException", "Invalid nextToken")
+    assert error_of(batch.describe_service_environments, maxResults=101)["code"] == "ClientException"
 
     batch.update_service_environment(
         serviceEnvironment="extra",
@@ -469,6 +479,22 @@ def test_a_job_added_between_pages_does_not_shift_the_rest(aws: EmbeddedAws) -> 
     assert bad["message"] == "Invalid nextToken"
 
 
+def test_a_job_that_leaves_the_listing_between_pages_does_not_break_the_rest(aws: EmbeddedAws) -> None:
+    # Why ListServiceJobs keeps keyset tokens rather than moto's paginator (whose token names the
+    # next page's first job and is refused once that job is gone).
+    batch = aws.client("batch")
+    expected = _seed_jobs(aws, [1_790_000_000_000 + i for i in range(30)])
+    first = batch.list_service_jobs(jobQueue="fifo", jobStatus="RUNNABLE", maxResults=10)
+    listed = {j["jobArn"] for j in first["jobSummaryList"]}
+    started = max(expected - listed, key=lambda arn: aws.batch.service_jobs[arn.rsplit("/", 1)[-1]].sort_key)
+    aws.batch.service_jobs[started.rsplit("/", 1)[-1]].detail["status"] = "RUNNING"  # page 2's first job
+    rest = _all_pages(
+        batch, jobQueue="fifo", jobStatus="RUNNABLE", maxResults=10, nextToken=first["nextToken"]
+    )
+    arns = [j["jobArn"] for j in first["jobSummaryList"] + rest]
+    assert len(arns) == 29 and set(arns) == expected - {started}
+
+
 def test_list_filters(aws: EmbeddedAws) -> None:
     batch = aws.client("batch")
     put = aws.batch.put_service_job
@@ -641,9 +667,7 @@ def test_every_response_matches_the_botocore_output_shape(aws: EmbeddedAws) -> N
     aws.seed(
         {
             "service_jobs": [
-                json.loads((_events_dir() / "service-job/failed-preemption-budget-spent.json").read_text())[
-                    "detail"
-                ]
+                sample("service-job/failed-preemption-budget-spent")["detail"]
                 | {
                     "serviceRequestPayload": PAYLOAD,
                     "tags": {"a": "b"},
@@ -684,12 +708,6 @@ def test_every_response_matches_the_botocore_output_shape(aws: EmbeddedAws) -> N
         # startedAt is "required" in the model but a job that never started has none (as in AWS's events)
         problems = [p for p in problems if not p.endswith(".startedAt: required")]
         assert problems == [], problems
-
-
-def _events_dir() -> Any:
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[2] / "events"
 
 
 # ---------------------------------------------------------------------------------------- container jobs
@@ -835,3 +853,33 @@ def test_training_job_create_describe_stop_list(aws: EmbeddedAws) -> None:
     # everything else still goes to moto
     sm.create_model(ModelName="m", ExecutionRoleArn=TRAINING["RoleArn"], PrimaryContainer={"Image": "img:1"})
     assert [m["ModelName"] for m in sm.list_models()["Models"]] == ["m"]
+
+
+def test_list_training_jobs_pages_with_tokens_of_its_own_query(aws: EmbeddedAws) -> None:
+    sm = aws.client("sagemaker")
+    for n in range(3):
+        aws.overlay.clock = lambda n=n: 1_790_000_000.0 + n
+        sm.create_training_job(**{**TRAINING, "TrainingJobName": f"job-{n}", "Tags": []})
+    first = sm.list_training_jobs(MaxResults=2, SortOrder="Descending")
+    rest = sm.list_training_jobs(MaxResults=2, SortOrder="Descending", NextToken=first["NextToken"])
+    names = [s["TrainingJobName"] for s in first["TrainingJobSummaries"] + rest["TrainingJobSummaries"]]
+    assert names == ["job-2", "job-1", "job-0"] and "NextToken" not in rest
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 3  # default page: 10
+    other = error_of(sm.list_training_jobs, StatusEquals="Stopped", NextToken=first["NextToken"])
+    assert (other["code"], other["status"]) == ("ValidationException", 400)
+
+
+# ---------------------------------------------------------------------------------------- installation
+def test_one_emulator_at_a_time_and_moto_alone_after_it_closes(aws: EmbeddedAws) -> None:
+    with pytest.raises(RuntimeError, match="already installed"):
+        Overlay().install()
+    batch = aws.client("batch")
+    assert batch.describe_service_environments()["serviceEnvironments"]
+    aws.overlay.uninstall()
+    aws.overlay.uninstall()  # idempotent
+    # moto alone does not know the service-job APIs: the emulator is really out of the way.
+    with pytest.raises(botocore.exceptions.ClientError) as info:
+        no_retry_client(aws).describe_service_environments()
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    aws.overlay.install()
+    assert batch.describe_service_environments()["serviceEnvironments"]
