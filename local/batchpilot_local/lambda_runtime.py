@@ -181,11 +181,18 @@ class _ObservabilityState:
         keys = dict(logger.get_current_keys()) if hasattr(logger, "get_current_keys") else {}
         return cls(metrics.namespace, metrics.service, dict(metrics.default_dimensions), keys)
 
-    def restore(self) -> None:
-        from batchpilot.shared.observability import logger, metrics
+    @staticmethod
+    def clear() -> None:
+        """A blank slate, as a new Lambda process has: no default dimensions, no buffered metrics."""
+        from batchpilot.shared.observability import metrics
 
         metrics.clear_default_dimensions()
         metrics.clear_metrics()
+
+    def restore(self) -> None:
+        from batchpilot.shared.observability import logger, metrics
+
+        self.clear()
         metrics.namespace = self.namespace
         metrics.service = self.service
         metrics.set_default_dimensions(**self.default_dimensions)
@@ -307,6 +314,7 @@ class LambdaRuntime:
             module: ModuleType = importlib.util.module_from_spec(module_spec)
             sys.modules[name] = module
             self._modules.append(name)
+            _ObservabilityState.clear()  # the previous function's cold start must not leak into this one
             module_spec.loader.exec_module(module)
             handler = getattr(module, spec.handler_name, None)
             if not callable(handler):

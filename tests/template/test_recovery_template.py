@@ -130,9 +130,9 @@ def test_own_queue_own_logs_own_bus_own_items(template: dict[str, Any]) -> None:
     assert getatt(by_sid["WriteOwnLogs"]["Resource"], "Arn") == "RecoveryLogGroup"
     tables = by_sid["OwnItemsInStateTable"]
     assert getatt(tables["Resource"], "Arn") == "StateTable"
-    # Only its own keys: lineage records and RECOVERY#... markers.
+    # Only its own keys: recovery#... items (lineages, job pointers, skip markers).
     assert tables["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["LINEAGE#*", "RECOVERY#*"]}
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["recovery#*"]}
     }
     resolved = statements(template)
     assert resolved["PublishOwnEvents"]["Resource"] == f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"

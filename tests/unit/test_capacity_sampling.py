@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +11,6 @@ from batchpilot.capacity.model import (
     QueueSnapshot,
     RunnableJob,
     ServiceEnvironment,
-    demand_from_payload,
     instances,
 )
 from batchpilot.capacity.sampling import environment_gauges, queue_gauges, sample_queue, unit_demands
@@ -36,39 +34,6 @@ def job(
         quota_share=quota,
         status_reason=reason,
     )
-
-
-@pytest.mark.parametrize(
-    ("payload", "expected"),
-    [
-        ({"ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 4}}, {"ml.p4d.24xlarge": 4}),
-        (
-            {
-                "ResourceConfig": {
-                    "InstanceGroups": [
-                        {"InstanceGroupName": "a", "InstanceType": "ml.g5.xlarge", "InstanceCount": 2},
-                        {"InstanceGroupName": "b", "InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
-                        {"InstanceGroupName": "c", "InstanceType": "ml.c5.xlarge", "InstanceCount": 3},
-                    ]
-                }
-            },
-            {"ml.g5.xlarge": 3, "ml.c5.xlarge": 3},
-        ),
-        ({"ResourceConfig": {"InstanceCount": 2}}, {NUM_INSTANCES: 2}),
-        ({"ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 0}}, None),
-        ({"ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": True}}, None),
-        ({"TrainingJobName": "no-resource-config"}, None),
-        ([1, 2], None),
-    ],
-)
-def test_demand_from_payload(payload: object, expected: dict[str, int] | None) -> None:
-    assert demand_from_payload(json.dumps(payload)) == expected
-
-
-def test_demand_from_unusable_payloads() -> None:
-    assert demand_from_payload(None) is None
-    assert demand_from_payload("") is None
-    assert demand_from_payload("{not json") is None
 
 
 @pytest.mark.parametrize(

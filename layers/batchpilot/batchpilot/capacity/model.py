@@ -6,12 +6,12 @@ these objects from the Batch API, tests build them directly.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+
+from batchpilot.shared.resources import UNTYPED
 
 __all__ = [
     "MAX_RESOURCE_REASON",
@@ -21,11 +21,10 @@ __all__ = [
     "QueueSnapshot",
     "RunnableJob",
     "ServiceEnvironment",
-    "demand_from_payload",
     "instances",
 ]
 
-NUM_INSTANCES = "NUM_INSTANCES"
+NUM_INSTANCES = UNTYPED
 """The capacity unit of FIFO and fair-share service environments; quota-management environments
 use instance types (``ml.p4d.24xlarge``) instead."""
 
@@ -134,47 +133,3 @@ def instances(quantity: float) -> int:
     if not math.isfinite(quantity) or quantity <= 0:
         return 0
     return math.ceil(quantity - 1e-9)
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    count = int(value)
-    return count if count >= 1 else None
-
-
-def demand_from_payload(payload: str | None) -> dict[str, int] | None:
-    """Instances a service job asks for, from its ``serviceRequestPayload`` (DescribeServiceJob).
-
-    The payload is a SageMaker ``CreateTrainingJob`` request as JSON text; its ``ResourceConfig``
-    has ``InstanceType`` + ``InstanceCount``, or ``InstanceGroups`` (heterogeneous clusters) of
-    ``{InstanceType, InstanceCount}``.
-
-    Returns:
-        Instance type → instances (an empty type is recorded under ``NUM_INSTANCES``), or None
-        when the payload is missing, not JSON, or has no usable ``ResourceConfig``.
-    """
-    if not payload:
-        return None
-    try:
-        request = json.loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    config = request.get("ResourceConfig") if isinstance(request, Mapping) else None
-    if not isinstance(config, Mapping):
-        return None
-    out: dict[str, int] = {}
-    groups = config.get("InstanceGroups")
-    if isinstance(groups, list) and groups:
-        for group in groups:
-            if not isinstance(group, Mapping):
-                continue
-            count = _count(group.get("InstanceCount"))
-            if count is not None:
-                kind = str(group.get("InstanceType") or NUM_INSTANCES)
-                out[kind] = out.get(kind, 0) + count
-    else:
-        count = _count(config.get("InstanceCount"))
-        if count is not None:
-            out[str(config.get("InstanceType") or NUM_INSTANCES)] = count
-    return out or None

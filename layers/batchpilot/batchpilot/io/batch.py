@@ -18,9 +18,9 @@ from batchpilot.capacity.model import (
     QueueSnapshot,
     RunnableJob,
     ServiceEnvironment,
-    demand_from_payload,
 )
 from batchpilot.shared.events import to_datetime_or_none
+from batchpilot.shared.resources import instances_from_payload
 
 __all__ = ["BatchCapacityClient"]
 
@@ -147,7 +147,7 @@ class BatchCapacityClient:
             if exc.response.get("Error", {}).get("Code") in ("ClientException", "ResourceNotFoundException"):
                 return {}
             raise
-        return demand_from_payload(response.get("serviceRequestPayload")) or {}
+        return instances_from_payload(response.get("serviceRequestPayload")) or {}
 
     def update_capacity(self, environment: str, limits: Sequence[CapacityLimit]) -> None:
         """``UpdateServiceEnvironment`` with the full ``capacityLimits`` (every unit, changed or not).

@@ -85,7 +85,7 @@ class AttemptRecord:
 
 @dataclass(frozen=True)
 class Lineage:
-    """A lineage record (DynamoDB item ``pk = LINEAGE#<id>``, ``sk = LINEAGE``).
+    """A lineage record (DynamoDB item ``pk = recovery#lineage#<id>``, ``sk = LINEAGE``).
 
     Attributes:
         lineage_id: ``bp`` + 20 hex digits.

@@ -27,6 +27,7 @@ from batchpilot.shared.events import (
     SageMakerTrainingJobStateChange,
     to_datetime_or_none,
 )
+from batchpilot.shared.resources import total_instances
 
 __all__ = [
     "JobSnapshot",
@@ -105,20 +106,6 @@ def reclassify(event: JobEvent, described: Mapping[str, Any]) -> JobFacts:
         return classify(event)
 
 
-def _instances_of_request(request: Mapping[str, Any] | None) -> float | None:
-    config = (request or {}).get("ResourceConfig")
-    if not isinstance(config, Mapping):
-        return None
-    count = config.get("InstanceCount")
-    if isinstance(count, int | float) and not isinstance(count, bool) and count > 0:
-        return float(count)
-    groups = config.get("InstanceGroups")
-    if isinstance(groups, list):
-        total = sum(float(g.get("InstanceCount") or 0) for g in groups if isinstance(g, Mapping))
-        return total or None
-    return None
-
-
 def _last_attempt(described: Mapping[str, Any]) -> Mapping[str, Any]:
     attempts = described.get("attempts")
     if isinstance(attempts, Sequence) and attempts and isinstance(attempts[-1], Mapping):
@@ -158,7 +145,8 @@ def _batch_job_snapshot(
 def service_job_snapshot(event: JobEvent, described: Mapping[str, Any]) -> JobSnapshot:
     """A service job from DescribeServiceJob (payload, tags and share fields included)."""
     payload = payload_of(described)
-    instances = _instances_of_request(payload)
+    total = total_instances((payload or {}).get("ResourceConfig"))
+    instances = float(total) if total else None
     if instances is None:
         for usage in described.get("capacityUsage") or []:
             if isinstance(usage, Mapping) and usage.get("capacityUnit") == "NUM_INSTANCES":
@@ -201,7 +189,7 @@ def training_job_snapshot(event: JobEvent, described: Mapping[str, Any], tags: A
         described=described,
         tags=tag_map(tags),
         role_arn=role if isinstance(role, str) else None,
-        instances=_instances_of_request(described) or 1.0,
+        instances=float(total_instances(described.get("ResourceConfig")) or 1),
         attempt_started_at=_first_time(described.get("TrainingStartTime")),
         stopped_at=_first_time(described.get("TrainingEndTime"), described.get("LastModifiedTime")),
         checkpoint=sagemaker_checkpoint(described),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from batchpilot.shared.arns import resource_name
 from batchpilot.shared.events import (
     BatchJobDetail,
     BatchJobQueueBlocked,
@@ -24,6 +25,7 @@ from batchpilot.shared.events import (
     ServiceJobDetail,
     TrainingJobDetail,
 )
+from batchpilot.shared.resources import UNTYPED, instances_by_type
 
 __all__ = [
     "Category",
@@ -178,10 +180,15 @@ def category_of_reason(reason: str | None) -> Category | None:
 
 def queue_name(queue_arn: str | None) -> str | None:
     """``arn:aws:batch:REGION:ACCT:job-queue/NAME`` → ``NAME`` (a bare name is returned as is)."""
-    if not queue_arn:
+    return resource_name(queue_arn)
+
+
+def _single_type(by_type: dict[str, int] | None) -> str | None:
+    """The instance type when the job uses exactly one (``NUM_INSTANCES`` means none was named)."""
+    if not by_type or len(by_type) != 1:
         return None
-    name = queue_arn.rsplit("/", 1)[-1]
-    return name or None
+    (kind,) = by_type
+    return None if kind == UNTYPED else kind
 
 
 def _first(*values: str | None) -> str | None:
@@ -304,6 +311,7 @@ def _training_job(detail: TrainingJobDetail) -> JobFacts:
     elif secondary == "Interrupted":
         category = Category.SPOT_INTERRUPTION
     resources = detail.ResourceConfig
+    by_type = instances_by_type(resources.model_dump(exclude_none=True)) if resources else None
     return JobFacts(
         kind=JobKind.TRAINING_JOB,
         event_kind=EventKind.STATE_CHANGE,
@@ -320,8 +328,8 @@ def _training_job(detail: TrainingJobDetail) -> JobFacts:
         created_at=detail.CreationTime,
         started_at=detail.TrainingStartTime,
         stopped_at=detail.TrainingEndTime,
-        instance_type=resources.InstanceType if resources else None,
-        instance_count=resources.InstanceCount if resources else None,
+        instance_type=_single_type(by_type),
+        instance_count=sum(by_type.values()) if by_type else None,
         created_by_batch=detail.TrainingJobName.startswith("AWSBatch"),
     )
 

@@ -272,11 +272,21 @@ class PreemptionDetail(_Model):
 
 
 # ----------------------------------------------------------------------------------- SageMaker
+class TrainingInstanceGroup(_Model):
+    """One ``InstanceGroups`` entry of a heterogeneous cluster."""
+
+    InstanceGroupName: str | None = None
+    InstanceType: str | None = None
+    InstanceCount: int | None = None
+
+
 class TrainingResourceConfig(_Model):
-    """``ResourceConfig``: instance type and count of a training job."""
+    """``ResourceConfig``: instance type and count of a training job, or ``InstanceGroups`` (a
+    heterogeneous cluster) instead; :mod:`batchpilot.shared.resources` reads either."""
 
     InstanceType: str | None = None
     InstanceCount: int | None = None
+    InstanceGroups: list[TrainingInstanceGroup] | None = None
     VolumeSizeInGB: int | None = None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from batchpilot.alerts.dispatch import Claim
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Severity
+from batchpilot.io.dynamodb.codec import is_conditional_failure, key, key_part
 
 __all__ = ["KEY_PREFIX", "RETENTION_SECONDS", "DynamoAlertStore"]
 
@@ -32,14 +33,6 @@ KEY_PREFIX = "alerts#"
 RETENTION_SECONDS = 30 * 24 * 3600
 """How long delivery records and job states are kept (DynamoDB TTL): far beyond EventBridge's
 24-hour retries and SQS's 4-day retention, so a late copy still finds its record."""
-
-
-def _is_conditional_failure(exc: BaseException) -> bool:
-    response = getattr(exc, "response", None)
-    return (
-        isinstance(response, dict)
-        and response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
-    )
 
 
 class DynamoAlertStore:
@@ -60,7 +53,7 @@ class DynamoAlertStore:
         """DynamoDB calls made (for the benchmark's calls-per-event count)."""
 
     def _key(self, subject: str, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": KEY_PREFIX + subject}, "sk": {"S": sk}}
+        return key(KEY_PREFIX + key_part(subject), key_part(sk))
 
     def _update(self, **kwargs: Any) -> dict[str, Any]:
         self.calls += 1
@@ -105,7 +98,7 @@ class DynamoAlertStore:
                 item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
                 return not (item and "terminal_status" in item)
         except Exception as exc:
-            if _is_conditional_failure(exc):
+            if is_conditional_failure(exc):
                 return False
             raise
         return True
@@ -135,7 +128,7 @@ class DynamoAlertStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
-            if not _is_conditional_failure(exc):
+            if not is_conditional_failure(exc):
                 raise
             old = getattr(exc, "response", {}).get("Item") or {}
             if old.get("state", {}).get("S") == "sent":
@@ -192,5 +185,5 @@ class DynamoAlertStore:
                     },
                 )
             except Exception as exc:
-                if not _is_conditional_failure(exc):
+                if not is_conditional_failure(exc):
                     raise

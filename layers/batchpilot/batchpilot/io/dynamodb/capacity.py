@@ -18,11 +18,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from boto3.dynamodb.table import BatchWriter
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
-from batchpilot.shared.events import to_datetime
+from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
 
 __all__ = ["DEMAND_TTL", "STATE_TTL", "CapacityStateStore"]
 
@@ -35,37 +34,13 @@ DEMAND_TTL = timedelta(days=14)
 _BATCH_GET = 100  # BatchGetItem's maximum keys per request
 _QUERY_ABOVE = 300  # more misses than this: one Query of the queue's partition beats BatchGetItems
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _when(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return to_datetime(str(value))
-    except ValueError:
-        return None
-
 
 def _ttl(now: datetime, ttl: timedelta) -> int:
     return int((now + ttl).timestamp())
 
 
-def _encode(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _serializer.serialize(value) for key, value in item.items()}
-
-
-def _decode(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _deserializer.deserialize(value) for key, value in item.items()}
-
-
 def _state_key(environment: str) -> dict[str, Any]:
-    return {"pk": {"S": f"capacity#env#{environment}"}, "sk": {"S": "state"}}
+    return key(f"capacity#env#{key_part(environment)}", "state")
 
 
 def _demand_pk(queue: str) -> str:
@@ -78,16 +53,16 @@ def _clock_from(raw: Any) -> UnitClock:
     history: list[tuple[datetime, int]] = []
     for entry in raw.get("history") or []:
         if isinstance(entry, list | tuple) and len(entry) == 2:
-            when = _when(entry[0])
+            when = from_iso(entry[0])
             if when is not None:
                 history.append((when, int(entry[1])))
-    return UnitClock(below_since=_when(raw.get("below_since")), history=tuple(history))
+    return UnitClock(below_since=from_iso(raw.get("below_since")), history=tuple(history))
 
 
 def _notice_from(raw: Any) -> Notice | None:
     if not isinstance(raw, Mapping):
         return None
-    when = _when(raw.get("at"))
+    when = from_iso(raw.get("at"))
     return Notice(str(raw.get("key", "")), when) if when is not None else None
 
 
@@ -121,12 +96,12 @@ class CapacityStateStore:
         raw = response.get("Item")
         if not raw:
             return EnvironmentState()
-        item = _decode(raw)
+        item = decode(raw)
         clocks = {str(u): _clock_from(c) for u, c in (item.get("clocks") or {}).items()}
         notices = {str(k): n for k, v in (item.get("notices") or {}).items() if (n := _notice_from(v))}
         return EnvironmentState(
             version=int(item.get("version", 0)),
-            last_change_at=_when(item.get("last_change_at")),
+            last_change_at=from_iso(item.get("last_change_at")),
             clocks=clocks,
             notices=notices,
         )
@@ -140,19 +115,19 @@ class CapacityStateStore:
         version = state.version + 1
         item: dict[str, Any] = {
             "version": version,
-            "last_change_at": _iso(state.last_change_at),
+            "last_change_at": iso(state.last_change_at),
             "clocks": {
                 unit: {
-                    "below_since": _iso(clock.below_since),
-                    "history": [[_iso(when), value] for when, value in clock.history],
+                    "below_since": iso(clock.below_since),
+                    "history": [[iso(when), value] for when, value in clock.history],
                 }
                 for unit, clock in state.clocks.items()
             },
-            "notices": {k: {"key": n.key, "at": _iso(n.at)} for k, n in state.notices.items()},
-            "updated_at": _iso(now),
+            "notices": {k: {"key": n.key, "at": iso(n.at)} for k, n in state.notices.items()},
+            "updated_at": iso(now),
             "expires_at": _ttl(now, STATE_TTL),
         }
-        encoded = {**_state_key(environment), **_encode(item)}
+        encoded = {**_state_key(environment), **encode(item)}
         try:
             if state.version == 0:
                 self._client.put_item(
@@ -166,7 +141,7 @@ class CapacityStateStore:
                     ExpressionAttributeValues={":expected": {"N": str(state.version)}},
                 )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if is_conditional_failure(exc):
                 return None
             raise
         return version
@@ -189,7 +164,7 @@ class CapacityStateStore:
             )
             for page in pages:
                 for raw in page.get("Items", []):
-                    item = _decode(raw)
+                    item = decode(raw)
                     if item.get("sk") in wanted:
                         found[str(item["sk"])] = _demand_from(item.get("demand"))
             return found
@@ -203,7 +178,7 @@ class CapacityStateStore:
             )
             # Keys DynamoDB left unprocessed are simply misses: the caller reads those jobs again.
             for raw in response.get("Responses", {}).get(self._table, []):
-                item = _decode(raw)
+                item = decode(raw)
                 found[str(item["sk"])] = _demand_from(item.get("demand"))
         return found
 
@@ -217,4 +192,4 @@ class CapacityStateStore:
         with writer:
             for arn, demand in demands.items():
                 item = {"pk": _demand_pk(queue), "sk": arn, "demand": dict(demand), "expires_at": expires}
-                writer.put_item(Item=_encode(item))
+                writer.put_item(Item=encode(item))

@@ -2,11 +2,11 @@
 
 Implements :class:`batchpilot.recovery.service.LineageStore`. Items (``pk``/``sk`` strings):
 
-- ``LINEAGE#<lineage id>`` / ``LINEAGE``: the lineage (original job, each resubmission, budgets
+- ``recovery#lineage#<lineage id>`` / ``LINEAGE``: the lineage (original job, each resubmission, budgets
   used, version); no TTL, it is the audit trail of every resubmission.
-- ``RECOVERY#JOB#<job arn>`` / ``LINEAGE``: pointer from a job batchpilot submitted to its lineage
+- ``recovery#job#<job arn>`` / ``LINEAGE``: pointer from a job batchpilot submitted to its lineage
   and attempt; TTL 400 days.
-- ``RECOVERY#JOB#<job arn>`` / ``SKIP#<status>``: a ``Recovery Skipped`` for this job and status
+- ``recovery#job#<job arn>`` / ``SKIP#<status>``: a ``Recovery Skipped`` for this job and status
   was published; TTL 30 days.
 
 Every write that decides something is conditional: a lineage is written only if its ``version``
@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key_part
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, LineageRef
 
 __all__ = [
@@ -37,19 +37,6 @@ __all__ = [
 
 _POINTER_TTL = timedelta(days=400)
 _SKIP_TTL = timedelta(days=30)
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat() if value is not None else None
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,14 +51,14 @@ def attempt_to_item(record: AttemptRecord) -> dict[str, Any]:
             "failed_job_arn": record.failed_job_arn,
             "category": record.category,
             "reason": record.reason,
-            "decided_at": _iso(record.decided_at),
+            "decided_at": iso(record.decided_at),
             "operation": record.operation,
             "new_job_name": record.new_job_name,
             "state": record.state.value,
             "new_job_arn": record.new_job_arn,
             "client_token": record.client_token,
             "checkpoint_uri": record.checkpoint_uri,
-            "checkpoint_time": _iso(record.checkpoint_time),
+            "checkpoint_time": iso(record.checkpoint_time),
             "restarts_from_step_zero": record.restarts_from_step_zero,
             "lost_instance_hours": Decimal(str(round(record.lost_instance_hours, 6))),
             "published": record.published,
@@ -83,7 +70,7 @@ def attempt_to_item(record: AttemptRecord) -> dict[str, Any]:
 
 def attempt_from_item(item: Mapping[str, Any]) -> AttemptRecord:
     """The inverse of :func:`attempt_to_item`."""
-    decided = _time(item.get("decided_at"))
+    decided = from_iso(item.get("decided_at"))
     return AttemptRecord(
         attempt=int(item["attempt"]),
         failed_job_arn=str(item["failed_job_arn"]),
@@ -96,7 +83,7 @@ def attempt_from_item(item: Mapping[str, Any]) -> AttemptRecord:
         new_job_arn=item.get("new_job_arn"),
         client_token=item.get("client_token"),
         checkpoint_uri=item.get("checkpoint_uri"),
-        checkpoint_time=_time(item.get("checkpoint_time")),
+        checkpoint_time=from_iso(item.get("checkpoint_time")),
         restarts_from_step_zero=bool(item.get("restarts_from_step_zero", False)),
         lost_instance_hours=float(item.get("lost_instance_hours", 0)),
         published=bool(item.get("published", False)),
@@ -109,18 +96,18 @@ def lineage_to_item(lineage: Lineage, now: datetime) -> dict[str, Any]:
     """A :class:`Lineage` as the DynamoDB item (plain Python)."""
     return _drop_none(
         {
-            "pk": f"LINEAGE#{lineage.lineage_id}",
+            "pk": f"recovery#lineage#{key_part(lineage.lineage_id)}",
             "sk": "LINEAGE",
             "lineage_id": lineage.lineage_id,
             "job_kind": lineage.job_kind,
             "original_job_arn": lineage.original_job_arn,
             "original_job_name": lineage.original_job_name,
             "job_queue": lineage.job_queue,
-            "created_at": _iso(lineage.created_at),
-            "updated_at": _iso(now),
+            "created_at": iso(lineage.created_at),
+            "updated_at": iso(now),
             "last_attempt": lineage.last_attempt,
             "used": dict(lineage.used),
-            "last_submitted_at": _iso(lineage.last_submitted_at),
+            "last_submitted_at": iso(lineage.last_submitted_at),
             "attempts": {str(n): attempt_to_item(r) for n, r in lineage.attempts.items()},
             "version": lineage.version,
         }
@@ -136,27 +123,12 @@ def lineage_from_item(item: Mapping[str, Any]) -> Lineage:
         original_job_arn=str(item["original_job_arn"]),
         original_job_name=str(item["original_job_name"]),
         job_queue=item.get("job_queue"),
-        created_at=_time(item.get("created_at")) or datetime.fromtimestamp(0, UTC),
+        created_at=from_iso(item.get("created_at")) or datetime.fromtimestamp(0, UTC),
         last_attempt=int(item.get("last_attempt", 0)),
         used={str(k): int(v) for k, v in (item.get("used") or {}).items()},
-        last_submitted_at=_time(item.get("last_submitted_at")),
+        last_submitted_at=from_iso(item.get("last_submitted_at")),
         attempts=attempts,
         version=int(item.get("version", 0)),
-    )
-
-
-def _encode(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in values.items()}
-
-
-def _decode(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
-
-
-def _conditional_failure(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") in (
-        "ConditionalCheckFailedException",
-        "TransactionCanceledException",
     )
 
 
@@ -178,21 +150,21 @@ class DynamoLineageStore:
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         response = self.client.get_item(
-            TableName=self.table, Key=_encode({"pk": pk, "sk": sk}), ConsistentRead=True
+            TableName=self.table, Key=encode({"pk": pk, "sk": sk}), ConsistentRead=True
         )
         item = response.get("Item")
-        return _decode(item) if item else None
+        return decode(item) if item else None
 
     def find_job(self, job_arn: str) -> LineageRef | None:
         """The lineage of a job batchpilot submitted (pointer item), or None."""
-        item = self._get(f"RECOVERY#JOB#{job_arn}", "LINEAGE")
+        item = self._get(f"recovery#job#{key_part(job_arn)}", "LINEAGE")
         if item is None:
             return None
         return LineageRef(str(item["lineage_id"]), int(item["attempt"]))
 
     def load(self, lineage_id: str) -> Lineage | None:
         """The lineage record, or None (strongly consistent read)."""
-        item = self._get(f"LINEAGE#{lineage_id}", "LINEAGE")
+        item = self._get(f"recovery#lineage#{key_part(lineage_id)}", "LINEAGE")
         return lineage_from_item(item) if item else None
 
     def reserve(self, lineage: Lineage, previous: Lineage | None) -> bool:
@@ -200,20 +172,20 @@ class DynamoLineageStore:
         ``last_attempt``), or absent when ``previous`` is None. Returns False when it is not."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
-            "Item": _encode(lineage_to_item(lineage, self.now())),
+            "Item": encode(lineage_to_item(lineage, self.now())),
         }
         if previous is None:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
             kwargs["ConditionExpression"] = "#v = :v AND last_attempt = :last"
             kwargs["ExpressionAttributeNames"] = {"#v": "version"}
-            kwargs["ExpressionAttributeValues"] = _encode(
+            kwargs["ExpressionAttributeValues"] = encode(
                 {":v": previous.version, ":last": previous.last_attempt}
             )
         try:
             self.client.put_item(**kwargs)
         except ClientError as exc:
-            if _conditional_failure(exc):
+            if is_conditional_failure(exc):
                 return False
             raise
         return True
@@ -227,12 +199,12 @@ class DynamoLineageStore:
         """
         update = {
             "TableName": self.table,
-            "Key": _encode({"pk": f"LINEAGE#{lineage_id}", "sk": "LINEAGE"}),
+            "Key": encode({"pk": f"recovery#lineage#{key_part(lineage_id)}", "sk": "LINEAGE"}),
             "UpdateExpression": "SET attempts.#a = :rec, #v = #v + :one, updated_at = :now",
             "ConditionExpression": "attribute_exists(attempts.#a)",
             "ExpressionAttributeNames": {"#a": str(record.attempt), "#v": "version"},
-            "ExpressionAttributeValues": _encode(
-                {":rec": attempt_to_item(record), ":one": 1, ":now": _iso(self.now())}
+            "ExpressionAttributeValues": encode(
+                {":rec": attempt_to_item(record), ":one": 1, ":now": iso(self.now())}
             ),
         }
         if record.new_job_arn is None:
@@ -241,9 +213,9 @@ class DynamoLineageStore:
         expires = int((self.now() + _POINTER_TTL).timestamp())
         pointer = {
             "TableName": self.table,
-            "Item": _encode(
+            "Item": encode(
                 {
-                    "pk": f"RECOVERY#JOB#{record.new_job_arn}",
+                    "pk": f"recovery#job#{key_part(record.new_job_arn)}",
                     "sk": "LINEAGE",
                     "lineage_id": lineage_id,
                     "attempt": record.attempt,
@@ -259,19 +231,19 @@ class DynamoLineageStore:
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=_encode(
+                Item=encode(
                     {
-                        "pk": f"RECOVERY#JOB#{job_arn}",
-                        "sk": f"SKIP#{status}",
+                        "pk": f"recovery#job#{key_part(job_arn)}",
+                        "sk": f"SKIP#{key_part(status)}",
                         "reason": reason,
-                        "decided_at": _iso(self.now()),
+                        "decided_at": iso(self.now()),
                         "expires_at": expires,
                     }
                 ),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as exc:
-            if _conditional_failure(exc):
+            if is_conditional_failure(exc):
                 return False
             raise
         return True
@@ -279,5 +251,6 @@ class DynamoLineageStore:
     def release_decision(self, job_arn: str, status: str) -> None:
         """Forget a claimed decision (its event could not be published)."""
         self.client.delete_item(
-            TableName=self.table, Key=_encode({"pk": f"RECOVERY#JOB#{job_arn}", "sk": f"SKIP#{status}"})
+            TableName=self.table,
+            Key=encode({"pk": f"recovery#job#{key_part(job_arn)}", "sk": f"SKIP#{key_part(status)}"}),
         )
