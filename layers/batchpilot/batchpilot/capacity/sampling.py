@@ -37,27 +37,19 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     instances,
 )
-from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.metrics import MetricPoint, dimensions
 
 __all__ = [
-    "CAPACITY_DIMENSIONS",
     "BlockedJob",
     "QueueSample",
     "Tally",
     "UnitDemand",
-    "capacity_dimensions",
     "environment_gauges",
     "gauge",
     "queue_gauges",
     "sample_queue",
     "unit_demands",
 ]
-
-CAPACITY_DIMENSIONS: frozenset[str] = frozenset(
-    {"JobQueue", "ShareIdentifier", "QuotaShare", "ServiceEnvironment", "CapacityUnit", "Decision", "Reason"}
-)
-"""The only dimension keys the capacity function emits (plus Powertools' ``service``): names of
-queues, shares and environments, capacity units and closed enums; never job names or ARNs."""
 
 
 @dataclass
@@ -235,24 +227,8 @@ def _total(demand: JobDemand | None) -> int:
     return sum(demand.values()) if demand else 1
 
 
-def capacity_dimensions(**values: str | None) -> tuple[tuple[str, str], ...]:
-    """Sorted ``(key, value)`` pairs; keys from :data:`CAPACITY_DIMENSIONS`, empty values dropped.
-
-    Raises:
-        ValueError: a key outside the allow-list (a bug).
-    """
-    out = []
-    for key, value in values.items():
-        if key not in CAPACITY_DIMENSIONS:
-            raise ValueError(f"dimension {key} is not in CAPACITY_DIMENSIONS")
-        if value is not None and value.strip():
-            out.append((key, value.strip()[:1024]))
-    return tuple(sorted(out))
-
-
 def gauge(name: str, unit: str, value: float, dims: tuple[tuple[str, str], ...], ts: datetime) -> MetricPoint:
     """One point; ``unit`` is a CloudWatch unit (``Count``, ``Seconds``, ``Percent``)."""
-    # MetricPoint.unit is typed for the job metrics (Count/Seconds); EMF also takes Percent.
     return MetricPoint(name, cast(Any, unit), float(value), dims, ts)
 
 
@@ -292,17 +268,17 @@ def queue_gauges(sample: QueueSample, now: datetime, ts: datetime, max_shares: i
             (RUNNABLE demand + in use); shares are billed metrics, the queue total is always there.
     """
     points = _tally_points(
-        sample.runnable, sample.instances_in_use, capacity_dimensions(JobQueue=sample.queue), now, ts
+        sample.runnable, sample.instances_in_use, dimensions(JobQueue=sample.queue), now, ts
     )
     for name in _busiest(sample.by_share, sample.share_in_use, max_shares):
         usage = sample.share_in_use.get(name)
-        dims = capacity_dimensions(JobQueue=sample.queue, ShareIdentifier=name)
+        dims = dimensions(JobQueue=sample.queue, ShareIdentifier=name)
         points += _tally_points(
             sample.by_share.get(name, Tally()), _whole(usage) if usage is not None else None, dims, now, ts
         )
     for name in _busiest(sample.by_quota_share, sample.quota_share_in_use, max_shares):
         usage = sample.quota_share_in_use.get(name)
-        dims = capacity_dimensions(JobQueue=sample.queue, QuotaShare=name)
+        dims = dimensions(JobQueue=sample.queue, QuotaShare=name)
         points += _tally_points(
             sample.by_quota_share.get(name, Tally()),
             _whole(usage) if usage is not None else None,
@@ -320,7 +296,7 @@ def environment_gauges(
     use; left out when the limit is 0) per capacity unit of ``environment``."""
     points: list[MetricPoint] = []
     for limit in environment.limits:
-        dims = capacity_dimensions(ServiceEnvironment=environment.name, CapacityUnit=limit.unit)
+        dims = dimensions(ServiceEnvironment=environment.name, CapacityUnit=limit.unit)
         in_use = demands[limit.unit].in_use if limit.unit in demands else 0
         points.append(gauge("CapacityLimit", "Count", limit.max_capacity, dims, ts))
         points.append(gauge("InstancesInUse", "Count", in_use, dims, ts))

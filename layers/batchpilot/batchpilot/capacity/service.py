@@ -26,7 +26,6 @@ from batchpilot.capacity.model import CapacityLimit, JobDemand, QueueSnapshot, R
 from batchpilot.capacity.policy import EnvironmentDecision, EnvironmentState, decide, notices
 from batchpilot.capacity.sampling import (
     QueueSample,
-    capacity_dimensions,
     environment_gauges,
     gauge,
     queue_gauges,
@@ -34,7 +33,7 @@ from batchpilot.capacity.sampling import (
     unit_demands,
 )
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.metrics import MetricPoint, dimensions
 from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, OwnEvent, PublishError
 
 __all__ = [
@@ -339,8 +338,8 @@ class CapacityService:
         points: list[MetricPoint] = []
         for unit in decision.units:
             where = {"ServiceEnvironment": decision.environment.name, "CapacityUnit": unit.unit}
-            points.append(gauge("CapacityTarget", "Count", unit.target, capacity_dimensions(**where), ts))
-            dims = capacity_dimensions(**where, Decision=str(unit.action), Reason=str(unit.reason))
+            points.append(gauge("CapacityTarget", "Count", unit.target, dimensions(**where), ts))
+            dims = dimensions(**where, Decision=str(unit.action), Reason=str(unit.reason))
             points.append(gauge("CapacityDecisions", "Count", 1, dims, ts))
         return points
 

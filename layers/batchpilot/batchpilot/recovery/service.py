@@ -53,7 +53,7 @@ from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
 from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError
-from batchpilot.shared.metrics import MetricPoint, metric_timestamp
+from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import (
     JobResubmitted,
     OwnEvent,
@@ -698,17 +698,15 @@ class Recoverer:
         facts: JobFacts,
         skip_reason: SkipReason | None = None,
     ) -> MetricPoint:
-        dims = {"JobKind": facts.kind.value}
-        if facts.queue:
-            dims["JobQueue"] = facts.queue[:1024]
-        if facts.category is not None:
-            dims["FailureCategory"] = facts.category.value
-        if skip_reason is not None:  # a closed set of a dozen values: a safe dimension
-            dims["SkipReason"] = skip_reason.value
         return MetricPoint(
             name=name,
             unit="Count",
             value=max(0.0, float(value)),
-            dimensions=tuple(sorted(dims.items())),
+            dimensions=dimensions(
+                JobKind=facts.kind.value,
+                JobQueue=facts.queue,
+                FailureCategory=facts.category.value if facts.category is not None else None,
+                SkipReason=skip_reason.value if skip_reason is not None else None,
+            ),
             timestamp=metric_timestamp(event.time, self.now()),
         )

@@ -23,14 +23,17 @@ __all__ = [
     "MAX_AHEAD",
     "MAX_BEHIND",
     "MetricPoint",
+    "dimension_value",
+    "dimensions",
     "metric_points",
     "metric_timestamp",
 ]
 
-Unit = Literal["Count", "Seconds"]
+Unit = Literal["Count", "Seconds", "Percent"]
 
 DIMENSIONS: frozenset[str] = frozenset(
     {
+        # job metrics (metrics function)
         "JobKind",
         "JobQueue",
         "ShareIdentifier",
@@ -39,9 +42,18 @@ DIMENSIONS: frozenset[str] = frozenset(
         "Status",
         "FailureCategory",
         "BlockedCategory",
+        # recovery outcomes: a closed enum of a dozen values
+        "SkipReason",
+        # capacity gauges and decisions
+        "ServiceEnvironment",
+        "CapacityUnit",
+        "Decision",
+        "Reason",
     }
 )
-"""The only dimension keys batchpilot ever emits (plus Powertools' ``service``)."""
+"""The only dimension keys batchpilot ever emits (plus Powertools' ``service``), for every function:
+names of queues, shares, environments and instance types, and closed enums; never job names, ARNs,
+tags, parameters or free-text reasons. Every point is built by :func:`dimensions`, which enforces it."""
 
 MAX_BEHIND = timedelta(days=14) - timedelta(minutes=1)
 """CloudWatch rejects EMF timestamps older than 14 days; one minute of margin because the EMF
@@ -58,7 +70,7 @@ class MetricPoint:
 
     Attributes:
         name: metric name from the README catalog.
-        unit: CloudWatch unit, ``Count`` or ``Seconds`` (instance-hours are ``Count``).
+        unit: CloudWatch unit, ``Count``, ``Seconds`` or ``Percent`` (instance-hours are ``Count``).
         value: finite, non-negative.
         dimensions: sorted ``(key, value)`` pairs; keys from :data:`DIMENSIONS`.
         timestamp: UTC datetime the value belongs to.
@@ -79,16 +91,35 @@ def metric_timestamp(event_time: datetime, now: datetime) -> datetime:
     return now
 
 
-def _dims(**values: str | None) -> tuple[tuple[str, str], ...]:
+def dimension_value(value: str) -> str:
+    """``value`` as CloudWatch accepts a dimension value: printable ASCII (anything else becomes
+    ``?``), surrounding space stripped, at most 1,024 characters; may be empty (then dropped)."""
+    text = value.strip()
+    if not text.isascii() or not text.isprintable():
+        text = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return text[:_MAX_DIMENSION_VALUE]
+
+
+def dimensions(**values: str | None) -> tuple[tuple[str, str], ...]:
+    """Sorted ``(key, value)`` pairs for a :class:`MetricPoint`; ``None`` and empty values dropped,
+    values passed through :func:`dimension_value`.
+
+    Raises:
+        ValueError: a key outside :data:`DIMENSIONS` (a bug, never event data).
+    """
     out = []
     for key, value in values.items():
-        assert key in DIMENSIONS, key
+        if key not in DIMENSIONS:
+            raise ValueError(f"dimension {key} is not in DIMENSIONS")
         if value is None:
             continue
-        text = value.strip()[:_MAX_DIMENSION_VALUE]
+        text = dimension_value(value)
         if text:
             out.append((key, text))
     return tuple(sorted(out))
+
+
+_dims = dimensions
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

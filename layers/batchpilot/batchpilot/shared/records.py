@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic_core import from_json
 
 from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event
+
+if TYPE_CHECKING:
+    from batchpilot.shared.own_events import OwnEvent
 
 __all__ = ["Outcome", "Rejected", "decode", "decode_any"]
 
@@ -66,16 +69,23 @@ def decode(body: str | bytes) -> JobEvent | Rejected:
         raw = from_json(body)
     except ValueError:
         return Rejected(Outcome.INVALID, None, None, "event is not valid JSON")
-    return decode_any(raw, own=False)  # type: ignore[return-value]  # own=False: never an OwnEvent
+    try:
+        return parse_event(raw)
+    except InvalidEventError as exc:
+        return _rejected(exc)
 
 
-def decode_any(raw: Any, *, own: bool = True) -> Any:
-    """A decoded EventBridge event (a ``dict``) → a job-event model, one of batchpilot's own
-    events (``source: batchpilot``, when ``own``), or a :class:`Rejected`. Never raises."""
+def decode_any(body: str | bytes) -> JobEvent | OwnEvent | Rejected:
+    """Like :func:`decode`, and an event whose ``source`` is ``batchpilot`` becomes one of
+    batchpilot's own events (:mod:`batchpilot.shared.own_events`). Never raises."""
     from batchpilot.shared.own_events import SOURCE, parse_own_event
 
     try:
-        if own and isinstance(raw, dict) and raw.get("source") == SOURCE:
+        raw = from_json(body)
+    except ValueError:
+        return Rejected(Outcome.INVALID, None, None, "event is not valid JSON")
+    try:
+        if isinstance(raw, dict) and raw.get("source") == SOURCE:
             return parse_own_event(raw)
         return parse_event(raw)
     except InvalidEventError as exc:
