@@ -1,4 +1,4 @@
-"""F11: every sample event reaches exactly the functions meant to receive it, through the rules
+"""Every sample event reaches exactly the functions meant to receive it, through the rules
 deployed by template.yaml (moto's EventBridge pattern matcher), and no other."""
 
 from __future__ import annotations

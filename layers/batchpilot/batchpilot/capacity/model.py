@@ -30,7 +30,7 @@ use instance types (``ml.p4d.24xlarge``) instead."""
 
 MAX_RESOURCE_REASON = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 """Status-reason prefix of a RUNNABLE service job that needs more instances than the service
-environment's ``maxCapacity`` allows (domain.md §1)."""
+environment's ``maxCapacity`` allows (AWS Batch User Guide, "Service job status reasons")."""
 
 JobDemand = Mapping[str, int]
 """Instances one service job asks for, by instance type (from its payload's ``ResourceConfig``)."""

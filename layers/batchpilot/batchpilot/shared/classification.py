@@ -1,9 +1,9 @@
 """Classification of job events: kind, terminal or not, success, and a failure category.
 
-Pure domain code (no I/O). The rules follow domain.md section 1 ("Reason strings that matter"):
-reasons are matched by **prefix**, never as whole sentences, and the outcome comes only from the
-status: a missing exit code is never success, SageMaker ``Stopped`` is never success.
-"""
+Pure domain code (no I/O). Reasons (AWS Batch User Guide, "Job states" and "EventBridge events for
+AWS Batch"; SageMaker API reference, ``FailureReason`` and ``SecondaryStatus``) are matched by
+**prefix**, never as whole sentences, and the outcome comes only from the status: a missing exit
+code is never success, SageMaker ``Stopped`` is never success. """
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Pydantic models of the EventBridge events batchpilot reacts to, dispatched on ``detail-type``.
 
-One model per detail-type (domain.md section 1). Every model ignores unknown fields (AWS adds
-fields at any time) and makes optional every field that real events can omit. Timestamps in any of
-the shapes AWS sends (epoch milliseconds as a number or a numeric string, ISO-8601 strings) become
-timezone-aware UTC ``datetime`` objects.
+One model per detail-type (AWS Batch User Guide, "AWS Batch events" and "Service job events";
+SageMaker Developer Guide, "Events that Amazon SageMaker AI sends to Amazon EventBridge"). Every
+model ignores unknown fields (AWS adds fields at any time) and makes optional every field that real
+events can omit. Timestamps in any of the shapes AWS sends (epoch milliseconds as a number or a
+numeric string, ISO-8601 strings) become timezone-aware UTC ``datetime`` objects.
 
 Fields that can carry secrets (``container.environment``, ``container.command``,
 ``HyperParameters``) are deliberately not modelled: they are dropped at parse time, so no later
@@ -130,7 +131,8 @@ class _Model(BaseModel):
 
 # --------------------------------------------------------------------------- Batch container jobs
 class ContainerAttemptDetail(_Model):
-    """``attempts[].container`` of a Batch job: every field may be missing (F1, F2)."""
+    """``attempts[].container`` of a Batch job: every field may be missing (a spot
+    reclaim has no ``exitCode``; a job that failed before starting has no log stream)."""
 
     exitCode: int | None = None
     reason: str | None = None
