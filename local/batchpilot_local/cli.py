@@ -4,6 +4,10 @@
 functions of ``template.yaml`` (see :mod:`batchpilot_local.replay`) and prints one report per
 event: JSON Lines with ``--format json``, readable blocks and a summary line with ``text``.
 
+``batchpilot simulate SCENARIO`` (or ``--compare A B``) simulates a fleet with batchpilot's
+policies in the loop (see :mod:`batchpilot_local.simulate.command`); it exits 0 after a run and 2
+for bad usage or a scenario that cannot be simulated.
+
 Exit status: 0 when every event was handled (an event no rule matches is handled: ignored),
 1 when any event has errors, 2 for unreadable input or template and for bad usage.
 """
@@ -20,6 +24,8 @@ from batchpilot_local.embedded_aws import WorldError
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.report import EventReport, render_summary, render_text
+from batchpilot_local.simulate.command import add_parser as add_simulate_parser
+from batchpilot_local.simulate.command import run_command as run_simulate
 from batchpilot_local.template import TemplateError
 
 __all__ = ["EXIT_ERRORS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -33,7 +39,7 @@ EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, one subcommand per job (``replay`` for now)."""
+    """The argument parser, one subcommand per job (``replay``, ``simulate``)."""
     parser = argparse.ArgumentParser(
         prog="batchpilot", description="Local tools for batchpilot (never shipped in the Lambda layer)."
     )
@@ -57,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="SAM template (default: ./template.yaml, else the repository's template.yaml)",
     )
+    add_simulate_parser(commands)
     return parser
 
 
@@ -107,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     stdout, stderr = sys.stdout, sys.stderr
+    if args.command == "simulate":
+        return run_simulate(args, stdout, stderr)
     if args.command != "replay":
         parser.print_usage(stderr)
         stderr.write("batchpilot: a command is required (try: batchpilot replay events/)\n")

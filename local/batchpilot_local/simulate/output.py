@@ -1,0 +1,178 @@
+"""Text output of ``batchpilot simulate``: one result, or two side by side (``--compare``)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+
+from batchpilot_local.simulate.results import ShareResult, SimulationResult
+
+__all__ = ["render_compare", "render_text"]
+
+_Row = tuple[str, Callable[[SimulationResult], float | int | None], str]
+
+_ROWS: tuple[_Row, ...] = (
+    ("utilisation", lambda r: r.utilisation, "pct"),
+    ("utilisation while jobs wait", lambda r: r.utilisation_while_jobs_wait, "pct"),
+    ("throughput_jobs", lambda r: r.throughput_jobs, "int"),
+    ("instance_hours_completed", lambda r: r.instance_hours_completed, "num"),
+    ("gpu_hours_completed", lambda r: r.gpu_hours_completed, "num"),
+    ("lost_instance_hours", lambda r: r.lost_instance_hours, "num"),
+    ("preemptions", lambda r: r.preemptions, "int"),
+    ("jobs submitted", lambda r: r.jobs_submitted, "int"),
+    ("jobs failed (lineages never completed)", lambda r: r.lineages_failed, "int"),
+    ("capacity errors / spot interruptions", lambda r: None, "skip"),
+    ("resubmissions by batchpilot", lambda r: r.resubmissions, "int"),
+    ("capacity limit changes by batchpilot", lambda r: r.capacity_changes, "int"),
+    ("reserved instance-hours", lambda r: r.reserved_instance_hours, "num"),
+)
+
+
+def _fmt(value: float | int | None, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "pct":
+        return f"{100.0 * value:.1f} %"
+    if kind == "int":
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _incidents(result: SimulationResult) -> str:
+    return f"{result.capacity_errors:,} / {result.spot_interruptions:,}"
+
+
+def _share_rows(shares: dict[str, ShareResult]) -> list[list[str]]:
+    rows = [["share", "instance-h", "usage", "entitled", "wait p50", "wait p95", "preempted", "completed"]]
+    for name, share in shares.items():
+        rows.append(
+            [
+                name,
+                f"{share.instance_hours:,.1f}",
+                f"{100 * share.share_of_usage:.1f} %",
+                "-" if share.entitlement is None else f"{100 * share.entitlement:.1f} %",
+                _duration(share.wait_p50_s),
+                _duration(share.wait_p95_s),
+                f"{share.preemptions:,}",
+                f"{share.jobs_completed:,}/{share.jobs_submitted:,}",
+            ]
+        )
+    return rows
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(widths[i + 1]) for i, cell in enumerate(row[1:])]
+        out.append(indent + "  ".join(cells).rstrip())
+    return out
+
+
+def _approximations(result: SimulationResult) -> list[str]:
+    lines = ["approximations (AWS does not publish these algorithms):"]
+    for name, text in result.approximations.items():
+        wrapped = textwrap.wrap(f"{name}: {text}", width=100, initial_indent="  - ", subsequent_indent="    ")
+        lines.extend(wrapped)
+    return lines
+
+
+def render_text(result: SimulationResult) -> str:
+    """The readable report of one run."""
+    hol = ", ".join(f"{queue}={mode}" for queue, mode in result.head_of_line.items())
+    lines = [
+        f"batchpilot simulate: {result.scenario} (seed {result.seed}, {result.horizon_hours:g} h from "
+        f"{result.start}; head_of_line {hol})",
+    ]
+    rows = [["", "value"]]
+    for label, get, kind in _ROWS:
+        rows.append([label, _incidents(result) if kind == "skip" else _fmt(get(result), kind)])
+    lines += _table(rows[1:])
+    lines.append("")
+    lines += _table(_share_rows(result.shares))
+    lines.append("")
+    env_rows = [
+        ["service environment", "utilisation", "reserved inst-h", "in use inst-h", "limit at end", "changes"]
+    ]
+    for name, env in result.environments.items():
+        limits = ", ".join(f"{unit} {value}" for unit, value in env.final_limits.items())
+        env_rows.append(
+            [
+                name,
+                f"{100 * env.utilisation:.1f} %",
+                f"{env.reserved_instance_hours:,.1f}",
+                f"{env.in_use_instance_hours:,.1f}",
+                limits,
+                f"{env.limit_changes}",
+            ]
+        )
+    lines += _table(env_rows)
+    if result.recovery:
+        lines.append("")
+        lines.append(
+            "  recovery: "
+            + ", ".join(f"{key} {value}" for key, value in result.recovery.items())
+            + f"; at most {result.max_submits_in_one_second} SubmitServiceJob in any second"
+        )
+    if result.history is not None:
+        h = result.history
+        lines.append(
+            f"  history: {h['events']} events, {h['service_jobs']} service jobs rebuilt "
+            f"({h['sized_from_payload']} sized from payloads, {h['sized_from_training_job']} from training "
+            f"jobs, {h['sized_by_default']} by default), {h['ignored']} other events ignored"
+        )
+    lines.append("")
+    lines += _approximations(result)
+    return "\n".join(lines) + "\n"
+
+
+def render_compare(a: SimulationResult, b: SimulationResult) -> str:
+    """Two runs on the same workload and seed, side by side (B / A in the last column)."""
+    lines = [
+        f"batchpilot simulate --compare: A = {a.scenario}, B = {b.scenario} (same workload, seed {a.seed}, "
+        f"{a.horizon_hours:g} h)",
+    ]
+    rows = [["", "A", "B", "B / A"]]
+    for label, get, kind in _ROWS:
+        if kind == "skip":
+            rows.append([label, _incidents(a), _incidents(b), ""])
+            continue
+        va, vb = get(a), get(b)
+        ratio = (
+            f"{vb / va:.2f}x" if isinstance(va, int | float) and isinstance(vb, int | float) and va else ""
+        )
+        rows.append([label, _fmt(va, kind), _fmt(vb, kind), ratio])
+    lines += _table(rows)
+    lines.append("")
+    share_rows = [["share", "usage A", "usage B", "wait p95 A", "wait p95 B", "completed A", "completed B"]]
+    for name in sorted(set(a.shares) | set(b.shares)):
+        sa, sb = a.shares.get(name), b.shares.get(name)
+        share_rows.append(
+            [
+                name,
+                "-" if sa is None else f"{100 * sa.share_of_usage:.1f} %",
+                "-" if sb is None else f"{100 * sb.share_of_usage:.1f} %",
+                "-" if sa is None else _duration(sa.wait_p95_s),
+                "-" if sb is None else _duration(sb.wait_p95_s),
+                "-" if sa is None else f"{sa.jobs_completed:,}",
+                "-" if sb is None else f"{sb.jobs_completed:,}",
+            ]
+        )
+    lines += _table(share_rows)
+    lines.append("")
+    merged = dict(a.approximations)
+    merged.update(b.approximations)
+    lines += _approximations(
+        SimulationResult(**{**a.__dict__, "approximations": merged})  # one list for both runs
+    )
+    return "\n".join(lines) + "\n"
