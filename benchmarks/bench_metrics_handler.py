@@ -46,13 +46,14 @@ BATCH_SIZE = 10
 # Stages reported by the profile breakdown: (path suffix, function) -> label. Missing ones are skipped.
 STAGES = {
     ("functions/metrics/app.py", "lambda_handler"): "lambda_handler (decorators + batch utility)",
-    ("functions/metrics/app.py", "record_handler"): "  record_handler (per record)",
-    ("batchpilot/pipeline.py", "handle_metrics_record"): "    handle_metrics_record",
-    ("batchpilot/pipeline.py", "decode_record"): "      decode_record (json.loads + pydantic)",
-    ("batchpilot/classification.py", "classify"): "      classify",
-    ("batchpilot/metrics.py", "metric_points"): "      metric_points",
-    ("batchpilot/adapters/emf.py", "publish"): "      EmfPublisher.publish (Powertools EMF provider + print)",
-    ("aws_lambda_powertools/metrics/metrics.py", "add_metric"): "    Metrics.add_metric (own counters)",
+    ("batchpilot/metrics/handler.py", "record_handler"): "  record_handler (per record)",
+    ("batchpilot/metrics/service.py", "record_metrics"): "    record_metrics",
+    ("batchpilot/shared/records.py", "decode"): "      decode (pydantic_core.from_json + pydantic)",
+    ("batchpilot/shared/classification.py", "classify"): "      classify",
+    ("batchpilot/shared/metrics.py", "metric_points"): "      metric_points",
+    ("batchpilot/shared/observability.py", "count_outcome"): "    count_outcome (own counters)",
+    ("batchpilot/metrics/handler.py", "_clean"): "  MetricsProcessor._clean (the batch's EMF, once)",
+    ("batchpilot/io/emf.py", "flush"): "    EmfPublisher.flush (Powertools EMF provider + write)",
 }
 
 

@@ -109,7 +109,7 @@ def test_a_publishing_bug_fails_only_its_record(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = handler.publisher
+    real = handler.processor.sink
 
     class FailsOnPreemption:
         def add(self, points: list[Any]) -> None:
@@ -120,7 +120,7 @@ def test_a_publishing_bug_fails_only_its_record(
         def flush(self) -> int:
             return int(real.flush())
 
-    monkeypatch.setattr(handler, "publisher", FailsOnPreemption())
+    monkeypatch.setattr(handler.processor, "sink", FailsOnPreemption())
     bodies = [
         json.dumps(sample("service-job/succeeded")),
         json.dumps(sample("service-job-preemption/started")),

@@ -1,81 +1,45 @@
-"""From one SQS record to published job metrics: decode, parse, classify, derive, publish.
+"""From one SQS record's body to job metrics in the sink: decode, classify, derive.
 
-The seam between the metrics handler and the pure domain: handler code stays a few lines, and the
-same path runs in Lambda, in ``batchpilot replay`` and in the tests.
+The one step of the metrics function (:mod:`batchpilot.metrics.handler` counts and logs its
+result). Pure but for the sink it is given; the same path runs in Lambda, in ``batchpilot replay``
+and in the tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Protocol
-
+from batchpilot.metrics.ports import MetricSink
 from batchpilot.shared.classification import JobFacts, classify
-from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event_json
-from batchpilot.shared.metrics import MetricPoint, metric_points
+from batchpilot.shared.clock import Clock
+from batchpilot.shared.events import parse_event_json as decode_record  # noqa: F401  # see below
+from batchpilot.shared.metrics import metric_points
+from batchpilot.shared.records import Rejected, decode
 
-__all__ = ["Outcome", "RecordResult", "decode_record", "handle_metrics_record"]
+# ``decode_record`` stays only while recovery/service.py still imports it from here (its owner is
+# moving it to shared.records.decode); nothing in the metrics function uses it.
 
-
-class Outcome(StrEnum):
-    """What happened to one record. Only a raised exception makes SQS deliver it again."""
-
-    PROCESSED = "processed"
-    IGNORED = "ignored"  # a detail-type batchpilot does not handle: not retried
-    INVALID = "invalid"  # malformed: reported and counted, not retried (it would fail again)
+__all__ = ["record_metrics"]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordResult:
-    """Outcome of one record, with what the logs may say about it (never the event itself)."""
+def record_metrics(body: str | bytes, sink: MetricSink, clock: Clock) -> JobFacts | Rejected:
+    """Derive the job metrics of one SQS body's event and add them to ``sink``'s buffer.
 
-    outcome: Outcome
-    event_id: str | None = None
-    detail_type: str | None = None
-    facts: JobFacts | None = None
-    error: str | None = None
-
-
-class Publisher(Protocol):
-    """Anything that buffers metric points (see :class:`batchpilot.io.emf.EmfPublisher`)."""
-
-    def add(self, points: list[MetricPoint]) -> None: ...
-
-
-def decode_record(body: str) -> JobEvent:
-    """Decode an SQS message body (the EventBridge event as JSON text) and parse it.
-
-    Raises:
-        InvalidEventError: the body is not JSON or not a valid event.
-        UnsupportedEventError: a detail-type batchpilot does not handle.
-    """
-    return parse_event_json(body)
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def handle_metrics_record(
-    body: str, publisher: Publisher, now: Callable[[], datetime] = _utcnow
-) -> RecordResult:
-    """Derive the job metrics of one SQS record's event and hand them to the publisher's buffer.
+    Args:
+        body: the SQS message body: an AWS Batch or SageMaker EventBridge event as JSON.
+        sink: where the points go (written when the handler flushes the batch).
+        clock: "now" (aware UTC), the fallback timestamp for events CloudWatch would refuse
+            (:func:`batchpilot.shared.metrics.metric_timestamp`).
 
     Returns:
-        A :class:`RecordResult`; malformed and unsupported events are results, not exceptions.
+        The event's classification, or a :class:`~batchpilot.shared.records.Rejected` (ignored or
+        invalid, with why): malformed and unsupported events are results, not exceptions.
 
     Raises:
-        Whatever the publisher raises (a bug): the batch processor then reports the record as a
-        failure and SQS retries it, up to the queue's redrive limit, then the dead-letter queue.
+        Whatever the sink raises (a bug): the batch processor then reports the record as a failure
+        and SQS delivers it again, up to the queue's redrive limit, then the dead-letter queue.
     """
-    try:
-        event = decode_record(body)
-    except UnsupportedEventError as exc:
-        return RecordResult(Outcome.IGNORED, exc.event_id, exc.detail_type, error=str(exc))
-    except InvalidEventError as exc:
-        return RecordResult(Outcome.INVALID, exc.event_id, exc.detail_type, error=str(exc))
+    event = decode(body)
+    if isinstance(event, Rejected):
+        return event
     facts = classify(event)
-    publisher.add(metric_points(facts, event.time, now()))
-    return RecordResult(Outcome.PROCESSED, event.id, event.detail_type, facts)
+    sink.add(metric_points(facts, event.time, clock()))
+    return facts

@@ -1,0 +1,51 @@
+"""The metrics function's batch work: each SQS record → job metrics, the batch's EMF written once.
+
+:class:`MetricsProcessor` is a Powertools ``BatchProcessor`` (SQS, partial batch responses) whose
+:meth:`~MetricsProcessor.record_handler` runs :func:`batchpilot.metrics.service.record_metrics` and
+counts the record's outcome; its ``_clean`` flushes the batch's points at the end, so ten events of
+one job queue cost one EMF blob per dimension set and minute, not thirty.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from batchpilot.metrics.ports import MetricSink
+from batchpilot.metrics.service import record_metrics
+from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.observability import count_outcome
+from batchpilot.shared.records import Outcome, Rejected
+
+__all__ = ["MetricsProcessor"]
+
+
+class MetricsProcessor(BatchProcessor):
+    """SQS batch processor of the metrics function.
+
+    Args:
+        sink: where job metrics go (:class:`batchpilot.io.emf.EmfPublisher` in Lambda).
+        clock: "now" for events whose own time CloudWatch would refuse (default: the wall clock).
+
+    A malformed or unsupported record is counted (``InvalidEvents`` / ``EventsIgnored``) and
+    logged, never retried; a record whose metrics cannot be buffered raises, so only that record
+    is reported as a batch item failure.
+    """
+
+    def __init__(self, sink: MetricSink, clock: Clock = utc_now) -> None:
+        super().__init__(event_type=EventType.SQS)
+        self.sink = sink
+        self.clock = clock
+
+    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+        """One record: its job metrics buffered, its outcome counted (``EventsProcessed``, ...)."""
+        result = record_metrics(record.body, self.sink, self.clock)
+        count_outcome(result if isinstance(result, Rejected) else Outcome.PROCESSED)
+
+    def _clean(self) -> None:
+        """End of the batch: write its metrics once, then build the partial batch response."""
+        try:
+            self.sink.flush()
+        finally:
+            super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
