@@ -423,7 +423,6 @@ def test_throttling_is_retried_by_botocore(
             "service_jobs": [runnable("a", "q", 8)],
         }
     )
-    handler = load_handler(**policy(sm={"job_queues": ["q"], "max": 16}))
     throttled: Counter[str] = Counter()
 
     class Body:
@@ -438,10 +437,12 @@ def test_throttling_is_retried_by_botocore(
             return AWSResponse(request.url, 429, headers, Body())
         return None
 
-    # Throttle at the HTTP layer, below the client: the retries are botocore's own.
+    # Throttle at the HTTP layer, below the client: the retries are botocore's own. The hook is on
+    # the session before the cold start, which makes the handler's clients.
     adapters.session().events.register("before-send.batch", throttle, unique_id="capacity-test-throttle")
     monkeypatch.setattr(botocore.endpoint.time, "sleep", lambda seconds: None)  # keep the test fast
     try:
+        handler = load_handler(**policy(sm={"job_queues": ["q"], "max": 16}))
         run = invoke(aws, handler, scheduled(T0), lambda_context, capsys)
     finally:
         adapters.session().events.unregister("before-send.batch", unique_id="capacity-test-throttle")

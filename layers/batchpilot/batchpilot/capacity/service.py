@@ -1,17 +1,24 @@
 """One capacity run: sample each managed service environment's queues, decide, act, tell.
 
 :class:`CapacityService` wires the pure parts (:mod:`~batchpilot.capacity.sampling`,
-:mod:`~batchpilot.capacity.policy`) to three injected collaborators described by protocols (the
-real ones are :mod:`batchpilot.io.batch`, :mod:`~batchpilot.io.dynamodb.capacity`
-and :mod:`~batchpilot.io.eventbridge`). It never imports boto3, reads no environment and
-never logs: it returns a :class:`RunReport` that the handler logs and publishes.
+:mod:`~batchpilot.capacity.policy`) to the ports of :mod:`batchpilot.capacity.ports` (AWS Batch,
+the state store, the event publisher, the gauge sink). It never imports boto3 or Powertools, reads
+no environment, never logs and never calls ``datetime.now`` (the wall clock is an injected
+:data:`~batchpilot.shared.clock.Clock`): it returns a :class:`RunReport` that the handler
+(:mod:`batchpilot.capacity.handler`) logs and counts.
+
+A run is triggered by the schedule (:meth:`CapacityService.run_schedule`: every managed
+environment, at the scheduled time) or by a ``Batch Service Job Queue Blocked`` event
+(:func:`blocked_run` says whether it is one to act on; :meth:`CapacityService.run_blocked`: its
+queue's environment, at the event's time). "Now" always comes from the triggering event, so
+replaying the same clock gives the same decisions.
 
 Per run and per environment: ``ListServiceJobs`` (RUNNABLE, every page) and ``GetJobQueueSnapshot``
 per job queue; the payload demand of jobs not seen before (memory of this Lambda instance, then
 the DynamoDB cache, then ``DescribeServiceJob`` within a per-run budget); one state read and one or
 two conditional state writes; ``UpdateServiceEnvironment`` only when the decision differs from the
-limit that is set; ``PutEvents`` for each change and each new refusal. An error in one environment
-is caught, reported, and never stops the others.
+limit that is set; ``PutEvents`` for each change and each new refusal; the gauges to the sink. An
+error in one environment is caught, reported, and never stops the others.
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from enum import StrEnum
+from typing import Any
 
-from batchpilot.capacity.model import CapacityLimit, JobDemand, QueueSnapshot, RunnableJob, ServiceEnvironment
-from batchpilot.capacity.policy import EnvironmentDecision, EnvironmentState, decide, notices
+from batchpilot.capacity.model import MAX_RESOURCE_REASON, JobDemand, RunnableJob, ServiceEnvironment
+from batchpilot.capacity.policy import EnvironmentDecision, decide, notices
+from batchpilot.capacity.ports import BatchCapacityApi, EventPublisher, GaugeSink, StateStore
 from batchpilot.capacity.sampling import (
     QueueSample,
     environment_gauges,
@@ -32,47 +41,100 @@ from batchpilot.capacity.sampling import (
     sample_queue,
     unit_demands,
 )
-from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.shared.metrics import MetricPoint, dimensions
+from batchpilot.capacity.settings import CapacityPolicyConfig, CapacitySettings
+from batchpilot.shared.arns import resource_name
+from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.events import BatchServiceJobQueueBlocked, JobEvent, to_datetime
+from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, OwnEvent, PublishError
+from batchpilot.shared.records import Outcome, Rejected
 
 __all__ = [
-    "BatchApi",
+    "BlockedRun",
     "CapacityService",
     "DemandMemory",
     "EnvironmentOutcome",
-    "EventApi",
     "RunReport",
-    "StateApi",
+    "Trigger",
+    "blocked_run",
+    "scheduled_time",
 ]
 
 
-class BatchApi(Protocol):
-    """AWS Batch as the capacity function uses it (see ``BatchCapacityClient``)."""
+class Trigger(StrEnum):
+    """What started a run (the ``trigger`` of its log lines)."""
 
-    def describe_environments(self, names: Sequence[str]) -> dict[str, ServiceEnvironment]: ...
-    def runnable_jobs(self, queue: str) -> list[RunnableJob]: ...
-    def snapshot(self, queue: str) -> QueueSnapshot: ...
-    def job_demand(self, job_arn: str, job_id: str | None = None) -> dict[str, int] | None: ...
-    def update_capacity(self, environment: str, limits: Sequence[CapacityLimit]) -> None: ...
-
-
-class StateApi(Protocol):
-    """Capacity state and the payload-demand cache (see ``CapacityStateStore``)."""
-
-    def load(self, environment: str) -> EnvironmentState: ...
-    def save(self, environment: str, state: EnvironmentState, now: datetime) -> int | None: ...
-    def cached_demands(self, queue: str, job_arns: Sequence[str]) -> dict[str, dict[str, int]]: ...
-    def remember_demands(
-        self, queue: str, demands: Mapping[str, Mapping[str, int]], now: datetime
-    ) -> None: ...
+    SCHEDULE = "schedule"
+    """EventBridge Scheduler (``CapacitySchedule``), every minute: every managed environment."""
+    QUEUE_BLOCKED = "queue-blocked"
+    """A ``Batch Service Job Queue Blocked`` event (``CapacityQueue``): its queue's environment."""
 
 
-class EventApi(Protocol):
-    """Own-event publishing (:class:`batchpilot.io.eventbridge.EventBridgePublisher`)."""
+def scheduled_time(event: Any) -> datetime:
+    """The run's "now": the schedule event's ``time`` (the scheduled time), aware UTC.
 
-    def publish(self, events: Sequence[OwnEvent], resources: Sequence[str] | None = None) -> None:
-        """Put ``events`` on the bus. Raises :class:`PublishError`."""
+    Args:
+        event: the invocation's event; a ``dict`` with an ISO-8601 ``time`` string is expected
+            (EventBridge Scheduler fills ``<aws.scheduler.scheduled-time>`` into the target input).
+
+    Raises:
+        ValueError: no usable ``time`` (the message says what the event must carry).
+    """
+    raw = event.get("time") if isinstance(event, dict) else None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(
+            "capacity: the event has no 'time': invoke with the schedule's event (ISO-8601 time)"
+        )
+    try:
+        return to_datetime(raw)
+    except ValueError as exc:
+        raise ValueError(f"capacity: the event's 'time' is not an ISO-8601 time: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedRun:
+    """A ``Batch Service Job Queue Blocked`` event the capacity function acts on.
+
+    Attributes:
+        event_id: the event's ``id``.
+        time: the event's ``time`` (aware UTC): the run's "now".
+        environment: the managed service environment the job's queue feeds.
+        queue: the job queue's name.
+        job_arn: the blocked service job's ``jobArn``.
+    """
+
+    event_id: str
+    time: datetime
+    environment: str
+    queue: str
+    job_arn: str
+
+
+def blocked_run(event: JobEvent, policy: CapacityPolicyConfig) -> BlockedRun | Rejected:
+    """Whether ``event`` calls for a run, and of which environment. Pure.
+
+    Returns:
+        A :class:`BlockedRun` for a ``Batch Service Job Queue Blocked`` event whose
+        ``statusReason`` starts with ``MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE`` and
+        whose job queue feeds a managed environment; otherwise a ``Rejected`` (ignored: another
+        detail-type or reason, or a queue that is not managed).
+    """
+    if not isinstance(event, BatchServiceJobQueueBlocked) or not (
+        (event.detail.statusReason or "").strip().startswith(MAX_RESOURCE_REASON)
+    ):
+        return Rejected(
+            Outcome.IGNORED,
+            event.id,
+            event.detail_type,
+            f"not a service job blocked by {MAX_RESOURCE_REASON}",
+        )
+    queue = resource_name(event.detail.jobQueue)
+    environment = policy.environment_of(queue) if queue else None
+    if queue is None or environment is None:
+        return Rejected(
+            Outcome.IGNORED, event.id, event.detail_type, "detail.jobQueue is not a managed job queue"
+        )
+    return BlockedRun(event.id, event.time, environment, queue, event.detail.jobArn)
 
 
 class DemandMemory:
@@ -131,6 +193,7 @@ class RunReport:
 
     Attributes:
         now: the run's time (from the triggering event).
+        trigger: what started it.
         outcomes: one per managed environment in the run, in configuration order.
         gauges: the EMF points to publish (sampling gauges and decision counts).
         samples: the per-queue figures.
@@ -139,6 +202,7 @@ class RunReport:
     """
 
     now: datetime
+    trigger: Trigger = Trigger.SCHEDULE
     outcomes: list[EnvironmentOutcome] = field(default_factory=list)
     gauges: list[MetricPoint] = field(default_factory=list)
     samples: list[QueueSample] = field(default_factory=list)
@@ -149,6 +213,24 @@ class RunReport:
     def errors(self) -> list[str]:
         """``"<environment>: <error>"`` per failed environment."""
         return [f"{o.name}: {o.error}" for o in self.outcomes if o.error]
+
+    @property
+    def published(self) -> tuple[int, int]:
+        """``(Capacity Adjusted, Capacity Limited)`` events published across the outcomes."""
+        events = [e for o in self.outcomes for e in o.events]
+        return sum(isinstance(e, CapacityAdjusted) for e in events), sum(
+            isinstance(e, CapacityLimited) for e in events
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What a scheduled invocation returns: ``{"time": ISO-8601 str, "service_environments":
+        int, "updated": [names], "errors": ["<environment>: <error>"]}``."""
+        return {
+            "time": self.now.isoformat(),
+            "service_environments": len(self.outcomes),
+            "updated": [o.name for o in self.outcomes if o.updated],
+            "errors": self.errors,
+        }
 
 
 def _describe(exc: BaseException) -> str:
@@ -161,46 +243,84 @@ class CapacityService:
 
     Args:
         settings: validated at cold start.
-        batch, store, events: the adapters (injected).
+        batch, store, events, gauges: the ports (:mod:`batchpilot.capacity.ports`).
+        clock: the wall clock (aware UTC), only to keep gauge timestamps inside the window
+            CloudWatch accepts (:func:`batchpilot.shared.metrics.metric_timestamp`); a run's "now"
+            comes from its trigger.
         memory: the Lambda instance's demand memory (a new one when not given).
     """
 
     def __init__(
         self,
         settings: CapacitySettings,
-        batch: BatchApi,
-        store: StateApi,
-        events: EventApi,
+        batch: BatchCapacityApi,
+        store: StateStore,
+        events: EventPublisher,
+        gauges: GaugeSink,
+        *,
+        clock: Clock = utc_now,
         memory: DemandMemory | None = None,
     ) -> None:
         self.settings = settings
         self.batch = batch
         self.store = store
         self.events = events
+        self.gauges = gauges
+        self.clock = clock
         self.memory = memory if memory is not None else DemandMemory()
+
+    def run_schedule(self, event: Any) -> RunReport:
+        """A schedule event → a run of every managed environment at the event's ``time``.
+
+        Raises:
+            ValueError: the event has no usable ``time`` (see :func:`scheduled_time`).
+        """
+        return self.run(scheduled_time(event), Trigger.SCHEDULE)
+
+    def run_blocked(self, blocked: BlockedRun) -> RunReport:
+        """A run of the blocked job's environment at the event's time, the job counted as blocked
+        by ``SERVICE_ENVIRONMENT_MAX_RESOURCE`` whatever ``ListServiceJobs`` says of it."""
+        return self.run(
+            blocked.time,
+            Trigger.QUEUE_BLOCKED,
+            environments=[blocked.environment],
+            blocked={blocked.queue: [blocked.job_arn]},
+        )
 
     def run(
         self,
         now: datetime,
+        trigger: Trigger = Trigger.SCHEDULE,
         *,
         environments: Collection[str] | None = None,
         blocked: Mapping[str, Collection[str]] | None = None,
-        timestamp: datetime | None = None,
     ) -> RunReport:
-        """One run at ``now``.
+        """One run at ``now``; its gauges are published to the sink before it returns.
 
         Args:
             now: the run's time (aware UTC): the scheduled time, or a blocked event's time.
+            trigger: what started it (carried by the report).
             environments: only these managed environments (default: all of them).
             blocked: job queue name → ARNs of jobs a ``Batch Service Job Queue Blocked`` event
                 reported as blocked by ``SERVICE_ENVIRONMENT_MAX_RESOURCE``.
-            timestamp: the time the gauges carry (default ``now``).
 
         Returns:
             The :class:`RunReport`. Never raises for an AWS error: each environment's failure is
-            in its outcome.
+            in its outcome. Whatever the gauge sink raises (a bug) propagates.
         """
-        report = RunReport(now=now)
+        report = self._run(now, trigger, environments, blocked or {}, metric_timestamp(now, self.clock()))
+        self.gauges.publish(report.gauges)
+        return report
+
+    def _run(
+        self,
+        now: datetime,
+        trigger: Trigger,
+        environments: Collection[str] | None,
+        blocked: Mapping[str, Collection[str]],
+        timestamp: datetime,
+    ) -> RunReport:
+        report = RunReport(now=now, trigger=trigger)
         names = [
             name
             for name in self.settings.policy.service_environments
@@ -223,9 +343,7 @@ class CapacityService:
                 outcome.error = "DescribeServiceEnvironments: no such service environment"
                 continue
             try:
-                self._run_environment(
-                    environment, now, timestamp or now, blocked or {}, budget, report, outcome
-                )
+                self._run_environment(environment, now, timestamp, blocked, budget, report, outcome)
             except Exception as exc:  # isolate: one environment's error never stops the others
                 outcome.error = _describe(exc)
         return report
@@ -342,10 +460,3 @@ class CapacityService:
             dims = dimensions(**where, Decision=str(unit.action), Reason=str(unit.reason))
             points.append(gauge("CapacityDecisions", "Count", 1, dims, ts))
         return points
-
-
-def published(outcomes: Sequence[EnvironmentOutcome]) -> tuple[int, int]:
-    """``(Capacity Adjusted, Capacity Limited)`` events published across ``outcomes``."""
-    adjusted = sum(isinstance(e, CapacityAdjusted) for o in outcomes for e in o.events)
-    limited = sum(isinstance(e, CapacityLimited) for o in outcomes for e in o.events)
-    return adjusted, limited
