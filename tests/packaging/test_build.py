@@ -9,11 +9,16 @@ What these tests catch:
 * a layer built for the wrong CPU or Python (the functions run on arm64, python3.13);
 * tooling (moto, pytest, cfn-lint, the replay runner) leaking into the layer;
 * a third-party import in the package or a function that ``layers/batchpilot/requirements.txt``
-  does not pin.
+  does not pin;
+* a cold start that compiles: /opt and /var/task are read-only in Lambda, so a module without
+  python3.13 bytecode is compiled from source at every cold start. Every ``.py`` of the built layer
+  and functions must have its unchecked-hash pyc, and importing and invoking each handler from a
+  read-only copy laid out as Lambda does must compile nothing from the layer or the function.
 
 The build needs the SAM CLI (``$SAM_CLI``, else ``.venv-sam/bin/sam``) and a python3.13
-interpreter (SAM's python3.13 build method runs its pip). Without either the tests skip with
-the reason. Everything is built into pytest's temporary directory, never into the repo.
+interpreter (layers/batchpilot/Makefile and functions/Makefile run it for pip and compileall).
+Without either the tests skip with the reason. Everything is built into pytest's temporary
+directory, never into the repo.
 """
 
 from __future__ import annotations
@@ -198,13 +203,18 @@ def python313() -> str:
     return found
 
 
-def sam_build(sam: str, python313: str, template: Path, build_dir: Path) -> Path:
-    """``sam build`` of ``template`` (paths relative to the repo) into ``build_dir``; returns it."""
+def sam_build(sam: str, python313: str, template: Path, build_dir: Path, layer_arch: str = "arm64") -> Path:
+    """``sam build`` of ``template`` (paths relative to the repo) into ``build_dir``; returns it.
+
+    ``layer_arch`` (``arm64`` or ``x86_64``) is the CPU of the wheels layers/batchpilot/Makefile
+    installs: SAM does not tell a makefile build its BuildArchitecture.
+    """
     env = {
         **os.environ,
-        # SAM looks python3.13 up on PATH: put the real binary first (ahead of any pyenv shim).
+        # The Makefiles and SAM look python3.13 up on PATH: the real binary first (ahead of any shim).
         "PATH": os.pathsep.join([str(Path(python313).parent), os.environ.get("PATH", "")]),
         "SAM_CLI_TELEMETRY": "0",
+        "BATCHPILOT_LAYER_ARCH": layer_arch,
     }
     command = [
         sam, "build",
@@ -277,7 +287,7 @@ def host_build(
     workdir = tmp_path_factory.mktemp("hostarch")
     copy = workdir / "template.json"  # JSON is valid template syntax; paths stay relative to --base-dir
     copy.write_text(json.dumps(template, indent=1))
-    return sam_build(sam_cli, python313, copy, workdir / "build")
+    return sam_build(sam_cli, python313, copy, workdir / "build", layer_arch=SAM_ARCH[arch])
 
 
 def built_resource_dir(build_dir: Path, logical_id: str) -> Path:
@@ -293,7 +303,7 @@ def built_resource_dir(build_dir: Path, logical_id: str) -> Path:
 
 def layer_python_dir(build_dir: Path, logical_id: str = "BatchPilotLayer") -> Path:
     path = built_resource_dir(build_dir, logical_id) / "python"
-    assert path.is_dir(), f"layer {logical_id} has no python/ folder (BuildMethod python3.x puts it there)"
+    assert path.is_dir(), f"layer {logical_id} has no python/ folder (layers/batchpilot/Makefile makes it)"
     return path
 
 
@@ -358,6 +368,9 @@ def test_arm64_layer_has_no_tooling(arm64_build: Path) -> None:
     assert not present, (
         f"tooling in the layer: {present} (only runtime dependencies belong in requirements.txt)"
     )
+    # Console scripts (jmespath's jp.py, ...): nothing in Lambda runs them, and their shebang
+    # names the build machine's python.
+    assert not (python / "bin").exists(), sorted(p.name for p in (python / "bin").iterdir())
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
@@ -371,6 +384,62 @@ def test_arm64_function_fits_lambda_size_limit(arm64_build: Path, function: str)
     )
     assert size < LAMBDA_UNZIPPED_LIMIT, (
         f"{function} + layers = {size / 2**20:.1f} MiB unzipped (limit 250 MiB)"
+    )
+
+
+# Runs in python3.13 (the bytecode must be its own): argv = folders; prints {"checked": n, "problems": [...]}.
+CHECK_BYTECODE = r"""
+import importlib.util, json, os, sys
+
+checked, problems = 0, []
+for top in sys.argv[1:]:
+    for folder, subfolders, files in os.walk(top):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        for name in (f for f in files if f.endswith(".py")):
+            source = os.path.join(folder, name)
+            where = os.path.relpath(source, top)
+            checked += 1
+            try:
+                with open(importlib.util.cache_from_source(source), "rb") as f:
+                    header = f.read(16)
+            except OSError:
+                problems.append(f"{where}: no {sys.implementation.cache_tag} pyc")
+                continue
+            with open(source, "rb") as f:
+                digest = importlib.util.source_hash(f.read())
+            flags = int.from_bytes(header[4:8], "little")
+            if header[:4] != importlib.util.MAGIC_NUMBER:
+                problems.append(f"{where}: pyc of another Python (magic {header[:4].hex()})")
+            elif flags != 0b01:  # PEP 552: bit 0 hash-based, bit 1 check_source
+                problems.append(f"{where}: not an unchecked-hash pyc (flags {flags:#04b})")
+            elif header[8:16] != digest:
+                problems.append(f"{where}: stale pyc (made from another version of the source)")
+print(json.dumps({"checked": checked, "problems": problems}))
+"""
+
+
+@pytest.mark.parametrize("resource", ["BatchPilotLayer", *FUNCTIONS])
+def test_arm64_artifact_has_python313_bytecode_for_every_module(
+    arm64_build: Path, python313: str, resource: str
+) -> None:
+    """Every ``.py`` of the layer and of each function has its python3.13 unchecked-hash pyc.
+
+    /opt and /var/task are read-only in Lambda: a module without usable bytecode is compiled from
+    source at every cold start (the layer's Makefile and functions/Makefile make them).
+    """
+    folder = built_resource_dir(arm64_build, resource)
+    proc = subprocess.run(
+        [python313, "-I", "-S", "-c", CHECK_BYTECODE, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["checked"] > 0, f"{resource}: no .py file in {folder}"
+    problems = report["problems"]
+    assert not problems, f"{resource}: {len(problems)} of {report['checked']} modules:\n" + "\n".join(
+        problems[:40]
     )
 
 
@@ -555,6 +624,114 @@ def test_function_imports_and_runs_with_only_its_layer(
         assert directive["Namespace"] == TEMPLATE["Parameters"]["MetricsNamespace"]["Default"]
         assert all(name["Name"] in blob for name in directive["Metrics"])
     assert FAKE_SECRET not in proc.stdout + proc.stderr, f"{function} printed the job's environment"
+
+
+# ------------------------------------------------ the host-arch artifact, read-only: nothing is compiled
+
+
+# Prepended to INVOKE: records the path of every module the import system compiles from source,
+# which it does only when a module has no usable pyc (missing, another Python's, stale or rejected).
+RECORD_COMPILES = r"""
+import importlib._bootstrap_external as _external
+
+_compiled = []
+_source_to_code = _external.SourceLoader.source_to_code
+
+
+def _recording_source_to_code(self, data, path, *args, **kwargs):
+    _compiled.append(path)
+    return _source_to_code(self, data, path, *args, **kwargs)
+
+
+_external.SourceLoader.source_to_code = _recording_source_to_code
+"""
+
+# Appended to INVOKE (after the handler ran): a module without bytecode must be recorded (proof the
+# recorder works), then every recorded path goes to <result file>.compiled as JSON.
+REPORT_COMPILES = r"""
+sys.path.insert(0, _probe_dir)
+import bytecode_probe
+assert any(p.endswith("bytecode_probe.py") for p in _compiled), "the compile recorder recorded nothing"
+_compiled.remove(bytecode_probe.__file__)
+with open(result_file + ".compiled", "w") as f:
+    json.dump(_compiled, f)
+"""
+
+
+def _make_read_only(root: Path, read_only: bool) -> None:
+    """``chmod -R a-w`` (or back to ``u+w``) of ``root``, itself included."""
+    for path in [root, *root.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        path.chmod(mode & ~0o222 if read_only else mode | 0o200)
+
+
+@pytest.fixture(scope="session")
+def read_only_lambda_tree(
+    host_build: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, Path]]]:
+    """The host-arch build laid out as Lambda mounts it, read-only like Lambda's /opt and /var/task.
+
+    Yields ``(<root>/opt/python, {function logical id: <root>/<function>/var/task})``: the layer's
+    folder is copied to ``opt`` (so its ``python/`` is ``/opt/python``), each function's to its own
+    ``var/task``. Permissions are given back at the end so pytest can delete the copy.
+    """
+    root = tmp_path_factory.mktemp("lambda-fs")
+    shutil.copytree(built_resource_dir(host_build, "BatchPilotLayer"), root / "opt")
+    tasks = {}
+    for function in FUNCTIONS:
+        tasks[function] = root / function / "var" / "task"
+        shutil.copytree(built_resource_dir(host_build, function), tasks[function])
+    _make_read_only(root, read_only=True)
+    try:
+        yield root / "opt" / "python", tasks
+    finally:
+        _make_read_only(root, read_only=False)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_cold_start_compiles_nothing_from_the_layer_or_the_function(
+    read_only_lambda_tree: tuple[Path, dict[str, Path]], python313: str, function: str, tmp_path: Path
+) -> None:
+    """Import the handler and handle a first record in a fresh python3.13 with /opt/python and
+    /var/task read-only: every module of the layer and of the function code must load from its pyc.
+
+    ``-B`` as well as read-only folders: root ignores permission bits, and a run that wrote pyc
+    would hide a missing one from the next. The handler gets the same record as in
+    ``test_function_imports_and_runs_with_only_its_layer`` (a real sample for metrics, a malformed
+    record for the functions that call AWS).
+    """
+    layer_dir, tasks = read_only_lambda_tree
+    code_dir = tasks[function]
+    module, attribute = TEMPLATE["Resources"][function]["Properties"]["Handler"].rsplit(".", 1)
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    (probe_dir / "bytecode_probe.py").write_text("VALUE = 1\n")
+    result_file = tmp_path / "result.json"
+    event_arg = str(SAMPLE_EVENT) if function == "MetricsFunction" else "-"
+    program = RECORD_COMPILES + INVOKE + f"_probe_dir = {str(probe_dir)!r}\n" + REPORT_COMPILES
+    proc = subprocess.run(
+        [python313, "-I", "-S", "-B", "-c", program, str(code_dir), str(layer_dir), module, attribute,
+         event_arg, str(result_file), str(ROOT), sys.prefix],
+        cwd=tmp_path,
+        env=lambda_environment(TEMPLATE, function),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+
+    assert proc.returncode == 0, f"{function} failed from the read-only tree:\n{proc.stderr[-4000:]}"
+    compiled = json.loads(Path(f"{result_file}.compiled").read_text())
+    ours = [
+        path
+        for path in compiled
+        if any(Path(path).is_relative_to(folder) for folder in (layer_dir, code_dir))
+    ]
+    assert not ours, (
+        f"{function}: {len(ours)} modules compiled from source at cold start (no usable pyc): "
+        + ", ".join(sorted(str(Path(p).relative_to(layer_dir.parent.parent)) for p in ours)[:40])
+    )
 
 
 # ------------------------------------------------------------------------- requirements.txt pins

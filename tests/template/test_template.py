@@ -142,7 +142,9 @@ def test_layer_is_built_for_python313_arm64(template: dict[str, Any], translated
     assert p["CompatibleRuntimes"] == ["python3.13"]
     assert p["CompatibleArchitectures"] == ["arm64"]
     assert p["RetentionPolicy"] == "Delete"
-    assert layer["Metadata"] == {"BuildMethod": "python3.13", "BuildArchitecture": "arm64"}
+    # layers/batchpilot/Makefile installs arm64 wheels for CPython 3.13 and compiles the bytecode.
+    assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
+    assert "build-BatchPilotLayer:" in (ROOT / p["ContentUri"] / "Makefile").read_text()
     assert (ROOT / p["ContentUri"]).is_dir()
     versions = resources_of_type(translated, "AWS::Lambda::LayerVersion")
     assert len(versions) == 1
@@ -217,9 +219,8 @@ def test_only_the_metrics_rule_may_send_to_the_metrics_queues(translated: dict[s
     p = props(translated, "MetricsQueuePolicy", "AWS::SQS::QueuePolicy")
     assert sorted(ref(q) for q in p["Queues"]) == ["MetricsDeadLetterQueue", "MetricsQueue"]
     statements = p["PolicyDocument"]["Statement"]
-    assert len(statements) == 1
-    (statement,) = statements
-    assert statement["Effect"] == "Allow"
+    assert [s["Effect"] for s in statements] == ["Allow", "Deny"]  # the Deny: no request without TLS
+    statement = statements[0]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert as_list(statement["Action"]) == ["sqs:SendMessage"]
     assert sorted(getatt(r, "Arn") for r in statement["Resource"]) == [
