@@ -72,11 +72,6 @@ class ServiceEnvironment:
         mid-update, never INVALID)."""
         return self.state == "ENABLED" and self.status == "VALID"
 
-    @property
-    def quota_management(self) -> bool:
-        """True when its capacity units are instance types (a quota-management environment)."""
-        return any(limit.unit != NUM_INSTANCES for limit in self.limits)
-
     def limit(self, unit: str) -> int | None:
         """``maxCapacity`` of ``unit``, or None when the environment has no such limit."""
         return next((limit.max_capacity for limit in self.limits if limit.unit == unit), None)

@@ -19,6 +19,7 @@ from batchpilot.capacity.model import (
     RunnableJob,
     ServiceEnvironment,
 )
+from batchpilot.shared.arns import resource_name
 from batchpilot.shared.events import to_datetime_or_none
 from batchpilot.shared.resources import instances_from_payload
 
@@ -52,13 +53,9 @@ def _by_name(entries: Any, key: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def _job_id(job_arn: str) -> str:
-    """``arn:aws:batch:...:service-job/<id>`` → ``<id>`` (a bare id is returned as is)."""
-    return job_arn.rsplit("/", 1)[-1]
-
-
 class BatchCapacityClient:
-    """What the capacity function asks of AWS Batch.
+    """What the capacity function asks of AWS Batch (implements
+    :class:`batchpilot.capacity.ports.BatchCapacityApi`).
 
     Args:
         client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
@@ -142,7 +139,7 @@ class BatchCapacityClient:
             botocore.exceptions.ClientError: any other error (throttling already retried).
         """
         try:
-            response = self._client.describe_service_job(jobId=job_id or _job_id(job_arn))
+            response = self._client.describe_service_job(jobId=job_id or resource_name(job_arn) or job_arn)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("ClientException", "ResourceNotFoundException"):
                 return {}

@@ -31,7 +31,9 @@ _GroupKey = tuple[tuple[tuple[str, str], ...], int]
 
 
 class EmfPublisher:
-    """Buffers metric points and prints them as EMF blobs on stdout (Powertools serialisation).
+    """Buffers metric points and prints them as EMF blobs on stdout (Powertools serialisation):
+    the metrics function's :class:`~batchpilot.metrics.ports.MetricSink` (``add``, ``flush``) and
+    the capacity function's :class:`~batchpilot.capacity.ports.GaugeSink` (``publish``).
 
     Every blob carries the points' dimensions plus ``service``. A blob holds at most 100 metrics
     with at most 100 values each (larger groups are split).

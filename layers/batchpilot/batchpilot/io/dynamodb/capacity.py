@@ -44,7 +44,7 @@ def _state_key(environment: str) -> dict[str, Any]:
 
 
 def _demand_pk(queue: str) -> str:
-    return f"capacity#demand#{queue}"
+    return f"capacity#demand#{key_part(queue)}"
 
 
 def _clock_from(raw: Any) -> UnitClock:
@@ -73,7 +73,8 @@ def _demand_from(raw: Any) -> dict[str, int]:
 
 
 class CapacityStateStore:
-    """Reads and writes capacity state and the payload-demand cache.
+    """Reads and writes capacity state and the payload-demand cache (implements
+    :class:`batchpilot.capacity.ports.StateStore`).
 
     Args:
         client: a boto3 ``dynamodb`` client (``batchpilot.io.clients.client("dynamodb")``).
