@@ -83,9 +83,12 @@ ACCOUNT_ARN = "arn:aws:batch:us-east-1:111122223333"
 APPROXIMATIONS: dict[str, str] = {
     "head_of_line": (
         "AWS does not publish whether a RUNNABLE service job that does not fit lets later jobs start. "
-        "head_of_line QUEUE: the first job of the queue waits and nothing behind it starts; SHARE "
-        "(default): each line waits for its own first job (the whole queue for FIFO, each share for fair "
-        "share and quota management); NONE: any of a line's first 100 RUNNABLE jobs that fits starts."
+        "head_of_line QUEUE: the first job of the queue (in fair-share order) waits and nothing behind it "
+        "starts; SHARE (default): each line waits for its own first job (the whole queue for FIFO, each "
+        "share for fair share and quota management) while the other lines go on, except that a fair "
+        "share below its weight's part of the capacity holds what frees up until its first job fits (so "
+        "small jobs cannot starve a large one); NONE: any of a line's first 100 RUNNABLE jobs that fits "
+        "starts."
     ),
     "fair_share_order": (
         "AWS publishes the inputs of fair share (weightFactor, shareDecaySeconds) but not its formula. "
@@ -505,6 +508,7 @@ class Simulation:
 
     def _at(self, delay: float, callback: Callable[..., None], *args: Any) -> None:
         """Call ``callback(*args)`` ``delay`` seconds from now (a SimPy timeout's callback)."""
+        self.counts["timeouts"] += 1
         event = self.env.timeout(max(0.0, delay))
         event.callbacks.append(lambda _event: callback(*args))
 
@@ -729,6 +733,18 @@ class Simulation:
                 active.append(share)
         return active
 
+    def _below_entitlement(self, queue: _Queue, share: str, usable: int) -> bool:
+        """True when ``share`` holds fewer instances than its weight entitles it to: usable
+        capacity x (1/weightFactor) / (sum of 1/weightFactor over the active shares)."""
+        policy = queue.spec.fair_share
+        assert policy is not None
+        active = self._active_shares(queue)
+        if share not in active:
+            active.append(share)
+        total = sum(1.0 / policy.weight(s) for s in active)
+        entitled = usable * (1.0 / policy.weight(share)) / total
+        return queue.share_in_use[share] < entitled
+
     def _usage(self, queue: _Queue, share: str) -> float:
         """The share's usage for fair share: instances in use now (no decay) or their moving
         average over ``shareDecaySeconds`` (see APPROXIMATIONS['fair_share_order'])."""
@@ -784,6 +800,11 @@ class Simulation:
                     break
             if chosen is None:
                 if mode is HeadOfLine.QUEUE:
+                    return
+                if mode is HeadOfLine.SHARE and self._below_entitlement(queue, share, usable):
+                    # The share next in fair-share order is below its part of the capacity: what
+                    # frees up is held for its first job, so that small jobs of other shares
+                    # cannot starve a large one (see APPROXIMATIONS["head_of_line"]).
                     return
                 candidates.discard(share)
                 continue
@@ -1122,7 +1143,8 @@ class Simulation:
             self._release(job, AttemptOutcome.SUCCEEDED)
             self._finish_job(job, JobState.SUCCEEDED, None)
             return
-        self._checkpoint(job)
+        if job.train_start is not None:  # not when MaxWait ends the wait after a spot interruption
+            self._checkpoint(job)
         if incident is _Incident.SPOT:
             # SageMaker Developer Guide, Managed spot training: an interrupted job waits for spot
             # capacity and resumes from its checkpoint, as the same training job.
@@ -1159,7 +1181,7 @@ class Simulation:
             self._fail(job, reason)
 
     def _preempt(self, job: _Job, why: str) -> None:
-        if job.state is JobState.RUNNING:
+        if job.train_start is not None:  # training (not provisioning, not waiting for spot)
             self._checkpoint(job)
         self.counts["preemptions"] += 1
         job.preemptions += 1
@@ -1214,8 +1236,10 @@ class Simulation:
             queue=job.queue.name,
             reason=job.reason or "",
             failed_attempt=job.resubmission,
+            instances=job.instances,
             has_checkpoint=job.checkpoint_at is not None,
             created_at=start + timedelta(seconds=job.submit),
+            started_at=start + timedelta(seconds=job.dispatched_at) if job.first_start is not None else None,
             stopped_at=start + timedelta(seconds=job.end or self.now),
             now=start + timedelta(seconds=self.now),
         )
@@ -1230,11 +1254,10 @@ class Simulation:
             self.trace.recovery["DRY_RUN"] += 1
             decider.record(
                 lineage_id=f"lineage-{job.lineage}",
-                original_job_arn=job.arn,
                 failed_job_arn=job.arn,
+                job_name=job.spec.name,
                 queue=job.queue.name,
                 outcome=outcome,
-                new_job_arn=None,
                 now=start + timedelta(seconds=self.now),
             )
             return
@@ -1261,7 +1284,7 @@ class Simulation:
         # SageMaker restores the newest checkpoint), queue, share and priority.
         self.trace.submits.append(self.now)
         self.trace.recovery["RESUBMITTED"] += 1
-        new = self._submit(
+        self._submit(
             job.spec,
             lineage=job.lineage,
             resubmission=outcome.attempt,
@@ -1270,11 +1293,10 @@ class Simulation:
         )
         decider.record(
             lineage_id=f"lineage-{job.lineage}",
-            original_job_arn=job.arn,
             failed_job_arn=job.arn,
+            job_name=job.spec.name,
             queue=job.queue.name,
             outcome=outcome,
-            new_job_arn=new.arn,
             now=self.scenario.start + timedelta(seconds=self.now),
         )
 

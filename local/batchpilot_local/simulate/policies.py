@@ -6,9 +6,9 @@ what is defined here, so that a change of a policy's API is fixed in one place. 
 - the capacity function's pure policy: :func:`batchpilot.capacity.policy.decide` with the same
   configuration model (``CapacityPolicyConfig``, the ``CapacityPolicy`` parameter) and the same
   demand figures (:func:`batchpilot.capacity.sampling.unit_demands`) the Lambda computes;
-- the recovery function's pure decision table: ``screen`` (rows 1-5), the lineage ``plan``
-  (budgets, backoff; rows 8-10), ``check_checkpoint`` (row 11), the ``SubmitPacer`` token bucket
-  and ``RecoverySettings``;
+- the recovery function's pure decision table, :func:`batchpilot.recovery.policy.decide` (every
+  row: scope, category, budgets, backoff, checkpoint policy, dry run), its lineage records, the
+  ``SubmitPacer`` token bucket and ``RecoverySettings``;
 - classification of reason texts (``category_of_reason``), ``lost_instance_hours`` and the event
   models and payload parser used to rebuild jobs from a recorded history.
 """
@@ -16,20 +16,23 @@ what is defined here, so that a change of a policy's API is fixed in one place. 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from batchpilot.capacity.model import NUM_INSTANCES, CapacityLimit, ServiceEnvironment
-from batchpilot.capacity.policy import EnvironmentState, decide
+from batchpilot.capacity.policy import EnvironmentState
+from batchpilot.capacity.policy import decide as decide_capacity
 from batchpilot.capacity.sampling import BlockedJob, QueueSample, Tally, unit_demands
 from batchpilot.capacity.settings import CapacityPolicyConfig, EnvironmentConfig
 from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState, lost_instance_hours
-from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, Step, plan
+from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, LineageRef, LineageView
 from batchpilot.recovery.pacing import SubmitPacer
-from batchpilot.recovery.policy import check_checkpoint, screen
+from batchpilot.recovery.policy import Case, Decision, Step, decide
+from batchpilot.recovery.requests import Operation
 from batchpilot.recovery.settings import RecoverySettings
+from batchpilot.recovery.snapshot import JobSnapshot
 from batchpilot.shared.classification import Category, EventKind, JobFacts, JobKind, category_of_reason
 from batchpilot.shared.events import (
     BatchServiceJobStateChange,
@@ -181,7 +184,7 @@ class CapacityController:
         ]
         demands = unit_demands(environment, samples)
         floors = {unit: self._config.floor(unit, now) for unit in limits} if self._config.floors else {}
-        decision = decide(environment, demands, self._bounds, floors, self._policy, self._state, now)
+        decision = decide_capacity(environment, demands, self._bounds, floors, self._policy, self._state, now)
         changed = decision.changes and not self._dry_run
         if changed or not decision.changes:
             self._state = decision.state
@@ -246,14 +249,15 @@ class RecoveryOutcome:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass
-class _LineageBook:
-    lineages: dict[str, Lineage] = field(default_factory=dict)
+_ROW_CHECKPOINT = CheckpointLocation(
+    "s3://simulated/checkpoints/", "simulated", "checkpoints/", "CheckpointConfig.S3Uri"
+)
 
 
 class RecoveryDecider:
-    """The recovery function's decision for failed service jobs, with lineages kept in memory
-    (DynamoDB's role) so budgets and backoff span the whole simulation.
+    """The recovery function's decision for failed service jobs: batchpilot's pure decision table
+    (:func:`batchpilot.recovery.policy.decide`, every row), with each lineage record kept in
+    memory (DynamoDB's role) so budgets and backoff span the whole simulation.
 
     Args:
         settings: from :func:`recovery_settings`.
@@ -261,7 +265,7 @@ class RecoveryDecider:
 
     def __init__(self, settings: RecoverySettings) -> None:
         self.settings = settings
-        self._book = _LineageBook()
+        self._lineages: dict[str, Lineage] = {}
 
     def decide(
         self,
@@ -272,29 +276,36 @@ class RecoveryDecider:
         queue: str,
         reason: str,
         failed_attempt: int,
+        instances: int,
         has_checkpoint: bool,
         created_at: datetime,
+        started_at: datetime | None,
         stopped_at: datetime,
         now: datetime,
     ) -> RecoveryOutcome:
-        """Rows 1-11 of the decision table for a service job that ended FAILED with ``reason``.
+        """The decision table for a service job that ended FAILED with ``reason``.
+
+        The simulator knows everything the function gathers (the job as DescribeServiceJob would
+        describe it, its lineage, its checkpoint), so every input is given at once.
 
         Args:
             lineage_id: the lineage (the original job's id).
-            job_arn / job_name / queue: the failed job.
+            job_arn / job_name / queue: the failed job (``queue``: the job queue's name).
             reason: its ``statusReason`` as AWS writes it (classified by batchpilot).
             failed_attempt: which resubmission of the lineage failed (0 = the original job).
+            instances: instances of the failed attempt.
             has_checkpoint: the job's checkpoint prefix holds at least one object.
-            created_at / stopped_at: the failed job's times.
-            now: the decision time.
+            created_at / started_at / stopped_at: the failed job's times (aware).
+            now: the decision time (aware).
         """
         category = category_of_reason(reason) or Category.UNKNOWN
+        queue_arn = f"arn:aws:batch:us-east-1:111122223333:job-queue/{queue}"
         facts = JobFacts(
             kind=JobKind.SERVICE_JOB,
             event_kind=EventKind.STATE_CHANGE,
             arn=job_arn,
             name=job_name,
-            queue_arn=queue,
+            queue_arn=queue_arn,
             queue=queue,
             status="FAILED",
             secondary_status=None,
@@ -303,91 +314,72 @@ class RecoveryDecider:
             category=category,
             reason=reason,
             created_at=created_at,
+            started_at=started_at,
             stopped_at=stopped_at,
         )
-        skip = screen(facts)
-        if skip is not None:
-            return RecoveryOutcome(
-                RecoveryStep.SKIP, category.value, skip_reason=skip.reason.value, message=skip.message
-            )
-        if not self.settings.manages_queue(queue):
-            return RecoveryOutcome(
-                RecoveryStep.SKIP,
-                category.value,
-                skip_reason="QUEUE_NOT_MANAGED",
-                message=f"{queue} not managed",
-            )
-        lineage = self._book.lineages.get(lineage_id)
-        step = plan(
-            lineage,
-            failed_job_arn=job_arn,
-            failed_attempt=failed_attempt,
-            category=category,
-            budgets=self.settings.budgets,
-            backoff_base=self.settings.backoff_base_seconds,
-            backoff_max=self.settings.backoff_max_seconds,
-            now=now,
+        snapshot = JobSnapshot(
+            kind=JobKind.SERVICE_JOB,
+            arn=job_arn,
+            name=job_name,
+            facts=facts,
+            described={},
+            instances=float(instances),
+            attempt_started_at=started_at,
+            stopped_at=stopped_at,
+            checkpoint=_ROW_CHECKPOINT,
+            job_queue=queue_arn,
         )
-        if step.step is Step.BUDGET_EXHAUSTED:
+        lineage = LineageView(LineageRef(lineage_id, failed_attempt), self._lineages.get(lineage_id))
+        checkpoint = CheckpointState(_ROW_CHECKPOINT, newest=stopped_at if has_checkpoint else None)
+        decision = decide(Case(facts, snapshot, lineage, checkpoint), self.settings, now)
+        if not isinstance(decision, Decision):  # a Need: an input was missing (never: all are given)
+            raise RuntimeError(f"batchpilot's recovery policy asked for {decision.name}")
+        step = decision.step
+        if step is Step.RESUBMIT:
+            return RecoveryOutcome(RecoveryStep.RESUBMIT, category.value, attempt=decision.attempt)
+        if step is Step.DRY_RUN:
+            return RecoveryOutcome(RecoveryStep.DRY_RUN, category.value, attempt=decision.attempt)
+        if step is Step.DEFER:
             return RecoveryOutcome(
-                RecoveryStep.SKIP, category.value, skip_reason="BUDGET_EXHAUSTED", message=step.message
+                RecoveryStep.DEFER, category.value, defer_s=decision.defer_seconds, message=decision.message
             )
-        if step.step is Step.DEFER:
-            return RecoveryOutcome(
-                RecoveryStep.DEFER, category.value, defer_s=step.defer_seconds, message=step.message
-            )
-        if step.step is not Step.NEW:
-            return RecoveryOutcome(
-                RecoveryStep.SKIP, category.value, skip_reason="DUPLICATE", message=step.message
-            )
-        location = CheckpointLocation(
-            "s3://simulated/checkpoints/", "simulated", "checkpoints/", "CheckpointConfig.S3Uri"
-        )
-        state = CheckpointState(location, newest=stopped_at if has_checkpoint else None)
-        refused = check_checkpoint(state, self.settings)
-        if refused is not None:
-            return RecoveryOutcome(
-                RecoveryStep.SKIP, category.value, skip_reason=refused.reason.value, message=refused.message
-            )
+        reason_name = decision.row.skip_reason.value if decision.row.skip_reason else decision.row.name
         return RecoveryOutcome(
-            RecoveryStep.DRY_RUN if self.settings.dry_run else RecoveryStep.RESUBMIT,
-            category.value,
-            attempt=step.attempt,
+            RecoveryStep.SKIP, category.value, skip_reason=reason_name, message=decision.message
         )
 
     def record(
         self,
         *,
         lineage_id: str,
-        original_job_arn: str,
         failed_job_arn: str,
+        job_name: str,
         queue: str,
         outcome: RecoveryOutcome,
-        new_job_arn: str | None,
         now: datetime,
     ) -> None:
-        """Write the lineage as the recovery function does after a submit (or a dry-run decision)."""
-        lineage = self._book.lineages.get(lineage_id) or Lineage(
+        """Write the lineage as the recovery function does after a submit (or a dry-run decision):
+        the attempt, the category's budget use and the backoff clock."""
+        lineage = self._lineages.get(lineage_id) or Lineage(
             lineage_id=lineage_id,
-            job_kind=JobKind.SERVICE_JOB.value,
-            original_job_arn=original_job_arn,
-            original_job_name=original_job_arn,
+            job_kind=JobKind.SERVICE_JOB,
+            original_job_arn=failed_job_arn,
+            original_job_name=job_name,
             job_queue=queue,
             created_at=now,
         )
         record = AttemptRecord(
             attempt=outcome.attempt,
             failed_job_arn=failed_job_arn,
-            category=outcome.category,
+            category=Category(outcome.category),
             reason=None,
             decided_at=now,
-            operation="batch:SubmitServiceJob",
-            new_job_name=new_job_arn or "",
+            operation=Operation.SUBMIT_SERVICE_JOB,
+            new_job_name=f"{job_name}-r{outcome.attempt}",
             state=AttemptState.DRY_RUN if outcome.step is RecoveryStep.DRY_RUN else AttemptState.SUBMITTED,
-            new_job_arn=new_job_arn,
             published=True,
         )
-        self._book.lineages[lineage_id] = lineage.with_attempt(record)
+        self._lineages[lineage_id] = lineage.with_attempt(record)
 
 
 class Pacer:

@@ -54,6 +54,9 @@ def run_scenario(path: str | Path, seed: int | None = None) -> Run:
     base = Path(path).resolve().parent
     try:
         workload = build_jobs(scenario, used_seed, base)
+        if workload.history is not None and workload.history.start is not None:
+            # A recorded history runs on its own clock: t = 0 is its first createdAt.
+            scenario = scenario.model_copy(update={"start": workload.history.start})
         return simulate(scenario, workload, used_seed)
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None

@@ -302,7 +302,9 @@ class HeadOfLine(StrEnum):
     """
 
     QUEUE = "QUEUE"  # the first job of the whole queue waits, and nothing behind it starts
-    SHARE = "SHARE"  # each line waits for its first job: the queue (FIFO), or each share
+    # each line waits for its first job: the queue (FIFO), or each share; a fair share below its
+    # entitlement holds freed capacity for its first job (no starvation of large jobs)
+    SHARE = "SHARE"
     NONE = "NONE"  # any of the first 100 RUNNABLE jobs of a line that fits starts (backfill)
 
 
