@@ -10,12 +10,13 @@ SAM_CLI_VERSION := 1.170.0
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate unit bench build clean help
+.PHONY: run test lint typecheck validate unit bench build clean help simulate
 
 help:
 	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
 	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, pytest)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
+	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
 
 $(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
@@ -33,6 +34,9 @@ $(SAM): Makefile
 
 run: $(BIN)/.installed
 	$(BIN)/batchpilot replay events/
+
+simulate: $(BIN)/.installed
+	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -57,6 +61,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_alerts.py
 	$(BIN)/python benchmarks/bench_recovery.py
 	$(BIN)/python benchmarks/bench_capacity.py
+	$(BIN)/python benchmarks/bench_simulate.py --results
 
 # sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
 # (`python3.13 -V`, not `command -v`: a pyenv shim is on the PATH even when 3.13 is not selected.)

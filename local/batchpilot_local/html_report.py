@@ -110,6 +110,7 @@ class Page:
 
 
 _PROLOGUE = re.compile(r"^.*?(?=<svg\b)", re.DOTALL)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 
 def figure_svg(figure: Any) -> str:
@@ -123,7 +124,9 @@ def figure_svg(figure: Any) -> str:
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "batchpilot", "svg.fonttype": "path"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    return _PROLOGUE.sub("", buffer.getvalue(), count=1).strip()
+    svg = _PROLOGUE.sub("", buffer.getvalue(), count=1)
+    # matplotlib's RDF <metadata> block only names its own vocabularies: drop it.
+    return _METADATA.sub("", svg, count=1).strip()
 
 
 def _axes(title: str, ylabel: str, xlabel: str, size: tuple[float, float]) -> tuple[Any, Any]:

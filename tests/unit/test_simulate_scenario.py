@@ -3,6 +3,8 @@ generated workloads and recorded histories."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import io
 import json
 import random
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from batchpilot_local.cli import main
+from batchpilot_local.simulate.command import add_parser, run_command
 from batchpilot_local.simulate.instances import ACCELERATORS, accelerators
 from batchpilot_local.simulate.scenario import Distribution, ScenarioError, load_scenario, parse_scenario
 from batchpilot_local.simulate.workload import build_jobs
@@ -49,11 +51,17 @@ def write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    import contextlib
-
+    """``batchpilot simulate ...`` through the sub-command's own parser and runner (the wiring into
+    ``batchpilot_local.cli`` has a test of its own)."""
+    parser = argparse.ArgumentParser(prog="batchpilot")
+    add_parser(parser.add_subparsers(dest="command"))
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+    with contextlib.redirect_stderr(err):
+        try:
+            namespace = parser.parse_args(list(args))
+        except SystemExit as exc:
+            return int(exc.code or 0), "", err.getvalue()
+    code = run_command(namespace, out, err)
     return code, out.getvalue(), err.getvalue()
 
 
