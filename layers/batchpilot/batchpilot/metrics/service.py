@@ -10,14 +10,10 @@ from __future__ import annotations
 from batchpilot.metrics.ports import MetricSink
 from batchpilot.shared.classification import JobFacts, classify
 from batchpilot.shared.clock import Clock
-from batchpilot.shared.events import parse_event_json as decode_record
 from batchpilot.shared.metrics import metric_points
 from batchpilot.shared.records import Rejected, decode
 
-# ``decode_record`` stays only while recovery/service.py still imports it from here (its owner is
-# moving it to shared.records.decode); nothing in the metrics function uses it.
-
-__all__ = ["decode_record", "record_metrics"]
+__all__ = ["record_metrics"]
 
 
 def record_metrics(body: str | bytes, sink: MetricSink, clock: Clock) -> JobFacts | Rejected:
