@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from batchpilot.shared.classification import Category, JobFacts, classify
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from batchpilot.metrics.handler import MetricsProcessor
+from batchpilot.metrics.service import record_metrics
+from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.events import parse_event
 from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from batchpilot.shared.observability import metrics as shared_metrics
+from batchpilot.shared.records import Outcome, Rejected
+from batchpilot_local.testing.harness import sqs_event
 from batchpilot_local.testing.samples import sample, sample_event_paths, service_job, training_job
 from hypothesis import given
 from hypothesis import strategies as st
@@ -188,3 +195,51 @@ def test_every_point_is_well_formed(
             assert key in DIMENSIONS
             assert value.strip()
             assert 1 <= len(value) <= 1024
+
+
+class RecordingSink:
+    """A metric sink that records what it is given and how often it is flushed."""
+
+    def __init__(self) -> None:
+        self.added: list[MetricPoint] = []
+        self.flushes = 0
+
+    def add(self, points: Iterable[MetricPoint]) -> None:
+        self.added.extend(points)
+
+    def flush(self) -> int:
+        self.flushes += 1
+        return 0
+
+
+def test_record_metrics_derives_points_with_the_injected_clock() -> None:
+    sink = RecordingSink()
+    old = sample("service-job/succeeded")
+    old["time"] = "2026-10-01T00:00:00Z"  # older than CloudWatch accepts (14 days): "now" is used
+    result = record_metrics(json.dumps(old), sink, lambda: NOW)
+    assert isinstance(result, JobFacts) and result.kind is JobKind.SERVICE_JOB
+    assert sink.added and {p.timestamp for p in sink.added} == {NOW}
+    rejected = record_metrics("{not json", sink, lambda: NOW)
+    assert isinstance(rejected, Rejected) and rejected.outcome is Outcome.INVALID
+
+
+def test_the_processor_flushes_a_batchs_metrics_once_and_counts_every_record() -> None:
+    sink = RecordingSink()
+    processor = MetricsProcessor(sink, clock=lambda: NOW)
+    bodies = [
+        json.dumps(sample("service-job/succeeded")),
+        "{not json",
+        json.dumps(sample("sagemaker/completed")),
+    ]
+    shared_metrics.clear_metrics()
+    try:
+        response = process_partial_response(
+            sqs_event(bodies, "batchpilot-MetricsQueue"), processor.record_handler, processor
+        )
+        counted = {name: m["Value"] for name, m in shared_metrics.metric_set.items()}
+    finally:
+        shared_metrics.clear_metrics()
+    assert response == {"batchItemFailures": []}
+    assert sink.flushes == 1
+    assert {p.name for p in sink.added} >= {"JobsSucceeded"}
+    assert counted == {"EventsProcessed": [1.0, 1.0], "InvalidEvents": [1.0]}
