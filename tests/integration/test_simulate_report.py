@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ ARGS = [
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
+    if not CHROMIUM.exists():
         pytest.skip(INSTALL)
     pytest.importorskip(
         "playwright.sync_api", reason="playwright is a dev dependency: pip install -e '.[dev]'"
