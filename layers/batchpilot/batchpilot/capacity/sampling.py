@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
 
 from batchpilot.capacity.model import (
     NUM_INSTANCES,
@@ -37,7 +36,7 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     instances,
 )
-from batchpilot.shared.metrics import MetricPoint, dimensions
+from batchpilot.shared.metrics import MetricPoint, Unit, dimensions
 
 __all__ = [
     "BlockedJob",
@@ -227,9 +226,11 @@ def _total(demand: JobDemand | None) -> int:
     return sum(demand.values()) if demand else 1
 
 
-def gauge(name: str, unit: str, value: float, dims: tuple[tuple[str, str], ...], ts: datetime) -> MetricPoint:
+def gauge(
+    name: str, unit: Unit, value: float, dims: tuple[tuple[str, str], ...], ts: datetime
+) -> MetricPoint:
     """One point; ``unit`` is a CloudWatch unit (``Count``, ``Seconds``, ``Percent``)."""
-    return MetricPoint(name, cast(Any, unit), float(value), dims, ts)
+    return MetricPoint(name, unit, float(value), dims, ts)
 
 
 def _tally_points(
