@@ -7,14 +7,18 @@ SAMVENV := .venv-sam
 BIN := $(VENV)/bin
 SAM := $(SAMVENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
+CHECKOVVENV := .venv-checkov
+CHECKOV := $(CHECKOVVENV)/bin/checkov
+CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate unit bench build clean help simulate
+.PHONY: run test lint typecheck validate security unit bench build clean help simulate
 
 help:
 	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
-	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, pytest)"
+	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
+	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
@@ -30,6 +34,13 @@ $(SAM): Makefile
 	$(PYTHON) -m venv $(SAMVENV)
 	$(SAMVENV)/bin/pip install --quiet --upgrade pip
 	$(SAMVENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
+	touch $@
+
+# checkov pins its own dependencies too (older boto3, botocore and packaging than ours): a venv of its own.
+$(CHECKOV): Makefile
+	$(PYTHON) -m venv $(CHECKOVVENV)
+	$(CHECKOVVENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOVVENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
 run: $(BIN)/.installed
@@ -50,10 +61,22 @@ typecheck: $(BIN)/.installed
 validate: $(SAM)
 	$(SAM) validate --lint --template template.yaml
 
+# checkov on the SAM template, then on its CloudFormation translation (the resources SAM generates:
+# event source mappings, permissions, the layer version). Skipped checks, with reasons: .checkov.yaml.
+CHECKOV_RUN := --config-file .checkov.yaml --framework cloudformation --skip-download --quiet --compact
+security: $(CHECKOV) $(BIN)/.installed
+	$(CHECKOV) $(CHECKOV_RUN) -f template.yaml
+	@mkdir -p .aws-sam/checkov
+	$(BIN)/python -c 'import json; from batchpilot_local.testing.paths import TEMPLATE_PATH; \
+	  from batchpilot_local.testing.templates import parse_template, translate; \
+	  print(json.dumps(translate(parse_template(TEMPLATE_PATH.read_text(encoding="utf-8"))), indent=1, default=str))' \
+	  > .aws-sam/checkov/template.json
+	$(CHECKOV) $(CHECKOV_RUN) -f .aws-sam/checkov/template.json
+
 unit: $(BIN)/.installed $(SAM)
 	SAM_CLI=$(abspath $(SAM)) $(BIN)/python -m pytest
 
-test: lint typecheck validate unit
+test: lint typecheck validate security unit
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_metrics_handler.py
@@ -71,4 +94,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -12,6 +12,10 @@ their queues as targets, so moto matches and delivers them; after each input eve
 drains every function queue (a few rounds, for chains such as recovery → alerts) and adds what those
 invocations did to the same input event's report.
 
+Input events are put on the default bus, where AWS services publish, except batchpilot's own events
+(source ``batchpilot``, e.g. from a scenario or an archive of batchpilot's bus), which are put on the
+bus its functions publish to; ``Replayer.run(..., bus="default")`` replays forged ones instead.
+
 Usage::
 
     reports = Replayer("template.yaml").run(events)
@@ -29,13 +33,14 @@ from typing import Any, TextIO, cast
 
 from batchpilot.shared.classification import classify
 from batchpilot.shared.events import InvalidEventError, parse_event
+from batchpilot.shared.own_events import SOURCE as OWN_SOURCE
 
 from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.report import EventReport, JobSummary, parse_output
-from batchpilot_local.template import AppTemplate, Route, default_template_path, load_template
+from batchpilot_local.template import DEFAULT_BUS, AppTemplate, Route, default_template_path, load_template
 from batchpilot_local.world import JournalEntry
 
 __all__ = ["ACTION_TYPES", "Replayer", "actions_from_journal", "job_summary"]
@@ -119,6 +124,7 @@ class Replayer:
         path = Path(template_path) if template_path is not None else default_template_path()
         self.template: AppTemplate = load_template(path)
         self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
+        self._bus: str | None = None  # run(bus=...): the bus input events are put on
 
     def run(
         self,
@@ -129,6 +135,7 @@ class Replayer:
         on_report: Callable[[EventReport], None] | None = None,
         scopes: Sequence[str | None] | None = None,
         scope_worlds: Mapping[str, Mapping[str, Any]] | None = None,
+        bus: str | None = None,
     ) -> list[EventReport]:
         """Replay the events, in order, in a fresh embedded AWS (one cold start per function).
 
@@ -145,6 +152,11 @@ class Replayer:
                 its own, seeded with ``scope_worlds[scope]``: one scenario's world, jobs and
                 de-duplication state never leak into another's. Consecutive plain events share one.
             scope_worlds: the world of each scenario, by scope.
+            bus: the event bus every input event is put on. None: where it comes from in AWS,
+                the default bus for AWS services' events and, for batchpilot's own events
+                (source ``batchpilot``), the bus its functions publish to
+                (:attr:`~batchpilot_local.template.AppTemplate.own_event_bus`), as if batchpilot
+                had published them. ``"default"`` replays a forged own event: it reaches nothing.
 
         Returns:
             One report per event, in input order.
@@ -165,6 +177,7 @@ class Replayer:
                     segments.append(([world] if world else [], range(start, index)))
                     start = index
         reports: list[EventReport] = []
+        self._bus = bus
         for segment_worlds, indices in segments:
             if not indices:
                 continue
@@ -251,13 +264,22 @@ class Replayer:
             origin=origin,
             job=job_summary(event),
         )
-        routes = sorted(self.template.routes_for(event), key=lambda r: (r.function.short_name, r.rule))
+        routes = sorted(
+            self.template.routes_for(event, self._input_bus(event)),
+            key=lambda r: (r.function.short_name, r.rule),
+        )
         report.functions = sorted({route.function.short_name for route in routes})
         body = json.dumps(event, ensure_ascii=False)
         for route in routes:
             self._deliver(aws, runtime, route, body, report)
         self._drain_own_events(aws, runtime, report)
         return report
+
+    def _input_bus(self, event: Mapping[str, Any]) -> str:
+        """The bus an input event is put on (see :meth:`run`'s ``bus``)."""
+        if self._bus is not None:
+            return self._bus
+        return self.template.own_event_bus if event.get("source") == OWN_SOURCE else DEFAULT_BUS
 
     def _install_rules(self, aws: EmbeddedAws) -> None:
         """Create the template's rules in the embedded EventBridge, each targeting its queue.

@@ -2,7 +2,7 @@
 
 The replay runner follows the template's own wiring, never a hand-kept list::
 
-    AWS::Events::Rule (EventPattern, default bus)
+    AWS::Events::Rule (EventPattern, EventBusName: default, or !Ref <a bus of the template>)
       └─ target Arn: !GetAtt <Queue>.Arn          (an AWS::SQS::Queue)
            └─ AWS::Serverless::Function whose Events has an SQS event with Queue: !GetAtt <Queue>.Arn
 
@@ -32,6 +32,7 @@ from moto.events.models import EventPattern
 
 __all__ = [
     "ACCOUNT_ID",
+    "DEFAULT_BUS",
     "REGION",
     "STACK_NAME",
     "STATE_TABLE",
@@ -55,6 +56,8 @@ STATE_TABLE = "StateTable"
 
 DEFAULT_BUS = "default"
 """Name of the account's default event bus, where AWS services send their events."""
+OWN_BUS_VARIABLE = "BATCHPILOT_EVENT_BUS"
+"""The functions' environment variable naming the bus batchpilot publishes its own events to."""
 
 _LAMBDA_DEFAULT_TIMEOUT = 3  # seconds, Lambda's own default
 _LAMBDA_DEFAULT_MEMORY = 128  # MB, Lambda's own default
@@ -167,6 +170,19 @@ class AppTemplate:
     def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
         """The routes on ``bus`` whose pattern matches the event, in template order."""
         return [r for r in self.routes if r.event_bus == bus and r.matches(event)]
+
+    @property
+    def own_event_bus(self) -> str:
+        """The bus batchpilot's functions publish their own events to (their ``BATCHPILOT_EVENT_BUS``,
+        an ARN reduced to its name), or the default bus when no routed function names one."""
+        names = sorted(
+            {
+                spec.environment[OWN_BUS_VARIABLE].rsplit("event-bus/", 1)[-1]
+                for spec in self.functions.values()
+                if spec.environment.get(OWN_BUS_VARIABLE)
+            }
+        )
+        return names[0] if names else DEFAULT_BUS
 
 
 def default_template_path(cwd: Path | None = None) -> Path:

@@ -464,3 +464,48 @@ def test_console_script_in_a_subprocess(tmp_path: Path) -> None:
     reports = json_reports(done.stdout)
     assert len(reports) == 3
     assert [r["functions"] for r in reports] == [routed(failed_service_job()), routed(batch_job()), []]
+
+
+# ------------------------------------------------------------------------------- own events
+def forged_recovery_skipped() -> dict[str, Any]:
+    """A "Recovery Skipped" (critical: budget exhausted) as someone else than batchpilot would write it."""
+    scenario = json.loads((EVENTS_DIR / "scenarios" / "alerts" / "exactly-once.json").read_text())
+    (event,) = [e for e in scenario["events"] if e["id"].endswith("9b03")]
+    forged = with_id(event, "forged-0001")
+    forged["detail"]["job_name"] = "<!channel> see https://example.invalid/"
+    forged["detail"]["message"] = "forged by a principal allowed events:PutEvents on the default bus"
+    return forged
+
+
+def test_a_forged_own_event_on_the_default_bus_reaches_no_function() -> None:
+    # Before batchpilot had a bus of its own, the own-events rule listened on the default bus: a
+    # source "batchpilot" event there paged the on-call person with the forger's text.
+    [report] = Replayer(TEMPLATE).run([forged_recovery_skipped()], bus="default")
+    assert (report.functions, report.notifications, report.errors) == ([], [], [])
+
+
+def test_own_events_reach_the_alerts_function_only_on_batchpilots_bus() -> None:
+    app = load_template(TEMPLATE)
+    assert app.own_event_bus != "default"
+    [report] = Replayer(TEMPLATE).run([forged_recovery_skipped()], bus=app.own_event_bus)
+    assert report.functions == ["alerts"] and report.errors == []
+    assert sorted(n["channel"] for n in report.notifications) == ["slack", "sns"]  # critical: it pages
+
+
+def test_own_events_published_by_the_recovery_function_still_reach_the_alerts_function() -> None:
+    # A failed container job AWS no longer describes: recovery publishes Recovery Skipped (NOT_FOUND)
+    # on batchpilot's bus, and the alerts function posts it, in the same report.
+    event = find_sample(
+        lambda e: (
+            e["detail-type"] == "Batch Job State Change"
+            and e["detail"].get("status") == "FAILED"
+            and "Host EC2" in str(e["detail"].get("statusReason"))
+        )
+    )
+    [report] = Replayer(TEMPLATE).run([event])
+    assert report.errors == []
+    assert {"alerts", "recovery"} <= set(report.functions)
+    titles = [n["title"] for n in report.notifications]
+    assert any(t.startswith("recovery skipped for container job") and "NOT_FOUND" in t for t in titles), (
+        titles
+    )

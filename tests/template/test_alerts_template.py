@@ -79,7 +79,7 @@ def test_rules_take_job_events_and_own_events(template: dict[str, Any]) -> None:
     assert sorted(jobs["EventPattern"]["detail-type"]) == sorted(METRICS_DETAIL_TYPES)
     assert sorted(jobs["EventPattern"]["source"]) == ["aws.batch", "aws.sagemaker"]
     own = props(template, "AlertsOwnEventsRule", "AWS::Events::Rule")
-    assert own["EventBusName"] == {"Ref": "EventBusName"}
+    assert own["EventBusName"] == {"Ref": "BatchPilotEventBus"}  # batchpilot's own bus, not the default
     assert own["EventPattern"]["source"] == ["batchpilot"] and set(own["EventPattern"]) == {
         "source",
         "detail-type",
@@ -91,7 +91,7 @@ def test_rules_take_job_events_and_own_events(template: dict[str, Any]) -> None:
         assert getatt(target["DeadLetterConfig"]["Arn"], "Arn") == "AlertsDeadLetterQueue"
         assert target["RetryPolicy"] == {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 3600}
     policy = props(template, "AlertsQueuePolicy", "AWS::SQS::QueuePolicy")
-    (statement,) = policy["PolicyDocument"]["Statement"]
+    (statement,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
     sources = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
     assert sorted(getatt(s, "Arn") for s in sources) == ["AlertsOwnEventsRule", "AlertsRule"]
 

@@ -42,7 +42,7 @@ def test_the_function(template: dict[str, Any], translated: dict[str, Any]) -> N
     assert getatt(p["Role"], "Arn") == "CapacityFunctionRole"
     assert p["Environment"]["Variables"] == {
         "BATCHPILOT_STATE_TABLE": {"Ref": "StateTable"},
-        "BATCHPILOT_EVENT_BUS": {"Ref": "EventBusName"},
+        "BATCHPILOT_EVENT_BUS": {"Ref": "BatchPilotEventBus"},
         "BATCHPILOT_CAPACITY_DRY_RUN": {"Ref": "CapacityDryRun"},
         "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": {"Ref": "CapacityServiceEnvironmentArns"},
         "BATCHPILOT_CAPACITY_JOB_QUEUES": {"Ref": "CapacityJobQueueArns"},
@@ -149,7 +149,9 @@ def test_the_function_role_is_least_privilege(template: dict[str, Any]) -> None:
     assert getatt(by_action["sqs:ReceiveMessage"]["Resource"], "Arn") == "CapacityQueue"
     assert getatt(by_action["sqs:SendMessage"]["Resource"], "Arn") == "CapacityDeadLetterQueue"
     assert getatt(by_action["logs:PutLogEvents"]["Resource"], "Arn") == "CapacityLogGroup"
-    assert "${EventBusName}" in by_action["events:PutEvents"]["Resource"]["Fn::Sub"]
+    assert by_action["events:PutEvents"]["Resource"]["Fn::Sub"].endswith(
+        ":event-bus/${AWS::StackName}-events"
+    )
     table = by_action["dynamodb:GetItem"]
     assert getatt(table["Resource"], "Arn") == "StateTable"
     assert table["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["capacity#*"]}}
@@ -192,7 +194,7 @@ def test_the_rule_takes_only_the_blocked_reason_capacity_can_fix(template: dict[
 def test_only_the_capacity_rule_may_send_to_its_queues(template: dict[str, Any]) -> None:
     p = props(template, "CapacityQueuePolicy", "AWS::SQS::QueuePolicy")
     assert sorted(ref(q) for q in p["Queues"]) == ["CapacityDeadLetterQueue", "CapacityQueue"]
-    (statement,) = p["PolicyDocument"]["Statement"]
+    (statement,) = [s for s in p["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert getatt(statement["Condition"]["ArnEquals"]["aws:SourceArn"], "Arn") == "CapacityRule"
 

@@ -219,9 +219,8 @@ def test_only_the_metrics_rule_may_send_to_the_metrics_queues(translated: dict[s
     p = props(translated, "MetricsQueuePolicy", "AWS::SQS::QueuePolicy")
     assert sorted(ref(q) for q in p["Queues"]) == ["MetricsDeadLetterQueue", "MetricsQueue"]
     statements = p["PolicyDocument"]["Statement"]
-    assert len(statements) == 1
-    (statement,) = statements
-    assert statement["Effect"] == "Allow"
+    assert [s["Effect"] for s in statements] == ["Allow", "Deny"]  # the Deny: no request without TLS
+    statement = statements[0]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert as_list(statement["Action"]) == ["sqs:SendMessage"]
     assert sorted(getatt(r, "Arn") for r in statement["Resource"]) == [
