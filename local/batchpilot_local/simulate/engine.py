@@ -82,7 +82,9 @@ ACCOUNT_ARN = "arn:aws:batch:us-east-1:111122223333"
 
 APPROXIMATIONS: dict[str, str] = {
     "head_of_line": (
-        "AWS does not publish whether a RUNNABLE service job that does not fit lets later jobs start. "
+        "AWS documents that a RUNNABLE service job blocked for capacity or a limit blocks the front of "
+        "its queue (AWS Batch User Guide, Jobs stuck in a RUNNABLE status), but not what happens to the "
+        "jobs behind one that waits for running jobs to end, nor per share. "
         "head_of_line QUEUE: the first job of the queue (in fair-share order) waits and nothing behind it "
         "starts; SHARE (default): each line waits for its own first job (the whole queue for FIFO, each "
         "share for fair share and quota management) while the other lines go on, except that a fair "
@@ -718,7 +720,10 @@ class Simulation:
             head = line.head()
             assert head is not None
             if not self._fits(head):
-                return  # head-of-line: the first job waits and the queue with it
+                # The first job waits and the queue with it: AWS Batch User Guide, "Jobs stuck in a
+                # RUNNABLE status" (a RUNNABLE job blocks the front of the queue until it runs or
+                # jobStateTimeLimitActions terminates it).
+                return
             self._start(head)
 
     def _active_shares(self, queue: _Queue) -> list[str]:
@@ -1083,9 +1088,10 @@ class Simulation:
         self._enqueue(job)
 
     def _capacity_time_limit(self, job: _Job, since: float) -> None:
-        # AWS Batch User Guide, Automated job queue blocking (jobStateTimeLimitActions): a job
-        # RUNNABLE for maxTimeSeconds with reason CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY is
-        # cancelled (service jobs: FAILED, "Terminated by JobStateTimeLimit action ...").
+        # AWS Batch User Guide, "Automatic remediation with jobStateTimeLimitActions" (service
+        # jobs): a job RUNNABLE for maxTimeSeconds with reason CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY
+        # is terminated (FAILED, "Terminated by JobStateTimeLimit action due to reason: ..."), and
+        # the next job advances to the head of the queue.
         if job.state is not JobState.RUNNABLE or job.capacity_wait_since != since:
             return
         if self._outage_until.get(job.spec.instance_type, 0.0) <= self.now:
