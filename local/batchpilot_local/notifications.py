@@ -7,15 +7,18 @@ what the alerts function's environment in ``template.yaml`` points at:
   with an SQS "inbox" subscribed to it (how email/pager subscribers would see each message);
 - the StateTable named by ``BATCHPILOT_STATE_TABLE``, as the template defines it (the replay's
   template, else the repository's), unless it exists (the replay creates it first);
-- a :class:`~batchpilot_local.slack_endpoint.LocalSlackEndpoint` and a Secrets Manager secret
-  holding its webhook URL. The template's ``SlackWebhookSecretArn`` defaults to empty (no Slack),
-  so a local run always points ``BATCHPILOT_SLACK_WEBHOOK_SECRET`` at that local secret: the
-  replay shows what would go to Slack. ``bot=True`` configures the bot-token mode instead
-  (``chat.postMessage`` with threads, against the same endpoint).
+- a :class:`~batchpilot_local.chat_endpoint.LocalChatEndpoint` (local Slack and Teams) and Secrets
+  Manager secrets holding its webhook URLs. The template's ``SlackWebhookSecretArn`` defaults to
+  empty (no Slack), so a local run always points ``BATCHPILOT_SLACK_WEBHOOK_SECRET`` at the local
+  Slack secret: the replay shows what would go to Slack. ``bot=True`` configures the bot-token mode
+  instead (``chat.postMessage`` with threads, against the same endpoint). Teams is wired the same
+  way when the environment names a Teams secret (the template's ``TeamsWebhookSecretArn`` set, or
+  ``teams=True``): ``BATCHPILOT_TEAMS_WEBHOOK_SECRET`` then points at the local Teams secret;
+  otherwise Teams stays off, as in a stack deployed with the parameter's empty default.
 
 :meth:`LocalAlerts.spec_for` gives the alerts function's spec with that environment;
 :meth:`LocalAlerts.collect` returns what was delivered since the previous call, as the replay
-report's ``notifications`` entries ``{"channel": "sns"|"slack", "severity", "title"}``.
+report's ``notifications`` entries ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from batchpilot_local.chat_endpoint import LocalChatEndpoint, SlackRequest, TeamsRequest
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
-from batchpilot_local.slack_endpoint import LocalSlackEndpoint, SlackRequest
 from batchpilot_local.template import (
     STATE_TABLE,
     AppTemplate,
@@ -43,6 +46,7 @@ __all__ = [
     "LocalAlerts",
     "notification_from_slack",
     "notification_from_sns",
+    "notification_from_teams",
 ]
 
 ALERTS_FUNCTION = "alerts"
@@ -51,6 +55,9 @@ INBOX_QUEUE = "batchpilot-local-oncall-inbox"
 """SQS queue subscribed to the on-call topic during a local run."""
 WEBHOOK_SECRET_NAME = "batchpilot/local/slack-webhook"  # noqa: S105 - a secret's name, not a value
 BOT_TOKEN_SECRET_NAME = "batchpilot/local/slack-bot-token"  # noqa: S105 - a secret's name, not a value
+TEAMS_SECRET_NAME = "batchpilot/local/teams-webhook"  # noqa: S105 - a secret's name, not a value
+TEAMS_VARIABLE = "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
+"""The alerts function's variable that names the Teams webhook secret (``!Ref TeamsWebhookSecretArn``)."""
 
 _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
 _TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
@@ -69,28 +76,39 @@ def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def notification_from_slack(request: SlackRequest) -> dict[str, Any]:
-    """A report entry from a message the local Slack endpoint accepted: severity and title come from
-    the top-level ``text`` (``Critical: <title>``)."""
-    text = request.text
+def _chat_note(channel: str, text: str) -> dict[str, Any]:
     match = _TEXT_PREFIX.match(text)
     return {
-        "channel": "slack",
+        "channel": channel,
         "severity": match.group(1).lower() if match else None,
         "title": text[match.end() :] if match else text,
     }
 
 
+def notification_from_slack(request: SlackRequest) -> dict[str, Any]:
+    """A report entry from a message the local Slack endpoint accepted: severity and title come from
+    the top-level ``text`` (``Critical: <title>``)."""
+    return _chat_note("slack", request.text)
+
+
+def notification_from_teams(request: TeamsRequest) -> dict[str, Any]:
+    """A report entry from a message the local Teams webhook accepted: severity and title come from
+    the Adaptive Card's ``fallbackText`` (``Critical: <title>``)."""
+    return _chat_note("teams", request.text)
+
+
 class LocalAlerts:
-    """The alerts function's topic, table, Slack endpoint and secrets in an embedded AWS.
+    """The alerts function's topic, table, chat endpoint and secrets in an embedded AWS.
 
     Args:
         aws: an open embedded AWS.
         template: the application; without an ``alerts`` function (and without
             ``environment``) nothing is set up and :meth:`collect` returns nothing.
         environment: the alerts function's environment, instead of the template's.
-        slack: a started endpoint to use (else one is started and stopped here).
-        bot: configure the bot-token mode (``chat.postMessage``, threads) instead of the webhook.
+        chat: a started endpoint to use (else one is started and stopped here).
+        bot: configure Slack's bot-token mode (``chat.postMessage``, threads) instead of the webhook.
+        teams: configure Teams (True), or not (False); None: when the environment names a Teams
+            secret (the template's ``TeamsWebhookSecretArn`` is set).
 
     Raises (from :meth:`open`):
         ValueError: the environment lacks ``BATCHPILOT_ONCALL_TOPIC_ARN`` or ``BATCHPILOT_STATE_TABLE``,
@@ -103,22 +121,27 @@ class LocalAlerts:
         template: AppTemplate | None = None,
         *,
         environment: Mapping[str, str] | None = None,
-        slack: LocalSlackEndpoint | None = None,
+        chat: LocalChatEndpoint | None = None,
         bot: bool = False,
+        teams: bool | None = None,
     ) -> None:
         self.aws = aws
         self._template = template
         spec = template.functions.get(ALERTS_FUNCTION) if template is not None else None
         base = environment if environment is not None else (spec.environment if spec else None)
         self._base = dict(base) if base is not None else None
-        self._own_slack = slack is None
-        self.slack = slack or LocalSlackEndpoint()
+        self._own_chat = chat is None
+        self.chat = chat or LocalChatEndpoint()
+        self.slack = self.chat.slack
+        self.teams = self.chat.teams
         self.bot = bot
+        self.teams_on = bool(teams) if teams is not None else bool((self._base or {}).get(TEAMS_VARIABLE))
         self.environment: dict[str, str] = {}
         """The alerts function's environment for this run (set by :meth:`open`)."""
         self.topic_arn: str | None = None
         self._inbox_url: str | None = None
         self._mark = 0
+        self._teams_mark = 0
 
     @property
     def active(self) -> bool:
@@ -134,7 +157,7 @@ class LocalAlerts:
         self.close()
 
     def open(self) -> LocalAlerts:
-        """Create the topic, inbox, table and secrets, and start the Slack endpoint."""
+        """Create the topic, inbox, table and secrets, and start the chat endpoint."""
         if self._base is None:
             return self
         env = dict(self._base)
@@ -151,8 +174,9 @@ class LocalAlerts:
         sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self.aws.queue_arn(INBOX_QUEUE))
         self._ensure_table(table)
 
-        self.slack.start()
+        self.chat.start()
         self._mark = self.slack.mark()
+        self._teams_mark = self.teams.mark()
         secrets = self.aws.client("secretsmanager")
         if self.bot:
             token_arn = secrets.create_secret(
@@ -168,6 +192,12 @@ class LocalAlerts:
             )["ARN"]
             env["BATCHPILOT_SLACK_WEBHOOK_SECRET"] = webhook_arn
             env.pop("BATCHPILOT_SLACK_BOT_TOKEN_SECRET", None)
+        if self.teams_on:
+            env[TEAMS_VARIABLE] = secrets.create_secret(
+                Name=TEAMS_SECRET_NAME, SecretString=json.dumps({"url": self.teams.webhook_url})
+            )["ARN"]
+        else:
+            env.pop(TEAMS_VARIABLE, None)
         self.environment = env
         return self
 
@@ -180,9 +210,9 @@ class LocalAlerts:
         create_tables(self.aws.client("dynamodb"), {name: spec})
 
     def close(self) -> None:
-        """Stop the Slack endpoint if this object started it."""
-        if self._own_slack:
-            self.slack.stop()
+        """Stop the chat endpoint if this object started it."""
+        if self._own_chat:
+            self.chat.stop()
 
     def spec_for(self, spec: FunctionSpec) -> FunctionSpec:
         """``spec`` with this run's environment when it is the alerts function, else ``spec``."""
@@ -208,11 +238,15 @@ class LocalAlerts:
 
     def collect(self) -> list[dict[str, Any]]:
         """Notifications delivered since the previous call: on-call topic messages, then the Slack
-        messages the endpoint accepted (failed Slack attempts are not notifications)."""
+        messages and the Teams messages the endpoint accepted (failed attempts are not
+        notifications)."""
         if not self.active:
             return []
         notes = [notification_from_sns(envelope) for envelope in self.sns_messages()]
         requests = self.slack.since(self._mark)
         self._mark += len(requests)
         notes += [notification_from_slack(request) for request in requests if request.delivered]
+        posts = self.teams.since(self._teams_mark)
+        self._teams_mark += len(posts)
+        notes += [notification_from_teams(post) for post in posts if post.delivered]
         return notes

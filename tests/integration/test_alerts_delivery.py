@@ -1,7 +1,8 @@
-"""Delivery rules of the alerts function (issue 3, items 3-7), against moto's SNS, DynamoDB and
-Secrets Manager and the local Slack endpoint (a real HTTP server on 127.0.0.1).
+"""Delivery rules of the alerts function (alerts/service.py, README "Alerts"), against moto's SNS,
+DynamoDB and Secrets Manager and the local chat endpoint (a real HTTP server on 127.0.0.1 answering
+like Slack and like a Teams Workflows webhook).
 
-The dispatcher and the real adapters run as in Lambda; only the clock and (where said) the sleep
+The service and the real adapters run as in Lambda; only the clock and (where said) the sleep
 between 429 retries are injected.
 """
 
@@ -13,20 +14,26 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from batchpilot.alerts.channels.slack import SecretSource, SlackNotifier
-from batchpilot.alerts.dispatch import AlertDispatcher, BatchResult, Outcome, fact_from_raw
+from batchpilot.alerts.channels.slack import SlackNotifier
+from batchpilot.alerts.channels.teams import TeamsNotifier
 from batchpilot.alerts.policy import RoutingPolicy, Severity, load_policy
+from batchpilot.alerts.ports import ClaimState
+from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import TRUNCATION_MARK
+from batchpilot.alerts.service import AlertService, BatchResult
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
+from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
 from batchpilot.shared.own_events import JobResubmitted, RecoverySkipped, SkipReason, put_events_entry
+from batchpilot.shared.records import Outcome
+from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams, block_kit_problem
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.slack_endpoint import LocalSlackEndpoint, block_kit_problem
+from batchpilot_local.testing.alerts import fact_of
 from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,49 +42,81 @@ ENV = {
     "BATCHPILOT_STATE_TABLE": "StateTable",
     "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
 }
-START = 1_800_000_000.0
+START = datetime.fromtimestamp(1_800_000_000, UTC)
 
 
 @dataclass
 class Clock:
-    now: float = START
+    now: datetime = START
 
-    def __call__(self) -> float:
+    def __call__(self) -> datetime:
         return self.now
 
 
 @dataclass
 class Rig:
     aws: EmbeddedAws
-    slack: LocalSlackEndpoint
+    chat: LocalChatEndpoint
     local: LocalAlerts
     clock: Clock = field(default_factory=Clock)
     sleeps: list[float] = field(default_factory=list)
     remaining: float = 60.0
+    teams_timeout: float = 10.0
 
-    def dispatcher(self, policy: RoutingPolicy | None = None, *, real_sleep: bool = False) -> AlertDispatcher:
+    @property
+    def slack(self) -> LocalSlack:
+        return self.chat.slack
+
+    @property
+    def teams(self) -> LocalTeams:
+        return self.chat.teams
+
+    def channels(self, *, real_sleep: bool = False) -> ChannelRegistry:
         env = self.local.environment
+        secrets = SecretSource(self.aws.client("secretsmanager"))
+        sleep = time.sleep if real_sleep else self.sleeps.append
         slack = SlackNotifier(
-            SecretSource(self.aws.client("secretsmanager")),
+            secrets,
             webhook_secret=env.get("BATCHPILOT_SLACK_WEBHOOK_SECRET"),
             bot_token_secret=env.get("BATCHPILOT_SLACK_BOT_TOKEN_SECRET"),
             channel=env.get("BATCHPILOT_SLACK_CHANNEL"),
             api_url=env.get("BATCHPILOT_SLACK_API_URL", "https://slack.com/api/"),
-            sleep=time.sleep if real_sleep else self.sleeps.append,
+            sleep=sleep,
         )
-        return AlertDispatcher(
+        teams_secret = env.get("BATCHPILOT_TEAMS_WEBHOOK_SECRET")
+        teams = (
+            TeamsNotifier(secrets, webhook_secret=teams_secret, sleep=sleep, timeout=self.teams_timeout)
+            if teams_secret
+            else None
+        )
+        return ChannelRegistry([slack, teams])
+
+    def service(
+        self,
+        policy: RoutingPolicy | None = None,
+        *,
+        real_sleep: bool = False,
+        channels: ChannelRegistry | None = None,
+    ) -> AlertService:
+        env = self.local.environment
+        return AlertService(
             policy or RoutingPolicy(),
             DynamoAlertStore(self.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
             SnsPublisher(self.aws.client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
-            slack,
+            channels if channels is not None else self.channels(real_sleep=real_sleep),
             clock=self.clock,
         )
 
-    def run(self, *events: Any, policy: RoutingPolicy | None = None, real_sleep: bool = False) -> BatchResult:
+    def run(
+        self,
+        *events: Any,
+        policy: RoutingPolicy | None = None,
+        real_sleep: bool = False,
+        channels: ChannelRegistry | None = None,
+    ) -> BatchResult:
         records = [(f"m-{i}", e if isinstance(e, str) else json.dumps(e)) for i, e in enumerate(events)]
-        return self.dispatcher(policy, real_sleep=real_sleep).process(
-            records, remaining=lambda: self.remaining
-        )
+        service = self.service(policy, real_sleep=real_sleep, channels=channels)
+        return service.process(records, time_left=lambda: self.remaining)
 
     def sns(self) -> list[dict[str, Any]]:
         return self.local.sns_messages()
@@ -86,10 +125,10 @@ class Rig:
         return [r.payload for r in self.slack.delivered()]
 
 
-def open_rig(bot: bool = False) -> Iterator[Rig]:
-    with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=ENV, slack=slack, bot=bot).open()
-        yield Rig(aws, slack, local)
+def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=ENV, chat=chat, bot=bot, teams=teams).open()
+        yield Rig(aws, chat, local)
 
 
 @pytest.fixture
@@ -163,7 +202,7 @@ def test_duplicates_with_different_envelope_ids_send_once(rig: Rig) -> None:
     first = rig.run(copies[0], copies[1])  # a copy inside the batch
     assert [r.suppressed for r in first.records] == [None, "duplicate"]
     second = rig.run(copies[2])  # a copy in a later batch
-    assert second.records[0].suppressed == "duplicate" and second.records[0].outcome is Outcome.PROCESSED
+    assert second.records[0].suppressed == "duplicate" and second.records[0].outcome is Outcome.DUPLICATE
     assert len(rig.sns()) == 1 and len(rig.slack_delivered()) == 1
 
 
@@ -213,12 +252,13 @@ def test_any_order_of_copies_sends_each_fact_once(rig: Rig) -> None:
 
 def test_a_crash_between_claim_and_send_is_sent_after_the_lease(rig: Rig) -> None:
     store = DynamoAlertStore(rig.aws.client("dynamodb"), "StateTable")
-    fact = fact_from_raw(sample(CRITICAL))
-    assert store.claim(fact, Severity.CRITICAL, START, START + 90).state == "new"  # then the process died
+    fact = fact_of(sample(CRITICAL))
+    lease = START + timedelta(seconds=90)
+    assert store.claim(fact, Severity.CRITICAL, START, lease).state is ClaimState.NEW  # then the process died
     busy = rig.run(sample(CRITICAL))
-    assert busy.records[0].outcome is Outcome.FAILED and "lease" in (busy.records[0].error or "")
+    assert busy.records[0].failed and "lease" in (busy.records[0].error or "")
     assert rig.sns() == [] and rig.slack.requests == []
-    rig.clock.now = START + 91  # the lease ran out; SQS delivers the record again
+    rig.clock.now = START + timedelta(seconds=91)  # the lease ran out; SQS delivers the record again
     again = rig.run(sample(CRITICAL))
     assert again.records[0].outcome is Outcome.PROCESSED and again.records[0].channels == ["sns", "slack"]
     assert len(rig.sns()) == 1 and len(rig.slack_delivered()) == 1
@@ -228,7 +268,7 @@ def test_a_failed_topic_retries_only_what_was_not_delivered(rig: Rig) -> None:
     sns = rig.aws.client("sns")
     sns.delete_topic(TopicArn=rig.local.topic_arn)
     first = rig.run(sample(CRITICAL))
-    assert first.records[0].outcome is Outcome.FAILED  # SQS will deliver it again
+    assert first.records[0].failed  # SQS will deliver it again
     assert ("sns", "NotFound") in first.failed
     assert len(rig.slack_delivered()) == 1  # Slack got it (and that is recorded)
     sns.create_topic(Name=rig.local.topic_arn.rsplit(":", 1)[-1])
@@ -265,6 +305,7 @@ def test_slack_failures_are_not_retried_and_fall_back_to_the_topic(rig: Rig, mod
     assert message["MessageAttributes"]["severity"]["Value"] == "info"
     retry = rig.run(sample(INFO))  # the fallback counts as delivered: nothing is sent twice
     assert retry.records[0].suppressed == "duplicate" and rig.sns() == []
+    assert retry.records[0].outcome is Outcome.DUPLICATE
 
 
 def test_a_failed_slack_post_of_a_critical_fact_is_not_paged_twice(rig: Rig) -> None:
@@ -320,16 +361,16 @@ def test_a_missing_secret_falls_back(rig: Rig) -> None:
 
 
 def test_without_slack_everything_goes_to_the_topic_and_is_not_a_failure() -> None:
-    with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=ENV, slack=slack).open()
-        dispatcher = AlertDispatcher(
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=ENV, chat=chat).open()
+        service = AlertService(
             RoutingPolicy(),
             DynamoAlertStore(aws.client("dynamodb"), "StateTable"),
             SnsPublisher(aws.client("sns"), local.environment["BATCHPILOT_ONCALL_TOPIC_ARN"]),
-            SlackNotifier(None),
+            ChannelRegistry(),  # no chat channel configured
             clock=Clock(),
         )
-        result = dispatcher.process([("a", json.dumps(sample(INFO)))], remaining=lambda: 60.0)
+        result = service.process([("a", json.dumps(sample(INFO)))], time_left=lambda: 60.0)
         assert result.failed == [] and result.sent == [("sns", "info")]
         assert [m["MessageAttributes"]["severity"]["Value"] for m in local.sns_messages()] == ["info"]
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.settings import ConfigError
+from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
-from batchpilot_local.slack_endpoint import LocalSlackEndpoint
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import sample
@@ -23,17 +23,17 @@ QUEUE = "AlertsQueue"
 
 
 class Env:
-    def __init__(self, aws: EmbeddedAws, slack: LocalSlackEndpoint, local: LocalAlerts, handler: ModuleType):
+    def __init__(self, aws: EmbeddedAws, slack: LocalSlack, local: LocalAlerts, handler: ModuleType):
         self.aws, self.slack, self.local, self.handler = aws, slack, local, handler
 
 
 @pytest.fixture
 def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     shared_metrics.clear_metrics()
-    with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=template_environment("alerts"), slack=slack).open()
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat).open()
         handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
-        yield Env(aws, slack, local, handler)
+        yield Env(aws, chat.slack, local, handler)
     shared_metrics.clear_metrics()
 
 
@@ -74,7 +74,8 @@ def test_batch_with_good_bad_and_secret_carrying_events(
         (1.0, {"Channel": "sns", "Severity": "critical", "Function": "alerts", "service": "batchpilot"})
     ]
     assert metric_values(blobs, "InvalidEvents") == [(1.0, {"Function": "alerts", "service": "batchpilot"})]
-    assert metric_values(blobs, "EventsProcessed")[0][0] == 2.0
+    # One count per record (count_outcome): two processed events.
+    assert sum(value for value, _ in metric_values(blobs, "EventsProcessed")) == 2.0
     invalid = [r for r in caplog.records if getattr(r, "outcome", None) == "invalid"]
     assert len(invalid) == 1 and invalid[0].levelname == "WARNING"
 

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from batchpilot_local.chat_endpoint import FAILURE_MODES, LocalChatEndpoint, LocalSlack
 from batchpilot_local.notifications import notification_from_slack, notification_from_sns
-from batchpilot_local.slack_endpoint import FAILURE_MODES, LocalSlackEndpoint
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.webhook import WebhookClient
 
 
 @pytest.fixture
-def slack() -> LocalSlackEndpoint:
-    with LocalSlackEndpoint() as endpoint:
-        yield endpoint
+def slack() -> Iterator[LocalSlack]:
+    with LocalChatEndpoint() as endpoint:
+        yield endpoint.slack
 
 
-def test_listens_on_loopback_only(slack: LocalSlackEndpoint) -> None:
+def test_listens_on_loopback_only(slack: LocalSlack) -> None:
     assert slack.webhook_url.startswith("http://127.0.0.1:")
     assert slack.api_url.endswith("/api/")
 
 
-def test_webhook_success_is_200_ok_and_recorded(slack: LocalSlackEndpoint) -> None:
+def test_webhook_success_is_200_ok_and_recorded(slack: LocalSlack) -> None:
     response = WebhookClient(slack.webhook_url).send(text="Critical: hello", blocks=[])
     assert (response.status_code, response.body) == (200, "ok")
     [request] = slack.requests
@@ -41,11 +43,11 @@ def test_webhook_success_is_200_ok_and_recorded(slack: LocalSlackEndpoint) -> No
         ("server_error", 500, ""),
     ],
 )
-def test_webhook_failure_modes(slack: LocalSlackEndpoint, mode: str, status: int, body: str) -> None:
+def test_webhook_failure_modes(slack: LocalSlack, mode: str, status: int, body: str) -> None:
     assert mode in FAILURE_MODES
     slack.fail_next(mode, retry_after=7)
     client = WebhookClient(slack.webhook_url, retry_handlers=[])
-    response = client.send(text="x")  # slack-sdk does not raise: F9
+    response = client.send(text="x")  # slack-sdk's WebhookClient.send does not raise on errors
     assert (response.status_code, response.body) == (status, body)
     if status == 429:
         assert response.headers.get("Retry-After") == "7" or response.headers.get("retry-after") == "7"
@@ -53,7 +55,7 @@ def test_webhook_failure_modes(slack: LocalSlackEndpoint, mode: str, status: int
     assert client.send(text="x").status_code == 200  # fail_next is one request only
 
 
-def test_fail_always_until_recover(slack: LocalSlackEndpoint) -> None:
+def test_fail_always_until_recover(slack: LocalSlack) -> None:
     slack.fail_always("no_service")
     client = WebhookClient(slack.webhook_url, retry_handlers=[])
     assert [client.send(text="x").status_code for _ in range(3)] == [404] * 3
@@ -63,7 +65,7 @@ def test_fail_always_until_recover(slack: LocalSlackEndpoint) -> None:
         slack.fail_next("teapot")
 
 
-def test_block_kit_limits_are_enforced_like_slack(slack: LocalSlackEndpoint) -> None:
+def test_block_kit_limits_are_enforced_like_slack(slack: LocalSlack) -> None:
     client = WebhookClient(slack.webhook_url, retry_handlers=[])
     too_long_header = [{"type": "header", "text": {"type": "plain_text", "text": "x" * 151}}]
     assert client.send(text="x", blocks=too_long_header).body == "invalid_blocks"
@@ -76,7 +78,7 @@ def test_block_kit_limits_are_enforced_like_slack(slack: LocalSlackEndpoint) -> 
     assert client.send(text="", blocks=[]).body == "invalid_blocks"
 
 
-def test_chat_post_message_checks_the_token_and_answers_like_the_web_api(slack: LocalSlackEndpoint) -> None:
+def test_chat_post_message_checks_the_token_and_answers_like_the_web_api(slack: LocalSlack) -> None:
     with pytest.raises(SlackApiError) as error:
         WebClient(token="xoxb-wrong", base_url=slack.api_url).chat_postMessage(channel="C1", text="x")
     assert error.value.response["error"] == "invalid_auth"

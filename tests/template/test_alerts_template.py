@@ -1,5 +1,5 @@
 """The alerts block of template.yaml: least privilege, the encrypted on-call topic and its key policy,
-both rules, batching for bursts, alarms, and the Slack/policy parameters."""
+both rules, batching for bursts, alarms, and the Slack/Teams/policy parameters."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from batchpilot.alerts.policy import Channel
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.shared.own_events import OWN_DETAIL_TYPES
 from batchpilot_local.template import load_template as load_app
@@ -15,6 +16,11 @@ from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES, as_list, ge
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
 TOKEN_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-bot-XyZ123"
+TEAMS_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-QwErTy"
+WORKFLOW_URL = (
+    "https://prod-01.westus.logic.azure.com:443/workflows/0123/triggers/manual/paths/invoke"
+    "?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=abc"
+)
 
 
 def statements(role: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,6 +53,7 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
         "BATCHPILOT_SLACK_WEBHOOK_SECRET": {"Ref": "SlackWebhookSecretArn"},
         "BATCHPILOT_SLACK_BOT_TOKEN_SECRET": {"Ref": "SlackBotTokenSecretArn"},
         "BATCHPILOT_SLACK_CHANNEL": {"Ref": "SlackChannel"},
+        "BATCHPILOT_TEAMS_WEBHOOK_SECRET": {"Ref": "TeamsWebhookSecretArn"},
         "BATCHPILOT_ALERT_POLICY": {"Ref": "AlertRoutingPolicy"},
     }
     assert set(variables) <= set(AlertsSettings._ENV.values())
@@ -58,6 +65,7 @@ def test_the_replay_resolves_a_valid_configuration() -> None:
     assert settings.state_table == "StateTable"
     assert settings.oncall_topic_arn.endswith(":AlertsOnCallTopic")
     assert settings.slack_webhook_secret is None and settings.alert_policy == ""
+    assert settings.teams_webhook_secret is None and settings.chat_channels == ()
 
 
 def test_queue_batches_bursts_for_digests(template: dict[str, Any], translated: dict[str, Any]) -> None:
@@ -106,6 +114,7 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
         "PublishToOnCallTopic",
         "OwnAlertRecords",
         "ReadSlackSecrets",
+        "ReadTeamsSecret",
     }
     assert getatt(sids["PollOwnQueue"]["Resource"], "Arn") == "AlertsQueue"
     assert getatt(sids["WriteOwnLogs"]["Resource"], "Arn") == "AlertsLogGroup"
@@ -124,6 +133,10 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
         {"Fn::If": ["HasSlackWebhook", {"Ref": "SlackWebhookSecretArn"}, {"Ref": "AWS::NoValue"}]},
         {"Fn::If": ["HasSlackBotToken", {"Ref": "SlackBotTokenSecretArn"}, {"Ref": "AWS::NoValue"}]},
     ]
+    teams = sids["ReadTeamsSecret"]
+    assert teams["_condition"] == "HasTeamsWebhook"
+    assert as_list(teams["Action"]) == ["secretsmanager:GetSecretValue"]
+    assert teams["Resource"] == {"Ref": "TeamsWebhookSecretArn"}  # that secret only
     for statement in sids.values():
         assert statement["Effect"] == "Allow" and "*" not in as_list(statement["Resource"])
 
@@ -135,6 +148,9 @@ def test_secret_statement_disappears_without_slack(template: dict[str, Any]) -> 
     }
     assert conditions["HasSlackSecret"] == {
         "Fn::Or": [{"Condition": "HasSlackWebhook"}, {"Condition": "HasSlackBotToken"}]
+    }
+    assert conditions["HasTeamsWebhook"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "TeamsWebhookSecretArn"}, ""]}]
     }
 
 
@@ -177,16 +193,18 @@ def test_alarms(translated: dict[str, Any]) -> None:
             "Function": "alerts",
             "service": "batchpilot",
         }
-    assert set(stats) == {"slack", "sns"}
+    assert set(stats) == {channel.value for channel in Channel} == {"slack", "sns", "teams"}
 
 
 def test_parameters(template: dict[str, Any]) -> None:
     params = template["Parameters"]
-    for name in ("SlackWebhookSecretArn", "SlackBotTokenSecretArn"):
+    for name in ("SlackWebhookSecretArn", "SlackBotTokenSecretArn", "TeamsWebhookSecretArn"):
         pattern = re.compile(params[name]["AllowedPattern"])
         assert params[name]["Default"] == ""
         assert pattern.fullmatch("") and pattern.fullmatch(SECRET_ARN) and pattern.fullmatch(TOKEN_ARN)
+        assert pattern.fullmatch(TEAMS_ARN)
         assert not pattern.fullmatch("https://hooks.slack.com/services/T0/B0/xyz")
+        assert not pattern.fullmatch(WORKFLOW_URL)  # the URL itself never goes into the stack
     assert params["AlertRoutingPolicy"]["Default"] == "" and params["AlertRoutingPolicy"]["MaxLength"] == 4096
     assert re.fullmatch(params["SlackChannel"]["AllowedPattern"], "C0123ABCD")
 

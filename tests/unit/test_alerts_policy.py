@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from batchpilot.alerts.dispatch import fact_from_raw
-from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, Severity, load_policy
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
 from batchpilot.shared.settings import ConfigError
+from batchpilot_local.testing.alerts import fact_of
 from batchpilot_local.testing.samples import batch_job, sample, service_job
 
 BASE_ENV = {
@@ -95,10 +94,6 @@ def test_settings_accept_secret_arns_and_the_defaults() -> None:
 
 
 # ------------------------------------------------------------------------------- rule semantics
-def fact_of(event: dict[str, object]) -> AlertFact:
-    return fact_from_raw(event)
-
-
 def test_seed_use_case_production_shares_page_research_shares_only_post() -> None:
     policy = load_policy(
         json.dumps(

@@ -1,5 +1,6 @@
-"""Messages people read: SNS subject/body/attributes and Slack Block Kit within Slack's limits (F7, F8),
-checked with the same Block Kit rules the local Slack endpoint applies."""
+"""Messages people read: SNS subject/body/attributes and Slack Block Kit within Slack's limits (Amazon
+SNS Publish; Slack Block Kit reference), checked with the same Block Kit rules the local Slack
+endpoint applies."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import json
 import re
 
-from batchpilot.alerts.dispatch import fact_from_raw
+from batchpilot.alerts.channels.slack import payload_size, slack_digest, slack_message
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.policy import Severity
@@ -15,16 +16,14 @@ from batchpilot.alerts.render import (
     TRUNCATION_MARK,
     console_links,
     format_duration,
-    payload_size,
     sanitize_subject,
-    slack_digest,
-    slack_message,
     sns_digest,
     sns_message,
     title,
     truncate,
 )
-from batchpilot_local.slack_endpoint import block_kit_problem
+from batchpilot_local.chat_endpoint import block_kit_problem
+from batchpilot_local.testing.alerts import fact_of
 from batchpilot_local.testing.samples import batch_job, sample
 from hypothesis import given
 from hypothesis import strategies as st
@@ -39,7 +38,7 @@ def long_fact() -> AlertFact:
         jobName=LONG_NAME,
         attempts=[{"container": {"reason": LONG_REASON[:5000], "logStreamName": "job/default/abc"}}],
     )
-    return fact_from_raw(event)
+    return fact_of(event)
 
 
 @given(st.text(max_size=400))
@@ -96,7 +95,7 @@ def test_slack_message_for_long_fields_stays_within_block_kit_limits() -> None:
 
 
 def test_slack_message_shows_the_facts_links_and_why() -> None:
-    fact = fact_from_raw(sample("service-job/failed-sagemaker-capacity"))
+    fact = fact_of(sample("service-job/failed-sagemaker-capacity"))
     message = slack_message(fact, Severity.INFO, "a CAPACITY failure the recovery function resubmits")
     assert block_kit_problem(message.payload()) is None
     fields = [f["text"] for b in message.blocks if b["type"] == "section" for f in b.get("fields", [])]
@@ -119,17 +118,17 @@ def test_slack_message_shows_the_facts_links_and_why() -> None:
 
 def test_mrkdwn_is_escaped() -> None:
     event = batch_job("FAILED", attempts=[{"container": {"reason": "CannotStartContainerError: <b>&co</b>"}}])
-    message = slack_message(fact_from_raw(event), Severity.CRITICAL, "x")
+    message = slack_message(fact_of(event), Severity.CRITICAL, "x")
     text = json.dumps(message.blocks)
     assert "&lt;b&gt;&amp;co&lt;/b&gt;" in text and "<b>" not in text
 
 
 def test_console_links() -> None:
-    container = fact_from_raw(sample("batch-job/failed-spot-reclaim"))
+    container = fact_of(sample("batch-job/failed-spot-reclaim"))
     labels = dict(console_links(container))
     assert set(labels) == {"Batch job", "Logs"}
     assert "#logsV2:log-groups/log-group/$252Faws$252Fbatch$252Fjob/log-events/" in labels["Logs"]
-    training = fact_from_raw(sample("sagemaker/failed-algorithm-error"))
+    training = fact_of(sample("sagemaker/failed-algorithm-error"))
     labels = dict(console_links(training))
     assert set(labels) == {"Training job", "Logs"}
     assert "$3FlogStreamNameFilter$3D" in labels["Logs"]
@@ -153,7 +152,7 @@ def burst(count: int, *, category_reason: str = "Host EC2 (instance i-0abc) term
             jobName=f"sweep-{i:03d}-" + "n" * 180,
             attempts=[{"container": {}, "statusReason": category_reason + " " + "detail " * 200}],
         )
-        facts.append(fact_from_raw(event))
+        facts.append(fact_of(event))
     return facts
 
 
@@ -178,9 +177,7 @@ def test_sns_digest_lists_every_job() -> None:
 
 def test_bursts_group_by_queue_category_and_severity() -> None:
     facts = burst(7)
-    other = fact_from_raw(
-        batch_job("FAILED", attempts=[{"container": {"reason": "CannotPullContainerError: x"}}])
-    )
+    other = fact_of(batch_job("FAILED", attempts=[{"container": {"reason": "CannotPullContainerError: x"}}]))
     items = [(f, Severity.INFO) for f in facts] + [(other, Severity.CRITICAL)]
     bursts, singles = split_bursts(items, lambda item: burst_key(*item), threshold=5)
     assert [len(b) for b in bursts] == [7] and singles == [(other, Severity.CRITICAL)]
@@ -189,10 +186,10 @@ def test_bursts_group_by_queue_category_and_severity() -> None:
 
 
 def test_titles_say_what_happened() -> None:
-    assert title(fact_from_raw(sample("batch-job/runnable-retrying-after-spot-reclaim"))).endswith(
+    assert title(fact_of(sample("batch-job/runnable-retrying-after-spot-reclaim"))).endswith(
         "lost an attempt to a spot interruption; AWS is retrying on gpu-spot-queue"
     )
     blocked = title(
-        fact_from_raw(sample("service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded"))
+        fact_of(sample("service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded"))
     )
     assert blocked.startswith("job queue sm-quota-queue blocked (MISCONFIGURATION)")

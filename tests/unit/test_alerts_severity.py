@@ -1,5 +1,5 @@
-"""The default severity table (issue 3, item 2) on every sample event and on batchpilot's own events,
-and the facts' de-duplication keys."""
+"""The default severity table (alerts/severity.py, README "What pages and what posts") on every sample
+event and on batchpilot's own events, and the facts' de-duplication keys."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from batchpilot.alerts.dispatch import fact_from_raw
 from batchpilot.alerts.facts import recovery_will_handle
 from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.severity import decide, default_severity
@@ -24,6 +23,7 @@ from batchpilot.shared.own_events import (
     SkipReason,
     put_events_entry,
 )
+from batchpilot_local.testing.alerts import fact_of
 from batchpilot_local.testing.samples import batch_job, sample, sample_event_paths, service_job, training_job
 
 C, W, INFO, S = Severity.CRITICAL, Severity.WARNING, Severity.INFO, Severity.SILENT
@@ -37,7 +37,7 @@ EXPECTED: dict[str, Severity] = {
     "batch-job/failed-job-state-time-limit": C,  # capacity on a container job: not recovered
     "batch-job/failed-spot-reclaim": INFO,
     "batch-job/replayed-succeeded": S,
-    "batch-job/runnable-retrying-after-spot-reclaim": INFO,  # F1: Batch is retrying, no page
+    "batch-job/runnable-retrying-after-spot-reclaim": INFO,  # Batch is retrying: no page
     "batch-job/running": S,
     "batch-job/succeeded": S,
     "batch-job-queue-blocked/capacity-insufficient-instance-capacity": W,
@@ -50,9 +50,9 @@ EXPECTED: dict[str, Severity] = {
     "sagemaker/failed-internal-server-error": INFO,
     "sagemaker/in-progress-interrupted": INFO,
     "sagemaker/in-progress-training": S,
-    "sagemaker/stopped-by-user": INFO,  # F5: a person stopped it, no page
-    "sagemaker/stopped-max-runtime-exceeded": W,  # F5: TIMEOUT alerts
-    "sagemaker/stopped-max-wait-time-exceeded": INFO,  # F5: spot starvation, recovery resumes it
+    "sagemaker/stopped-by-user": INFO,  # a person stopped it: no page
+    "sagemaker/stopped-max-runtime-exceeded": W,  # TIMEOUT alerts
+    "sagemaker/stopped-max-wait-time-exceeded": INFO,  # spot starvation: recovery resumes it
     "service-job/failed-algorithm-error": C,
     "service-job/failed-internal-server-error": INFO,
     "service-job/failed-job-state-time-limit": INFO,
@@ -84,7 +84,7 @@ def test_every_job_sample_has_an_expected_severity() -> None:
 
 @pytest.mark.parametrize(("name", "severity"), sorted(EXPECTED.items()))
 def test_default_severity_of_sample(name: str, severity: Severity) -> None:
-    fact = fact_from_raw(sample(name))
+    fact = fact_of(sample(name))
     decision = decide(fact, RoutingPolicy())
     assert decision.severity is severity, decision.why
     assert decision.why
@@ -235,7 +235,7 @@ def skipped(reason: SkipReason, category: str = "PREEMPTION", **extra: Any) -> R
     ],
 )
 def test_default_severity_of_own_events(event: OwnEvent, severity: Severity) -> None:
-    fact = fact_from_raw(own(event))
+    fact = fact_of(own(event))
     assert default_severity(fact)[0] is severity
 
 
@@ -254,7 +254,7 @@ def test_recovery_predicate_is_the_recovery_policys_table() -> None:
 def test_duplicates_with_different_envelope_ids_are_the_same_fact() -> None:
     first = sample("service-job/failed-validation")
     second = {**first, "id": "00000000-0000-4000-8000-00000000ffff", "time": "2026-11-20T11:00:00Z"}
-    assert fact_from_raw(first).key == fact_from_raw(second).key
+    assert fact_of(first).key == fact_of(second).key
 
 
 def test_attempts_and_status_make_different_facts() -> None:
@@ -265,18 +265,16 @@ def test_attempts_and_status_make_different_facts() -> None:
         attempts=[{"container": {}, **reclaim, "startedAt": 1763633100000}, {"container": {}, **reclaim}],
     )
     failed = batch_job("FAILED", attempts=[{"container": {}, **reclaim}] * 2)
-    keys = {fact_from_raw(e).key for e in (one, two, failed)}
+    keys = {fact_of(e).key for e in (one, two, failed)}
     assert len(keys) == 3
 
 
 def test_progress_orders_terminal_after_everything_and_attempts_before_time() -> None:
-    running = fact_from_raw(batch_job("RUNNING", startedAt=1763633900000))
-    failed = fact_from_raw(
-        batch_job("FAILED", attempts=[{"container": {"exitCode": 1}}], stoppedAt=1763633000001)
-    )
+    running = fact_of(batch_job("RUNNING", startedAt=1763633900000))
+    failed = fact_of(batch_job("FAILED", attempts=[{"container": {"exitCode": 1}}], stoppedAt=1763633000001))
     assert running.progress is not None and failed.progress is not None
     assert failed.progress > running.progress  # terminal wins whatever the timestamps say
-    early = fact_from_raw(batch_job("RUNNING", startedAt=1763633100000))
+    early = fact_of(batch_job("RUNNING", startedAt=1763633100000))
     assert running.progress > early.progress
 
 
@@ -293,28 +291,26 @@ def test_own_events_use_their_natural_keys() -> None:
         category="CAPACITY",
         operation="batch:SubmitServiceJob",
     )
-    fact = fact_from_raw(own(resubmitted))
+    fact = fact_of(own(resubmitted))
     assert fact.key == (JOB + "-r1", "resubmitted#lin-9#2")
     assert fact.related_subjects == (JOB + "-r2",)
-    later = fact_from_raw({**own(resubmitted), "id": "other", "time": "2026-11-21T00:00:00Z"})
+    later = fact_of({**own(resubmitted), "id": "other", "time": "2026-11-21T00:00:00Z"})
     assert later.fact_id == fact.fact_id
 
 
 def test_training_job_interruptions_are_separate_facts() -> None:
     first = training_job("InProgress", SecondaryStatus="Interrupted", LastModifiedTime="1763633100000")
     second = training_job("InProgress", SecondaryStatus="Interrupted", LastModifiedTime="1763634100000")
-    assert fact_from_raw(first).key != fact_from_raw(second).key
-    assert fact_from_raw(first).key == fact_from_raw({**first, "id": "x"}).key
+    assert fact_of(first).key != fact_of(second).key
+    assert fact_of(first).key == fact_of({**first, "id": "x"}).key
 
 
 def test_service_job_fact_knows_its_training_job() -> None:
-    fact = fact_from_raw(sample("service-job/failed-sagemaker-capacity"))
+    fact = fact_of(sample("service-job/failed-sagemaker-capacity"))
     assert fact.training_job_arn and fact.training_job_arn.startswith("arn:aws:sagemaker:")
     assert fact.training_job_name and fact.log_group == "/aws/sagemaker/TrainingJobs"
     assert fact.job_id == fact.subject.rsplit("/", 1)[-1]
-    blocked = fact_from_raw(
-        service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="CAPACITY:X")
-    )
+    blocked = fact_of(service_job("RUNNABLE", "Batch Service Job Queue Blocked", statusReason="CAPACITY:X"))
     assert blocked.fact_id.startswith("blocked#CAPACITY")
 
 
@@ -331,7 +327,7 @@ def test_a_resubmission_is_named_after_the_job_not_its_id() -> None:
         "category": "PREEMPTION",
         "operation": "batch:SubmitServiceJob",
     }
-    named = fact_from_raw(own(JobResubmitted(**base, job_name="llama-pretrain")))
+    named = fact_of(own(JobResubmitted(**base, job_name="llama-pretrain")))
     assert named.job_name == "llama-pretrain"
-    unnamed = fact_from_raw(own(JobResubmitted(**base)))  # an older producer: the ARN's last part
+    unnamed = fact_of(own(JobResubmitted(**base)))  # an older producer: the ARN's last part
     assert unnamed.job_name == JOB.rsplit("/", 1)[-1]

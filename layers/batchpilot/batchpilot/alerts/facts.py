@@ -1,8 +1,9 @@
 """Alert facts: what one event says that a person may need to hear, with its de-duplication key.
 
 Pure: builds :class:`AlertFact` from a parsed job event (:mod:`batchpilot.shared.events`, classified by
-:func:`batchpilot.shared.classification.classify`) or from one of batchpilot's own events
-(:mod:`batchpilot.shared.own_events`). No I/O.
+:func:`batchpilot.shared.classification.classify`; the fact keeps that :class:`JobFacts` as
+:attr:`AlertFact.job`) or from one of batchpilot's own events (:mod:`batchpilot.shared.own_events`;
+kept as :attr:`AlertFact.own`, an :class:`OwnFacts`). No I/O.
 
 Exactly once per fact: a fact is identified by ``(subject, fact_id)``: the job ARN (or service
 environment) and, for job events, the status and attempt (``FAILED#3``); for own events their
@@ -12,12 +13,15 @@ natural key (lineage and attempt, or service environment and decision time). Nev
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from batchpilot.recovery.policy import RECOVERABLE
+from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category, EventKind, JobFacts, JobKind, classify
 from batchpilot.shared.events import (
     BatchJobQueueBlocked,
@@ -31,17 +35,23 @@ from batchpilot.shared.events import (
 from batchpilot.shared.own_events import (
     CapacityAdjusted,
     CapacityLimited,
+    CapacityLimitReason,
     JobResubmitted,
     OwnEvent,
     RecoveryFailed,
     RecoverySkipped,
+    SkipReason,
 )
 
 __all__ = [
     "BATCH_LOG_GROUP",
-    "RECOVERABLE_CATEGORIES",
+    "RESTARTS_FROM_STEP_ZERO",
     "TRAINING_LOG_GROUP",
     "AlertFact",
+    "FactKind",
+    "OwnFacts",
+    "ReasonCode",
+    "fact_from_event",
     "fact_from_job_event",
     "fact_from_own_event",
     "recovery_will_handle",
@@ -51,132 +61,293 @@ BATCH_LOG_GROUP = "/aws/batch/job"
 """Default CloudWatch Logs group of Batch container jobs (``awslogs`` driver without a group)."""
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 """CloudWatch Logs group of SageMaker training jobs; streams are ``<training job name>/...``."""
+E = TypeVar("E", bound=StrEnum)
 
-RECOVERABLE_CATEGORIES: dict[JobKind, frozenset[Category]] = RECOVERABLE
-"""Terminal failures the recovery function resubmits, by job kind: the recovery policy's own table
-(:data:`batchpilot.recovery.policy.RECOVERABLE`, decision-table row 5), shared so both functions
-always agree."""
+RESTARTS_FROM_STEP_ZERO = "RESTARTS_FROM_STEP_ZERO"
+"""The reason code a routing policy matches for a ``Job Resubmitted`` without a checkpoint."""
+
+
+class FactKind(StrEnum):
+    """What a fact is about: the four kinds of AWS job events (the values of
+    :class:`batchpilot.shared.classification.EventKind`) and the five own events."""
+
+    STATE_CHANGE = "state-change"
+    QUEUE_BLOCKED = "queue-blocked"
+    PREEMPTION_STARTED = "preemption-started"
+    PREEMPTION_COMPLETED = "preemption-completed"
+    JOB_RESUBMITTED = "job-resubmitted"
+    RECOVERY_SKIPPED = "recovery-skipped"
+    RECOVERY_FAILED = "recovery-failed"
+    CAPACITY_ADJUSTED = "capacity-adjusted"
+    CAPACITY_LIMITED = "capacity-limited"
+
+    @classmethod
+    def of(cls, kind: EventKind) -> FactKind:
+        """The fact kind of a job event kind."""
+        return cls(kind.value)
+
+
+ReasonCode = SkipReason | CapacityLimitReason | str
+"""An own event's code: the ``skip_reason`` of Recovery Skipped, the ``limit_reason`` of Capacity
+Limited, or the AWS ``error_code`` of Recovery Failed (an AWS error code, e.g.
+``ResourceLimitExceeded``: open-ended, so a string)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnFacts:
+    """What one of batchpilot's own events says, typed (the event models carry plain strings).
+
+    Attributes:
+        job_kind: the job's kind, or None (capacity events, or a kind this version does not know).
+        job_name, job_queue, share_identifier, quota_share: the job's, when the event names them.
+        category: the failure category, or None (capacity events; an unknown category).
+        reason: the sentence for people (``message``, ``reason``, ``<error_code>: <message>``).
+        reason_code: see :data:`ReasonCode`.
+        attempt: the resubmission number (Job Resubmitted, Recovery Failed).
+        critical: the producer flagged the fact critical (``Recovery Skipped`` with
+            ``critical: true``, e.g. a budget exhausted).
+        will_retry: a ``Recovery Failed`` the recovery function retries by itself.
+        restarts_from_step_zero: a ``Job Resubmitted`` without a checkpoint.
+    """
+
+    job_kind: JobKind | None = None
+    job_name: str | None = None
+    job_queue: str | None = None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    category: Category | None = None
+    reason: str | None = None
+    reason_code: ReasonCode | None = None
+    attempt: int | None = None
+    critical: bool = False
+    will_retry: bool = False
+    restarts_from_step_zero: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class AlertFact:
     """One notifiable fact. Times are timezone-aware UTC datetimes; durations are derived later.
 
+    A job event's fact keeps the event's classification (:attr:`job`); an own event's fact keeps
+    what that event says (:attr:`own`). The properties below read whichever the fact has.
+
     Attributes:
         subject: what the fact is about and the key of its state: the job ARN (Batch ``jobArn``,
             ``TrainingJobArn``) or ``service-environment/<name>`` for capacity events.
         fact_id: unique per fact within ``subject`` (``FAILED#3``, ``resubmitted#<lineage>#2``).
         detail_type: the event's ``detail-type``.
-        event_kind: ``state-change``, ``queue-blocked``, ``preemption-started``,
-            ``preemption-completed``, ``job-resubmitted``, ``recovery-skipped``,
-            ``recovery-failed``, ``capacity-adjusted`` or ``capacity-limited``.
+        event_kind: see :class:`FactKind`.
         event_time: the envelope ``time`` (used for display and as the own events' decision time).
         region, account: from the envelope (console links).
-        job_kind: ``container-job``, ``service-job``, ``training-job`` or None (capacity events).
-        job_name, job_id: Batch ``jobName``/``jobId`` or ``TrainingJobName``.
-        job_queue: job queue *name*; share_identifier / quota_share when known.
-        status, secondary_status: Batch status or SageMaker ``TrainingJobStatus``/``SecondaryStatus``.
-        category: failure/blocked/disruption category (``CAPACITY``...), None when none applies.
-        reason: the most specific reason text (free text, may be long; truncated when rendered).
-        reason_code: ``skip_reason``/``limit_reason``/``error_code`` of own events.
-        attempts: attempts the event lists (Batch) or the resubmission number (own events).
-        terminal, succeeded: the job will not change again / it succeeded.
-        created_at, started_at, stopped_at: job times from the event ``detail``.
-        instance_type, instance_count: SageMaker ``ResourceConfig`` (instances).
+        job: the classification of a job event (None for own events); for ``Preemption
+            Completed`` its ``attempts`` is the preempted attempt count.
+        own: what an own event says (None for job events).
+        job_id: Batch ``jobId`` (the last part of a service job's ARN).
         training_job_arn, training_job_name: the SageMaker training job (standalone, or the
             latest attempt of a service job).
         log_group, log_stream: CloudWatch Logs of the job when the event names them (a stream
             *prefix* for training jobs).
-        created_by_batch: an ``AWSBatch*`` training job: its service job's events speak for it.
         progress: ordering key of a state-change event (terminal first, then attempts, then the
             latest detail timestamp in epoch ms), compared as a string; None for events that are
             only checked against a terminal state (queue blocked, preemption, own events).
-        thread_subject: the subject whose Slack thread this message belongs in.
+        thread_subject: the subject whose chat thread this message belongs in.
         related_subjects: other subjects that continue this thread (the new job of a resubmission).
         extra: further labelled values for the message (budget, checkpoint, capacity numbers).
-        producer_critical: the publishing function flagged the fact critical (``Recovery
-            Skipped`` with ``critical: true``, e.g. a budget exhausted).
-        will_retry: a ``Recovery Failed`` that the recovery function retries by itself.
     """
 
     subject: str
     fact_id: str
     detail_type: str
-    event_kind: str
+    event_kind: FactKind
     event_time: datetime
     region: str | None = None
     account: str | None = None
-    job_kind: str | None = None
-    job_name: str | None = None
+    job: JobFacts | None = None
+    own: OwnFacts | None = None
     job_id: str | None = None
-    job_queue: str | None = None
-    share_identifier: str | None = None
-    quota_share: str | None = None
-    status: str | None = None
-    secondary_status: str | None = None
-    category: str | None = None
-    reason: str | None = None
-    reason_code: str | None = None
-    attempts: int | None = None
-    terminal: bool = False
-    succeeded: bool = False
-    created_at: datetime | None = None
-    started_at: datetime | None = None
-    stopped_at: datetime | None = None
-    instance_type: str | None = None
-    instance_count: int | None = None
     training_job_arn: str | None = None
     training_job_name: str | None = None
     log_group: str | None = None
     log_stream: str | None = None
-    created_by_batch: bool = False
     progress: str | None = None
     thread_subject: str = ""
     related_subjects: tuple[str, ...] = ()
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    producer_critical: bool = False
-    will_retry: bool = False
 
+    # ------------------------------------------------------------------ views of job / own
     @property
     def key(self) -> tuple[str, str]:
         """``(subject, fact_id)``: the identity used for exactly-once delivery."""
         return (self.subject, self.fact_id)
 
+    @property
+    def is_job_event(self) -> bool:
+        """True for an AWS job event (state change, queue blocked, preemption)."""
+        return self.job is not None
+
+    @property
+    def job_kind(self) -> JobKind | None:
+        """Container job, service job, training job; None for capacity events."""
+        return self.job.kind if self.job else (self.own.job_kind if self.own else None)
+
+    @property
+    def job_name(self) -> str | None:
+        """Batch ``jobName`` / ``TrainingJobName`` (None for preemption events and capacity)."""
+        return self.job.name if self.job else (self.own.job_name if self.own else None)
+
+    @property
+    def job_queue(self) -> str | None:
+        """The job queue *name*."""
+        return self.job.queue if self.job else (self.own.job_queue if self.own else None)
+
+    @property
+    def share_identifier(self) -> str | None:
+        """The fair-share identifier, when known."""
+        return self.job.share_identifier if self.job else (self.own.share_identifier if self.own else None)
+
+    @property
+    def quota_share(self) -> str | None:
+        """The quota share name, when known."""
+        return self.job.quota_share if self.job else (self.own.quota_share if self.own else None)
+
+    @property
+    def status(self) -> str | None:
+        """Batch status or SageMaker ``TrainingJobStatus`` (job events only)."""
+        return self.job.status if self.job else None
+
+    @property
+    def secondary_status(self) -> str | None:
+        """SageMaker ``SecondaryStatus`` (training jobs only)."""
+        return self.job.secondary_status if self.job else None
+
+    @property
+    def category(self) -> Category | None:
+        """Failure/blocked/disruption category, None when none applies."""
+        if self.job:
+            return self.job.category
+        if self.own:
+            return self.own.category
+        return None
+
+    @property
+    def reason(self) -> str | None:
+        """The most specific reason text (free text, may be long; truncated when rendered)."""
+        return self.job.reason if self.job else (self.own.reason if self.own else None)
+
+    @property
+    def reason_code(self) -> ReasonCode | None:
+        """An own event's code (see :data:`ReasonCode`); None for job events."""
+        return self.own.reason_code if self.own else None
+
+    @property
+    def attempts(self) -> int | None:
+        """Attempts the event lists (Batch) or the resubmission number (own events)."""
+        return self.job.attempts if self.job else (self.own.attempt if self.own else None)
+
+    @property
+    def terminal(self) -> bool:
+        """The job will not change status again."""
+        return bool(self.job and self.job.terminal)
+
+    @property
+    def succeeded(self) -> bool:
+        """The job succeeded (SUCCEEDED / Completed)."""
+        return bool(self.job and self.job.succeeded)
+
+    @property
+    def created_by_batch(self) -> bool:
+        """An ``AWSBatch*`` training job: its service job's events speak for it."""
+        return bool(self.job and self.job.created_by_batch)
+
+    @property
+    def created_at(self) -> datetime | None:
+        """When the job was created (job events)."""
+        return self.job.created_at if self.job else None
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When the job started running (job events)."""
+        return self.job.started_at if self.job else None
+
+    @property
+    def stopped_at(self) -> datetime | None:
+        """When the job stopped (job events)."""
+        return self.job.stopped_at if self.job else None
+
+    @property
+    def instance_type(self) -> str | None:
+        """SageMaker ``ResourceConfig`` instance type (training jobs)."""
+        return self.job.instance_type if self.job else None
+
+    @property
+    def instance_count(self) -> int | None:
+        """SageMaker ``ResourceConfig`` instances (training jobs)."""
+        return self.job.instance_count if self.job else None
+
+    @property
+    def producer_critical(self) -> bool:
+        """The publishing function flagged the fact critical."""
+        return bool(self.own and self.own.critical)
+
+    @property
+    def will_retry(self) -> bool:
+        """A ``Recovery Failed`` that the recovery function retries by itself."""
+        return bool(self.own and self.own.will_retry)
+
+    @property
+    def restarts_from_step_zero(self) -> bool:
+        """A ``Job Resubmitted`` that restarts from step 0 (no checkpoint)."""
+        return bool(self.own and self.own.restarts_from_step_zero)
+
     def match_values(self) -> dict[str, str | None]:
-        """The values a routing :class:`~batchpilot.alerts.policy.Match` is checked against."""
+        """The values a routing :class:`~batchpilot.alerts.policy.Match` is checked against
+        (enum values as their names in the policy document)."""
+        code = self.reason_code
+        if code is None and self.restarts_from_step_zero:
+            code = RESTARTS_FROM_STEP_ZERO
+        kind, category = self.job_kind, self.category
         return {
             "detail_type": self.detail_type,
-            "job_kind": self.job_kind,
+            "job_kind": kind.value if kind else None,
             "status": self.status,
-            "category": self.category,
+            "category": category.value if category else None,
             "job_queue": self.job_queue,
             "share_identifier": self.share_identifier,
             "quota_share": self.quota_share,
-            "reason_code": self.reason_code,
+            "reason_code": str(code) if code is not None else None,
         }
 
 
+def _enum(kind: type[E], value: str | None) -> E | None:
+    """``value`` as a member of ``kind``, or None when it is none of them (another version's value)."""
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        return None
+
+
 def recovery_will_handle(
-    job_kind: str | None, category: str | None, *, created_by_batch: bool = False
+    job_kind: JobKind | str | None, category: Category | str | None, *, created_by_batch: bool = False
 ) -> bool:
     """True when the recovery function resubmits a *terminal failure* of this kind and category.
 
-    The conservative rule of issue 4 ("When to act"): a FAILED service job lost to PREEMPTION,
-    SPOT_INTERRUPTION, CAPACITY or INTERNAL_ERROR; a FAILED container job lost to a spot reclaim
-    (FAILED means Batch's retries are spent); a standalone SageMaker training job Failed with a
-    capacity or internal error, or Stopped with MaxWaitTimeExceeded (SPOT_INTERRUPTION). Training
-    jobs that Batch created are decided by their service job. The recovery function's outcome
-    event (``Job Resubmitted``, ``Recovery Skipped``, ``Recovery Failed``) then decides what people
-    hear.
+    The recovery policy's own table decides (:data:`batchpilot.recovery.policy.RECOVERABLE`,
+    decision-table row 5, shared so both functions always agree): a FAILED service job lost to
+    PREEMPTION, SPOT_INTERRUPTION, CAPACITY or INTERNAL_ERROR; a FAILED container job lost to a
+    spot reclaim (FAILED means Batch's retries are spent); a standalone SageMaker training job
+    Failed with a capacity or internal error, or Stopped with MaxWaitTimeExceeded
+    (SPOT_INTERRUPTION). Training jobs that Batch created are decided by their service job. The
+    recovery function's outcome event (``Job Resubmitted``, ``Recovery Skipped``, ``Recovery
+    Failed``) then decides what people hear. Values may be given as written in events
+    (``"service-job"``, ``"CAPACITY"``); an unknown one is never recovered.
     """
-    if created_by_batch or job_kind is None or category is None:
+    kind = _enum(JobKind, job_kind)
+    cat = _enum(Category, category)
+    if created_by_batch or kind is None or cat is None:
         return False
-    try:
-        kind = JobKind(job_kind)
-        cat = Category(category)
-    except ValueError:
-        return False
-    return cat in RECOVERABLE_CATEGORIES.get(kind, frozenset())
+    return cat in RECOVERABLE.get(kind, frozenset())
 
 
 def _ms(moment: datetime | None) -> int:
@@ -186,19 +357,6 @@ def _ms(moment: datetime | None) -> int:
 def _progress(terminal: bool, attempts: int, *moments: datetime | None) -> str:
     latest = max((_ms(m) for m in moments), default=0)
     return f"{int(terminal)}|{attempts:04d}|{max(latest, 0):016d}"
-
-
-def _tail(arn: str | None) -> str | None:
-    if not arn:
-        return None
-    return arn.rsplit("/", 1)[-1] or None
-
-
-def _envelope(raw: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
-    if not raw:
-        return None, None
-    region, account = raw.get("region"), raw.get("account")
-    return (region if isinstance(region, str) else None, account if isinstance(account, str) else None)
 
 
 def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> AlertFact:
@@ -214,7 +372,6 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
     training_arn: str | None = None
     log_group: str | None = None
     log_stream: str | None = None
-    attempts = facts.attempts
     modified: datetime | None = None
     match event:
         case BatchJobStateChange() | BatchJobQueueBlocked():
@@ -229,7 +386,7 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
             times += [t for a in detail.attempts for t in (a.startedAt, a.stoppedAt)]
         case BatchServiceJobStateChange() | BatchServiceJobQueueBlocked():
             detail_s = event.detail
-            job_id = _tail(detail_s.jobArn)
+            job_id = resource_name(detail_s.jobArn)
             for attempt in (detail_s.latestAttempt, *reversed(detail_s.attempts)):
                 resource = attempt.serviceResourceId if attempt else None
                 if resource is not None and resource.value:
@@ -239,14 +396,14 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
             times.append(detail_s.scheduledAt)
         case BatchServiceJobPreemptionCompleted():
             summary = event.detail.preemptionSummary
-            attempts = summary.preemptedAttemptCount if summary else 0
+            facts = dataclasses.replace(facts, attempts=summary.preemptedAttemptCount if summary else 0)
         case SageMakerTrainingJobStateChange():
             training_arn = facts.arn if facts.arn.startswith("arn:") else None
             modified = event.detail.LastModifiedTime
             times.append(modified)
         case _:
             pass
-    training_name = _tail(training_arn) if training_arn else None
+    training_name = resource_name(training_arn) if training_arn else None
     if facts.kind is JobKind.TRAINING_JOB:
         training_name = facts.name
         log_group, log_stream = TRAINING_LOG_GROUP, f"{facts.name}/"
@@ -254,6 +411,7 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
         log_group, log_stream = TRAINING_LOG_GROUP, f"{training_name}/"
 
     category = facts.category.value if facts.category else None
+    attempts = facts.attempts
     progress: str | None = None
     match facts.event_kind:
         case EventKind.STATE_CHANGE:
@@ -269,39 +427,22 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
             fact_id = f"blocked#{category}#{attempts}"
         case EventKind.PREEMPTION_STARTED:
             fact_id = f"preemption-started#{_ms(event.time)}"
-        case _:
+        case EventKind.PREEMPTION_COMPLETED:
             fact_id = f"preemption-completed#{attempts}"
     return AlertFact(
         subject=facts.arn,
         fact_id=fact_id,
         detail_type=event.detail_type,
-        event_kind=facts.event_kind.value,
+        event_kind=FactKind.of(facts.event_kind),
         event_time=event.time,
         region=event.region,
         account=event.account,
-        job_kind=facts.kind.value,
-        job_name=facts.name,
+        job=facts,
         job_id=job_id,
-        job_queue=facts.queue,
-        share_identifier=facts.share_identifier,
-        quota_share=facts.quota_share,
-        status=facts.status,
-        secondary_status=facts.secondary_status,
-        category=category,
-        reason=facts.reason,
-        attempts=attempts,
-        terminal=facts.terminal,
-        succeeded=facts.succeeded,
-        created_at=facts.created_at,
-        started_at=facts.started_at,
-        stopped_at=facts.stopped_at,
-        instance_type=facts.instance_type,
-        instance_count=facts.instance_count,
         training_job_arn=training_arn,
         training_job_name=training_name,
         log_group=log_group,
         log_stream=log_stream,
-        created_by_batch=facts.created_by_batch,
         progress=progress,
         thread_subject=facts.arn,
     )
@@ -315,14 +456,26 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
-def fact_from_own_event(event: OwnEvent, raw: Mapping[str, Any] | None = None) -> AlertFact:
+def _labelled(rows: list[tuple[str, str | None]]) -> tuple[tuple[str, str], ...]:
+    return tuple((label, value) for label, value in rows if value)
+
+
+def _envelope(raw: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    if not raw:
+        return None, None
+    region, account = raw.get("region"), raw.get("account")
+    return (region if isinstance(region, str) else None, account if isinstance(account, str) else None)
+
+
+def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = None) -> AlertFact:
     """The fact one of batchpilot's own events states (``source: batchpilot``).
 
     Args:
-        event: from :func:`batchpilot.shared.own_events.parse_own_event`.
-        raw: the delivered EventBridge event (for ``region`` and ``account``), optional.
+        event: from :func:`batchpilot.shared.own_events.parse_own_event` (or
+            :func:`batchpilot.shared.records.decode_any`).
+        envelope: the delivered EventBridge event (for ``region`` and ``account``), optional.
     """
-    region, account = _envelope(raw)
+    region, account = _envelope(envelope)
     common: dict[str, Any] = {
         "detail_type": event.detail_type,
         "event_time": event.time,
@@ -331,36 +484,38 @@ def fact_from_own_event(event: OwnEvent, raw: Mapping[str, Any] | None = None) -
     }
     match event:
         case JobResubmitted():
-            extra = [
-                ("Lineage", event.lineage_id),
-                ("Resubmission", f"{event.attempt}"),
-                ("New job", event.new_job_name),
-                ("Operation", event.operation),
-                ("Budget", f"{event.budget_used}/{event.budget_limit}" if event.budget_limit else None),
-                ("Checkpoint", event.checkpoint_uri or "none: restarts from step 0"),
-                ("Checkpoint time", _iso(event.checkpoint_time) if event.checkpoint_time else None),
-                (
-                    "Lost instance-hours",
-                    f"{event.lost_instance_hours:.1f}" if event.lost_instance_hours is not None else None,
-                ),
-                ("Dry run", "yes: nothing was submitted" if event.dry_run else None),
-            ]
+            budget = f"{event.budget_used}/{event.budget_limit}" if event.budget_limit else None
+            hours = event.lost_instance_hours
             return AlertFact(
                 subject=event.failed_job_arn,
                 fact_id=f"resubmitted#{event.lineage_id}#{event.attempt}",
-                event_kind="job-resubmitted",
-                job_kind=event.job_kind,
-                job_name=event.job_name or _tail(event.failed_job_arn),
-                job_queue=event.job_queue,
-                share_identifier=event.share_identifier,
-                quota_share=event.quota_share,
-                category=event.category,
-                reason=event.reason,
-                reason_code="RESTARTS_FROM_STEP_ZERO" if event.restarts_from_step_zero else None,
-                attempts=event.attempt,
+                event_kind=FactKind.JOB_RESUBMITTED,
+                own=OwnFacts(
+                    job_kind=_enum(JobKind, event.job_kind),
+                    job_name=event.job_name or resource_name(event.failed_job_arn),
+                    job_queue=event.job_queue,
+                    share_identifier=event.share_identifier,
+                    quota_share=event.quota_share,
+                    category=_enum(Category, event.category),
+                    reason=event.reason,
+                    attempt=event.attempt,
+                    restarts_from_step_zero=event.restarts_from_step_zero,
+                ),
                 thread_subject=event.failed_job_arn,
                 related_subjects=(event.new_job_arn,) if event.new_job_arn else (),
-                extra=tuple((k, v) for k, v in extra if v),
+                extra=_labelled(
+                    [
+                        ("Lineage", event.lineage_id),
+                        ("Resubmission", f"{event.attempt}"),
+                        ("New job", event.new_job_name),
+                        ("Operation", event.operation),
+                        ("Budget", budget),
+                        ("Checkpoint", event.checkpoint_uri or "none: restarts from step 0"),
+                        ("Checkpoint time", _iso(event.checkpoint_time) if event.checkpoint_time else None),
+                        ("Lost instance-hours", f"{hours:.1f}" if hours is not None else None),
+                        ("Dry run", "yes: nothing was submitted" if event.dry_run else None),
+                    ]
+                ),
                 **common,
             )
         case RecoverySkipped():
@@ -369,87 +524,97 @@ def fact_from_own_event(event: OwnEvent, raw: Mapping[str, Any] | None = None) -
                 if event.budget_used is not None and event.budget_limit is not None
                 else None
             )
-            extra = [("Lineage", event.lineage_id), ("Budget used", budget)]
             return AlertFact(
                 subject=event.job_arn,
                 fact_id=f"recovery-skipped#{event.skip_reason.value}",
-                event_kind="recovery-skipped",
-                job_kind=event.job_kind,
-                job_name=event.job_name,
-                job_queue=event.job_queue,
-                share_identifier=event.share_identifier,
-                quota_share=event.quota_share,
-                category=event.category,
-                reason=event.message,
-                reason_code=event.skip_reason.value,
-                producer_critical=event.critical,
+                event_kind=FactKind.RECOVERY_SKIPPED,
+                own=OwnFacts(
+                    job_kind=_enum(JobKind, event.job_kind),
+                    job_name=event.job_name,
+                    job_queue=event.job_queue,
+                    share_identifier=event.share_identifier,
+                    quota_share=event.quota_share,
+                    category=_enum(Category, event.category),
+                    reason=event.message,
+                    reason_code=event.skip_reason,
+                    critical=event.critical,
+                ),
                 thread_subject=event.job_arn,
-                extra=tuple((k, v) for k, v in extra if v),
+                extra=_labelled([("Lineage", event.lineage_id), ("Budget used", budget)]),
                 **common,
             )
         case RecoveryFailed():
-            extra = [("Lineage", event.lineage_id), ("Operation", event.operation)]
             return AlertFact(
                 subject=event.job_arn,
                 fact_id=f"recovery-failed#{event.lineage_id}#{event.attempt}",
-                event_kind="recovery-failed",
-                job_kind=event.job_kind,
-                job_name=event.job_name,
-                job_queue=event.job_queue,
-                category=event.category,
-                reason=f"{event.error_code}: {event.error_message}",
-                reason_code=event.error_code,
-                attempts=event.attempt,
-                will_retry=event.will_retry,
+                event_kind=FactKind.RECOVERY_FAILED,
+                own=OwnFacts(
+                    job_kind=_enum(JobKind, event.job_kind),
+                    job_name=event.job_name,
+                    job_queue=event.job_queue,
+                    category=_enum(Category, event.category),
+                    reason=f"{event.error_code}: {event.error_message}",
+                    reason_code=event.error_code,
+                    attempt=event.attempt,
+                    will_retry=event.will_retry,
+                ),
                 thread_subject=event.job_arn,
-                extra=tuple((k, v) for k, v in extra if v),
+                extra=_labelled([("Lineage", event.lineage_id), ("Operation", event.operation)]),
                 **common,
             )
         case CapacityAdjusted():
             subject = f"service-environment/{event.service_environment}"
-            extra = [
-                ("Service environment", event.service_environment),
-                ("Capacity limit", f"{event.previous_max} -> {event.new_max} {event.capacity_unit}"),
-                ("In use", str(event.in_use)),
-                ("Runnable demand", str(event.runnable_demand)),
-                ("Desired", _number(event.desired)),
-                ("Blocked job", event.job_arn),
-                ("Dry run", "yes: nothing was changed" if event.dry_run else None),
-            ]
             return AlertFact(
                 subject=subject,
                 fact_id=f"capacity-adjusted#{_iso(event.time)}",
-                event_kind="capacity-adjusted",
-                reason=event.message or event.reason,
-                reason_code=event.reason,
+                event_kind=FactKind.CAPACITY_ADJUSTED,
+                own=OwnFacts(reason=event.message or event.reason, reason_code=event.reason),
                 thread_subject=subject,
-                extra=tuple((k, v) for k, v in extra if v),
+                extra=_labelled(
+                    [
+                        ("Service environment", event.service_environment),
+                        ("Capacity limit", f"{event.previous_max} -> {event.new_max} {event.capacity_unit}"),
+                        ("In use", str(event.in_use)),
+                        ("Runnable demand", str(event.runnable_demand)),
+                        ("Desired", _number(event.desired)),
+                        ("Blocked job", event.job_arn),
+                        ("Dry run", "yes: nothing was changed" if event.dry_run else None),
+                    ]
+                ),
                 **common,
             )
         case CapacityLimited():
             subject = f"service-environment/{event.service_environment}"
-            extra = [
-                ("Service environment", event.service_environment),
-                ("Capacity unit", event.capacity_unit),
-                ("Current max", str(event.current_max)),
-                ("Desired", str(event.desired)),
-                ("Configured max", str(event.configured_max)),
-                ("In use", str(event.in_use) if event.in_use is not None else None),
-                (
-                    "Runnable demand",
-                    str(event.runnable_demand) if event.runnable_demand is not None else None,
-                ),
-                ("Blocked job", event.job_arn),
-            ]
             return AlertFact(
                 subject=subject,
                 fact_id=f"capacity-limited#{event.limit_reason.value}#{_iso(event.time)}",
-                event_kind="capacity-limited",
-                category="CAPACITY",
-                reason=event.message,
-                reason_code=event.limit_reason.value,
+                event_kind=FactKind.CAPACITY_LIMITED,
+                own=OwnFacts(
+                    category=Category.CAPACITY, reason=event.message, reason_code=event.limit_reason
+                ),
                 thread_subject=subject,
-                extra=tuple((k, v) for k, v in extra if v),
+                extra=_labelled(
+                    [
+                        ("Service environment", event.service_environment),
+                        ("Capacity unit", event.capacity_unit),
+                        ("Current max", str(event.current_max)),
+                        ("Desired", str(event.desired)),
+                        ("Configured max", str(event.configured_max)),
+                        ("In use", _number(event.in_use)),
+                        ("Runnable demand", _number(event.runnable_demand)),
+                        ("Blocked job", event.job_arn),
+                    ]
+                ),
                 **common,
             )
     raise TypeError(f"not an own event: {type(event).__name__}")  # pragma: no cover - exhaustive
+
+
+def fact_from_event(event: JobEvent | OwnEvent, envelope: Mapping[str, Any] | None = None) -> AlertFact:
+    """The fact of a decoded event (:func:`batchpilot.shared.records.decode_any`): a job event's
+    or an own event's (``envelope``: the delivered event, for an own event's region and account)."""
+    if isinstance(
+        event, JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited
+    ):
+        return fact_from_own_event(event, envelope)
+    return fact_from_job_event(event)

@@ -2,7 +2,7 @@
 
 A fleet-wide spot reclaim fails tens of jobs of one queue within a minute. The alerts queue's
 batching window gathers them into few Lambda batches; within a batch, a group of more than
-``digest_threshold`` facts goes to Slack as one digest (and, when the policy says
+``digest_threshold`` facts goes to each chat channel as one digest (and, when the policy says
 ``sns_grouping: group``, to the on-call topic as one message).
 """
 
@@ -22,8 +22,9 @@ T = TypeVar("T")
 def burst_key(fact: AlertFact, severity: Severity) -> tuple[str, str, str]:
     """``(job queue, category, severity)``: what facts of one burst share. Facts without a job
     queue (standalone training jobs, capacity events) group by job kind / event kind instead."""
-    queue = fact.job_queue or f"<{fact.job_kind or fact.event_kind}>"
-    category = fact.category or fact.status or fact.event_kind
+    kind = fact.job_kind
+    queue = fact.job_queue or f"<{kind.value if kind else fact.event_kind.value}>"
+    category = fact.category.value if fact.category else (fact.status or fact.event_kind.value)
     return (queue, category, severity.value)
 
 

@@ -15,7 +15,8 @@ How a fact's severity is decided, in order:
    severity an earlier one set, through ``match.severity``).
 
 ``silent`` means "no notification". Then ``channels`` maps the severity to the channels (``sns``:
-the on-call topic; ``slack``).
+the on-call topic; ``slack``; ``teams``). When the document leaves ``channels`` out, the chat
+channels of the defaults are the ones the deployment configures (:meth:`RoutingPolicy.for_chat`).
 
 Example (the seed use case)::
 
@@ -35,6 +36,7 @@ Example (the seed use case)::
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Literal
@@ -42,7 +44,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 __all__ = [
-    "SEVERITY_RANK",
     "Channel",
     "Match",
     "PolicyError",
@@ -63,20 +64,23 @@ class Severity(StrEnum):
     SILENT = "silent"
 
 
-SEVERITY_RANK: dict[Severity, int] = {
-    Severity.SILENT: 0,
-    Severity.INFO: 1,
-    Severity.WARNING: 2,
-    Severity.CRITICAL: 3,
-}
-"""Order of severities, lowest first."""
-
-
 class Channel(StrEnum):
-    """Where a notification goes: the on-call SNS topic or Slack."""
+    """Where a notification goes: the on-call SNS topic (``sns``) or a chat channel.
+
+    Each chat channel is delivered by the adapter registered under its name
+    (:class:`batchpilot.alerts.channels.ChannelRegistry`); the on-call topic is also the fallback
+    of every chat channel. The value is the policy's name, the ``Channel`` metric dimension and
+    the name recorded in the StateTable.
+    """
 
     SNS = "sns"
     SLACK = "slack"
+    TEAMS = "teams"
+
+    @property
+    def label(self) -> str:
+        """The name people read (``Slack``, ``Teams``)."""
+        return "on-call topic" if self is Channel.SNS else self.value.capitalize()
 
 
 class PolicyError(ValueError):
@@ -204,11 +208,12 @@ class RoutingPolicy(_Strict):
         mark_critical: warning → critical for these job queues / share identifiers / quota shares.
         never_page: critical → warning for these (applied after ``mark_critical``).
         channels: severity → channels. Every severity but ``silent`` must be present (an empty
-            list is allowed and sends nothing). A fact routed to Slack when Slack is not configured
-            or fails goes to the on-call topic instead, with its ``severity`` message attribute, so
-            pager subscriptions should filter on ``severity``.
+            list is allowed and sends nothing). A fact routed to a chat channel that fails goes to
+            the on-call topic instead, with its ``severity`` message attribute, so pager
+            subscriptions should filter on ``severity``; so does a fact none of whose chat
+            channels is configured.
         digest_threshold: within one batch, a group of more than this many facts with the same job
-            queue, category and severity goes to Slack as one digest message (1-1000).
+            queue, category and severity goes to each chat channel as one digest message (1-1000).
         digest_max_items: jobs listed by name in a digest; the rest are counted ("and N more").
         sns_grouping: ``each`` publishes every fact routed to the on-call topic on its own;
             ``group`` publishes a burst (a group above ``digest_threshold``) as one message.
@@ -245,6 +250,22 @@ class RoutingPolicy(_Strict):
         if severity is Severity.SILENT:
             return ()
         return tuple(self.channels.get(severity, ()))
+
+    def for_chat(self, chat: Sequence[Channel]) -> RoutingPolicy:
+        """This policy with the default routes pointed at the chat channels a deployment configures.
+
+        When the document gave no ``channels``, every ``slack`` of the defaults becomes ``chat``
+        (in that order): a deployment with Teams only posts to Teams, one with both posts to both.
+        An explicit ``channels``, or no chat channel at all, leaves the policy as it is (facts then
+        go to the on-call topic: see ``channels``).
+        """
+        if "channels" in self.model_fields_set or not chat or tuple(chat) == (Channel.SLACK,):
+            return self
+        routes = {
+            severity: [c for channel in channels for c in (chat if channel is Channel.SLACK else (channel,))]
+            for severity, channels in self.channels.items()
+        }
+        return self.model_copy(update={"channels": routes})
 
 
 def load_policy(text: str | None) -> RoutingPolicy:

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from batchpilot.alerts.policy import PolicyError, RoutingPolicy, load_policy
+from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, load_policy
 from batchpilot.shared.settings import FunctionSettings
 
 __all__ = ["AlertsSettings"]
@@ -29,6 +29,8 @@ class AlertsSettings(FunctionSettings):
         slack_channel: channel id or name for the bot (``BATCHPILOT_SLACK_CHANNEL``).
         slack_api_url: Slack Web API base URL (``BATCHPILOT_SLACK_API_URL``, default
             ``https://slack.com/api/``; https, or http to a loopback address for local runs).
+        teams_webhook_secret: ARN or name of the secret that holds the Microsoft Teams Workflows
+            webhook URL (``BATCHPILOT_TEAMS_WEBHOOK_SECRET``); empty: no Teams.
         alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults).
     """
 
@@ -44,6 +46,7 @@ class AlertsSettings(FunctionSettings):
         default="https://slack.com/api/",
         pattern=r"^(https://\S+|http://(127\.0\.0\.1|localhost)(:\d+)?(/\S*)?)$",
     )
+    teams_webhook_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
     alert_policy: str = Field(default="", max_length=8192)
 
     _ENV: ClassVar[dict[str, str]] = {
@@ -54,6 +57,7 @@ class AlertsSettings(FunctionSettings):
         "slack_bot_token_secret": "BATCHPILOT_SLACK_BOT_TOKEN_SECRET",
         "slack_channel": "BATCHPILOT_SLACK_CHANNEL",
         "slack_api_url": "BATCHPILOT_SLACK_API_URL",
+        "teams_webhook_secret": "BATCHPILOT_TEAMS_WEBHOOK_SECRET",
         "alert_policy": "BATCHPILOT_ALERT_POLICY",
     }
 
@@ -74,6 +78,17 @@ class AlertsSettings(FunctionSettings):
         return value
 
     @property
+    def chat_channels(self) -> tuple[Channel, ...]:
+        """The chat channels this deployment configures, in the order the defaults route to them:
+        Slack (a webhook, or a bot token), then Teams."""
+        configured = {
+            Channel.SLACK: bool(self.slack_webhook_secret or self.slack_bot_token_secret),
+            Channel.TEAMS: bool(self.teams_webhook_secret),
+        }
+        return tuple(channel for channel, on in configured.items() if on)
+
+    @property
     def policy(self) -> RoutingPolicy:
-        """The validated routing policy (defaults when ``alert_policy`` is empty)."""
-        return load_policy(self.alert_policy)
+        """The validated routing policy (defaults when ``alert_policy`` is empty), its default routes
+        pointed at :attr:`chat_channels` (:meth:`RoutingPolicy.for_chat`)."""
+        return load_policy(self.alert_policy).for_chat(self.chat_channels)

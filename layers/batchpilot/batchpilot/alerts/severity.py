@@ -1,6 +1,6 @@
 """Severity of a fact: the default table, then the routing policy. Pure.
 
-Default table (issue 3, item 2), for job events:
+Default table, for job events (the README's "What pages and what posts" shows the same table):
 
 ================================================================  ==========
 fact                                                              severity
@@ -43,15 +43,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchpilot.alerts.facts import AlertFact, recovery_will_handle
+from batchpilot.alerts.facts import AlertFact, FactKind, recovery_will_handle
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
+from batchpilot.shared.classification import Category
+from batchpilot.shared.own_events import CapacityLimitReason, SkipReason
 
 __all__ = ["Decision", "decide", "default_severity"]
 
 _TERMINAL_FAILURE_STATUSES = frozenset({"FAILED", "Failed", "Stopped"})
+"""Batch ``FAILED`` and SageMaker ``Failed``/``Stopped``: the terminal statuses that are not a success."""
 # Skips that leave a failed job failed: critical when the job event had deferred to recovery.
 _SKIP_CRITICAL_IF_EXPECTED = frozenset(
-    {"QUEUE_NOT_MANAGED", "NO_CHECKPOINT", "NOT_RECOVERABLE", "ROLE_NOT_ALLOWED"}
+    {
+        SkipReason.QUEUE_NOT_MANAGED,
+        SkipReason.NO_CHECKPOINT,
+        SkipReason.NOT_RECOVERABLE,
+        SkipReason.ROLE_NOT_ALLOWED,
+    }
 )
 
 
@@ -75,33 +83,37 @@ class Decision:
         return bool(self.channels)
 
 
+def _name(category: Category | None) -> str:
+    return category.value if category else "UNKNOWN"
+
+
 def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]:
     category = fact.category
     if fact.created_by_batch:
         return Severity.SILENT, "a training job AWS Batch created: its service job's events speak for it"
     match fact.event_kind:
-        case "queue-blocked":
-            if category == "MISCONFIGURATION":
+        case FactKind.QUEUE_BLOCKED:
+            if category is Category.MISCONFIGURATION:
                 return Severity.CRITICAL, "the job queue is blocked by a misconfiguration: it will never run"
-            return Severity.WARNING, f"the job queue is blocked ({category or 'UNKNOWN'})"
-        case "preemption-started":
+            return Severity.WARNING, f"the job queue is blocked ({_name(category)})"
+        case FactKind.PREEMPTION_STARTED:
             return Severity.INFO, "a preemption: Batch requeues the job itself"
-        case "preemption-completed":
+        case FactKind.PREEMPTION_COMPLETED:
             return Severity.SILENT, "Batch requeued the preempted job"
     if fact.succeeded:
         return Severity.SILENT, "a success"
     if fact.terminal and fact.status in _TERMINAL_FAILURE_STATUSES:
         if policy.recovery_expected and recovery_will_handle(fact.job_kind, category):
-            return Severity.INFO, f"a {category} failure the recovery function resubmits; its outcome follows"
-        if category == "TIMEOUT":
+            return (
+                Severity.INFO,
+                f"a {_name(category)} failure the recovery function resubmits; its outcome follows",
+            )
+        if category is Category.TIMEOUT:
             return Severity.WARNING, "the job ran past its time limit"
-        if category == "USER_STOPPED":
+        if category is Category.USER_STOPPED:
             return Severity.INFO, "a person stopped the job"
-        return (
-            Severity.CRITICAL,
-            f"a terminal failure ({category or 'UNKNOWN'}) that recovery will not handle",
-        )
-    if category == "SPOT_INTERRUPTION":
+        return Severity.CRITICAL, f"a terminal failure ({_name(category)}) that recovery will not handle"
+    if category is Category.SPOT_INTERRUPTION:
         return Severity.INFO, "a spot interruption that AWS is already retrying"
     return Severity.SILENT, "not a failure"
 
@@ -109,24 +121,24 @@ def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
 def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]:
     code = fact.reason_code
     match fact.event_kind:
-        case "job-resubmitted":
+        case FactKind.JOB_RESUBMITTED:
             return Severity.INFO, "the recovery function resubmitted the job"
-        case "recovery-failed":
+        case FactKind.RECOVERY_FAILED:
             if fact.will_retry:
                 return Severity.SILENT, "a transient failure the recovery function retries by itself"
             return Severity.WARNING, "the resubmission itself failed"
-        case "capacity-adjusted":
+        case FactKind.CAPACITY_ADJUSTED:
             return Severity.INFO, "the capacity function changed a capacity limit"
-        case "capacity-limited":
-            if code == "BLOCKED_JOB_EXCEEDS_MAX":
+        case FactKind.CAPACITY_LIMITED:
+            if code is CapacityLimitReason.BLOCKED_JOB_EXCEEDS_MAX:
                 return Severity.CRITICAL, "a job needs more capacity than the configured maximum allows"
-            if code == "COOLDOWN":
+            if code is CapacityLimitReason.COOLDOWN:
                 return Severity.SILENT, "capacity change deferred by its cooldown"
             return Severity.WARNING, f"capacity could not follow demand ({code})"
-        case "recovery-skipped":
-            if code == "BUDGET_EXHAUSTED" or fact.producer_critical:
+        case FactKind.RECOVERY_SKIPPED:
+            if code is SkipReason.BUDGET_EXHAUSTED or fact.producer_critical:
                 return Severity.CRITICAL, "the recovery budget is exhausted: the job stays failed"
-            if code == "DRY_RUN":
+            if code is SkipReason.DRY_RUN:
                 return Severity.INFO, "dry run: the job would have been resubmitted"
             announced_as_handled = policy.recovery_expected and recovery_will_handle(
                 fact.job_kind, fact.category
@@ -136,9 +148,9 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
                     Severity.CRITICAL,
                     f"recovery will not resubmit this failure ({code}): the job stays failed",
                 )
-            if code == "NOT_FOUND" and announced_as_handled:
+            if code is SkipReason.NOT_FOUND and announced_as_handled:
                 # AWS no longer describes the job (an archive replay of old jobs, another account's
-                # event): nothing to resubmit and nothing a person can do at night; say it in Slack.
+                # event): nothing to resubmit and nothing a person can do at night; say it in chat.
                 return Severity.WARNING, "recovery cannot find this job in AWS any more: it stays failed"
             return Severity.SILENT, f"recovery skipped ({code}); nothing new for people"
     return Severity.SILENT, "not a notifiable event"  # pragma: no cover - every own event kind is above
@@ -147,7 +159,7 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
 def default_severity(fact: AlertFact, policy: RoutingPolicy | None = None) -> tuple[Severity, str]:
     """The default table's severity of ``fact`` and why (see the module docstring)."""
     policy = policy or RoutingPolicy()
-    if fact.event_kind in {"state-change", "queue-blocked", "preemption-started", "preemption-completed"}:
+    if fact.is_job_event:
         return _job_default(fact, policy)
     return _own_default(fact, policy)
 

@@ -25,7 +25,7 @@ def _size(message: SnsMessage) -> int:
 
 
 class SnsPublisher:
-    """Publishes to one topic.
+    """Publishes to one topic: :class:`batchpilot.alerts.ports.OnCallTopic`.
 
     Args:
         client: a boto3 SNS client (``batchpilot.io.clients.client("sns")``).
@@ -35,8 +35,6 @@ class SnsPublisher:
     def __init__(self, client: Any, topic_arn: str) -> None:
         self._client = client
         self.topic_arn = topic_arn
-        self.calls = 0
-        """PublishBatch calls made (for the benchmark's calls-per-event count)."""
 
     def _chunks(self, messages: Sequence[SnsMessage]) -> list[list[int]]:
         chunks: list[list[int]] = []
@@ -67,7 +65,6 @@ class SnsPublisher:
                 }
                 for position, index in enumerate(chunk)
             ]
-            self.calls += 1
             try:
                 response = self._client.publish_batch(
                     TopicArn=self.topic_arn, PublishBatchRequestEntries=entries

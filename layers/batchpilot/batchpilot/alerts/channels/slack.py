@@ -1,63 +1,200 @@
-"""Slack through slack-sdk: an incoming webhook (``WebhookClient``) or a bot token
-(``WebClient.chat_postMessage``, threaded per job). Never hand-written HTTP.
+"""Slack: Block Kit messages, posted through slack-sdk with an incoming webhook (``WebhookClient``)
+or a bot token (``WebClient.chat_postMessage``, threaded per job). Never hand-written HTTP.
 
-Secrets: the webhook URL and the bot token live in AWS Secrets Manager and are read with
-Powertools' parameters utility (``SecretsProvider``, cached for :data:`SECRET_MAX_AGE_SECONDS`);
-the environment only names the secret. Neither value is ever logged: slack-sdk's own logger is
-given a logger that drops everything below CRITICAL (its DEBUG lines print the URL and the
-``Authorization`` header), and botocore's response-body logging is capped at INFO.
+slack-sdk is imported on the first post, never with this module: a deployment without Slack never
+loads it.
 
-Delivery rules (issue 3, item 5; F9, F10):
+Rendering (Slack Block Kit reference, https://api.slack.com/reference/block-kit/blocks): header
+text at most 150 characters, section text at most 3,000, each section field at most 2,000 and at
+most 10 fields per section, at most 50 blocks, always a top-level ``text`` (notifications and
+screen readers use it); event text is escaped for mrkdwn (``&``, ``<``, ``>``:
+https://api.slack.com/reference/surfaces/formatting#escaping). Every cut is marked visibly
+(``…[truncated]``).
+
+Secrets: the webhook URL and the bot token live in AWS Secrets Manager
+(:class:`batchpilot.io.secrets.SecretSource`); the environment only names the secret. Neither value
+is ever logged: slack-sdk's own logger is given a logger that drops everything (its DEBUG lines
+print the URL and the ``Authorization`` header). The webhook secret holds the URL as plain text, or
+JSON ``{"url": "..."}``; the bot token secret the token (``xoxb-...``) or JSON ``{"token": "..."}``.
+
+Delivery rules (https://api.slack.com/messaging/webhooks#handling_errors,
+https://api.slack.com/methods/chat.postMessage, https://api.slack.com/apis/rate-limits):
 
 - delivered means HTTP 200 with body ``ok`` (webhook) or ``{"ok": true}`` (``chat.postMessage``);
-- 429: wait ``Retry-After`` seconds and try again, only while the wait fits in the time the
-  function has left (:class:`DeadlineRateLimitRetryHandler`), at most :data:`MAX_RATE_LIMIT_RETRIES`
-  times; then the post has failed with reason ``rate_limited``;
+- 429: wait ``Retry-After`` seconds and try again, only while the wait fits in the time left, at
+  most :data:`~batchpilot.alerts.channels.MAX_RATE_LIMIT_RETRIES` times; then the post has failed
+  with reason ``rate_limited``;
 - every other answer (400 ``invalid_blocks``, 403 ``action_prohibited``, 404 ``no_service`` /
   ``channel_not_found``, 410 ``channel_is_archived``, 5xx, a timeout, a refused connection) fails
-  at once, without a retry: a 5xx or a timeout may have posted already, and the caller's fallback to
-  the on-call topic must not be delayed.
-
-Secret values: the webhook secret holds the URL as plain text, or JSON ``{"url": "..."}``; the
-bot token secret the token (``xoxb-...``) or JSON ``{"token": "..."}``.
+  at once, without a retry.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import re
 import time
-from collections.abc import Callable
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
+from batchpilot.alerts.channels import (
+    MAX_RATE_LIMIT_RETRIES,
+    REQUEST_TIMEOUT_SECONDS,
+    retry_after_seconds,
+    safe_url,
+    secret_field,
+)
+from batchpilot.alerts.facts import AlertFact
+from batchpilot.alerts.policy import Channel, Severity
+from batchpilot.alerts.ports import Delivery, Notice, SecretReader, TimeLeft
+from batchpilot.alerts.render import (
+    DIGEST_REASON_MAX,
+    EMOJI,
+    console_links,
+    facts_table,
+    group_headline,
+    plain,
+    subject_name,
+    title,
+    top_text,
+    truncate,
+)
 
-from batchpilot.alerts.dispatch import SlackResult
-from batchpilot.alerts.render import SlackMessage
+if TYPE_CHECKING:
+    from batchpilot.alerts.settings import AlertsSettings
 
 __all__ = [
-    "MAX_RATE_LIMIT_RETRIES",
-    "SECRET_MAX_AGE_SECONDS",
-    "DeadlineRateLimitRetryHandler",
-    "SecretSource",
+    "HEADER_MAX",
+    "MAX_BLOCKS",
+    "SECTION_FIELD_MAX",
+    "SECTION_TEXT_MAX",
+    "SlackMessage",
     "SlackNotifier",
+    "payload_size",
     "quiet_logger",
     "reason_code",
+    "slack_digest",
+    "slack_message",
 ]
 
-SECRET_MAX_AGE_SECONDS = 300
-"""Powertools cache lifetime of the webhook URL / bot token: a rotated secret is used within 5 minutes."""
-MAX_RATE_LIMIT_RETRIES = 3
-REQUEST_TIMEOUT_SECONDS = 10
+HEADER_MAX = 150
+SECTION_TEXT_MAX = 3000
+SECTION_FIELD_MAX = 2000
+FIELDS_PER_SECTION = 10
+MAX_BLOCKS = 50
+SLACK_REASON_MAX = 2500
+"""Characters of a reason shown in one Slack message (below the 3,000 of a section)."""
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
+# ------------------------------------------------------------------------------------- render
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    """A Slack message: ``text`` (top-level, always set) and Block Kit ``blocks`` (≤50)."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+    def payload(self) -> dict[str, Any]:
+        """``{"text", "blocks"}`` as sent to a webhook or ``chat.postMessage``."""
+        return {"text": self.text, "blocks": self.blocks}
+
+
+def _mrkdwn(text: str) -> str:
+    """Escape the three characters Slack mrkdwn reserves (``&``, ``<``, ``>``)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _header(severity: Severity, text: str) -> dict[str, Any]:
+    label = f"{EMOJI[severity]} {severity.value.upper()} · {plain(text)}"
+    return {
+        "type": "header",
+        "text": {"type": "plain_text", "text": truncate(label, HEADER_MAX), "emoji": True},
+    }
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, SECTION_TEXT_MAX)}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, SECTION_FIELD_MAX)}]}
+
+
+def _link(label: str, url: str) -> str:
+    # Slack link syntax <url|label>: the URL must not contain '|' or '>'; ours are percent-encoded.
+    return f"<{url.replace('|', '%7C').replace('>', '%3E')}|{_mrkdwn(label)}>"
+
+
+def slack_message(fact: AlertFact, severity: Severity, why: str) -> SlackMessage:
+    """The Block Kit message for one fact: header, the facts as fields, the reason, console links,
+    and a context line saying why this severity."""
+    headline = title(fact)
+    blocks: list[dict[str, Any]] = [_header(severity, headline)]
+    fields = [
+        {"type": "mrkdwn", "text": truncate(f"*{label}*\n{_mrkdwn(plain(value))}", SECTION_FIELD_MAX)}
+        for label, value in facts_table(fact)
+    ]
+    for start in range(0, len(fields), FIELDS_PER_SECTION):
+        blocks.append({"type": "section", "fields": fields[start : start + FIELDS_PER_SECTION]})
+    if fact.reason:
+        blocks.append(_section("*Reason*\n" + truncate(_mrkdwn(fact.reason.strip()), SLACK_REASON_MAX)))
+    links = console_links(fact)
+    if links:
+        blocks.append(_section(" · ".join(_link(label, url) for label, url in links)))
+    blocks.append(
+        _context(_mrkdwn(f"Why {severity.value}: {why}. {fact.detail_type} at {fact.event_time.isoformat()}"))
+    )
+    return SlackMessage(text=top_text(severity, headline), blocks=blocks[:MAX_BLOCKS])
+
+
+def slack_digest(
+    facts: Sequence[AlertFact], severity: Severity, why: str, max_items: int = 20
+) -> SlackMessage:
+    """One Block Kit digest for a burst: header, a summary, one line per job for the first
+    ``max_items`` jobs (linked to the console), then "…and N more". Always ≤50 blocks."""
+    headline = group_headline(facts)
+    first = facts[0]
+    blocks: list[dict[str, Any]] = [_header(severity, headline)]
+    category = first.category.value if first.category else "-"
+    summary = (
+        f"*{len(facts)}* jobs in one batch of events share job queue *{_mrkdwn(first.job_queue or '-')}*"
+    )
+    summary += f", category *{_mrkdwn(category)}* and severity *{severity.value}*."
+    blocks.append(_section(summary))
+    lines = []
+    for fact in list(facts)[:max_items]:
+        links = console_links(fact)
+        name = _mrkdwn(plain(fact.job_name or subject_name(fact)))
+        label = _link(fact.job_name or "job", links[0][1]) if links else f"*{name}*"
+        reason = truncate(_mrkdwn(plain(fact.reason or "")), DIGEST_REASON_MAX)
+        attempt = f", attempt {fact.attempts}" if fact.attempts else ""
+        lines.append(truncate(f"• {label} {_mrkdwn(fact.status or '')}{attempt}: {reason}".rstrip(": "), 600))
+    chunk: list[str] = []
+    for line in lines:
+        if chunk and len("\n".join([*chunk, line])) > SECTION_TEXT_MAX:
+            blocks.append(_section("\n".join(chunk)))
+            chunk = []
+        chunk.append(line)
+    if chunk:
+        blocks.append(_section("\n".join(chunk)))
+    hidden = len(facts) - len(lines)
+    if hidden > 0:
+        blocks.append(_context(f"…and {hidden} more (list truncated)"))
+    blocks.append(_context(_mrkdwn(f"Why {severity.value}: {why}.")))
+    if len(blocks) > MAX_BLOCKS:  # only with absurd settings: keep the header, summary and the end
+        blocks = [*blocks[: MAX_BLOCKS - 2], _context("…list truncated to fit Slack's 50 blocks"), blocks[-1]]
+    return SlackMessage(text=top_text(severity, headline), blocks=blocks)
+
+
+def payload_size(message: SlackMessage) -> int:
+    """Characters of the JSON payload (what Slack's ~12k-character message budget counts against)."""
+    return len(json.dumps(message.payload(), ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------------------- post
 def quiet_logger() -> logging.Logger:
     """The logger handed to slack-sdk clients: it never emits (slack-sdk logs the webhook URL and
     request headers at DEBUG whenever its logger's own level is NOTSET or DEBUG)."""
@@ -65,14 +202,6 @@ def quiet_logger() -> logging.Logger:
     log.setLevel(logging.CRITICAL + 10)
     log.propagate = False
     return log
-
-
-def _protect_secret_logs() -> None:
-    # botocore logs whole response bodies (GetSecretValue's SecretString) at DEBUG.
-    for name in ("botocore.parsers", "botocore.endpoint", "urllib3.connectionpool"):
-        log = logging.getLogger(name)
-        if log.getEffectiveLevel() < logging.INFO:
-            log.setLevel(logging.INFO)
 
 
 def reason_code(status: int | None, body: str | None) -> str:
@@ -91,259 +220,6 @@ def reason_code(status: int | None, body: str | None) -> str:
     return f"http_{status}" if status else "unknown"
 
 
-def _retry_after(response: HttpResponse) -> float:
-    for name, values in response.headers.items():
-        if name.lower() == "retry-after" and values:
-            try:
-                return max(0.0, float(values[0]))
-            except ValueError:
-                break
-    return 1.0
-
-
-class DeadlineRateLimitRetryHandler(RateLimitErrorRetryHandler):
-    """slack-sdk's rate-limit handler, bounded by the function's remaining time.
-
-    Retries a 429 only when ``Retry-After`` (seconds) fits in ``remaining()`` (seconds left for
-    Slack, the caller's reserve already subtracted), sleeps exactly ``Retry-After``, and gives up
-    after ``max_retry_count`` retries.
-    """
-
-    def __init__(
-        self,
-        remaining: Callable[[], float],
-        *,
-        max_retry_count: int = MAX_RATE_LIMIT_RETRIES,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(max_retry_count=max_retry_count)
-        self.remaining = remaining
-        self.sleep = sleep
-        self.retries = 0
-        self.waited = 0.0
-
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if response is None or response.status_code != 429:
-            return False
-        return _retry_after(response) < self.remaining()
-
-    def prepare_for_next_attempt(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        state.next_attempt_requested = True
-        wait = _retry_after(response) if response is not None else 1.0
-        self.sleep(wait)
-        self.waited += wait
-        self.retries += 1
-        state.increment_current_attempt()
-
-
-class SecretSource:
-    """Reads secrets with Powertools' ``SecretsProvider`` (cached), from an injected boto3 client.
-
-    Args:
-        client: a boto3 Secrets Manager client (``batchpilot.io.clients.client("secretsmanager")``).
-        max_age: cache lifetime in seconds.
-    """
-
-    def __init__(self, client: Any, max_age: int = SECRET_MAX_AGE_SECONDS) -> None:
-        from aws_lambda_powertools.utilities.parameters import SecretsProvider
-
-        _protect_secret_logs()
-        self._provider = SecretsProvider(boto3_client=client)
-        self.max_age = max_age
-
-    def get(self, secret_id: str) -> str:
-        """The secret's string value (``GetSecretValue``; cached).
-
-        Raises:
-            aws_lambda_powertools.utilities.parameters.GetParameterError: it cannot be read.
-        """
-        value = self._provider.get(secret_id, max_age=self.max_age)
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        return str(value)
-
-
-def _secret_field(value: str, key: str) -> str:
-    text = value.strip()
-    if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return ""
-        found = parsed.get(key) if isinstance(parsed, dict) else None
-        return found.strip() if isinstance(found, str) else ""
-    return text
-
-
-def _is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def safe_url(url: str) -> bool:
-    """True for an ``https://`` URL, or ``http://`` to a loopback address (the local endpoint)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return False
-    if parts.scheme == "https" and parts.hostname:
-        return True
-    return parts.scheme == "http" and _is_loopback(parts.hostname)
-
-
-class SlackNotifier:
-    """:class:`batchpilot.alerts.dispatch.SlackChannel` on slack-sdk.
-
-    With a bot token (and channel) it posts with ``chat.postMessage`` and threads messages about
-    one job; otherwise with the incoming webhook; with neither it is not configured.
-
-    Args:
-        secrets: where the webhook URL / bot token are read (a :class:`SecretSource`).
-        webhook_secret: secret id (ARN or name) of the webhook URL, or None.
-        bot_token_secret: secret id of the bot token, or None.
-        channel: channel id or name for ``chat.postMessage`` (required with a bot token).
-        api_url: Slack Web API base URL (``https://slack.com/api/``; a loopback URL locally).
-        sleep: how to wait out a 429 (``time.sleep``).
-        timeout: seconds per HTTP request.
-    """
-
-    def __init__(
-        self,
-        secrets: SecretSource | None,
-        *,
-        webhook_secret: str | None = None,
-        bot_token_secret: str | None = None,
-        channel: str | None = None,
-        api_url: str = "https://slack.com/api/",
-        sleep: Callable[[float], None] = time.sleep,
-        timeout: int = REQUEST_TIMEOUT_SECONDS,
-    ) -> None:
-        self._secrets = secrets
-        self.webhook_secret = webhook_secret or None
-        self.bot_token_secret = bot_token_secret or None
-        self.channel = channel or None
-        self.api_url = api_url if api_url.endswith("/") else api_url + "/"
-        self._sleep = sleep
-        self._timeout = timeout
-        self._logger = quiet_logger()
-        self.calls = 0
-        """HTTP requests sent to Slack (retries included; for the benchmark)."""
-
-    @property
-    def configured(self) -> bool:
-        """A webhook, or a bot token with a channel, is configured."""
-        return self._secrets is not None and bool(
-            self.webhook_secret or (self.bot_token_secret and self.channel)
-        )
-
-    @property
-    def threads(self) -> bool:
-        """Bot token mode: messages about one job go into one thread."""
-        return self._secrets is not None and bool(self.bot_token_secret and self.channel)
-
-    def post(
-        self, message: SlackMessage, *, thread_ts: str | None = None, remaining: Callable[[], float]
-    ) -> SlackResult:
-        """Post ``message``; never raises. ``remaining()``: seconds left for waiting out a 429."""
-        if not self.configured or self._secrets is None:
-            return SlackResult(False, "not_configured")
-        handler = DeadlineRateLimitRetryHandler(remaining, sleep=self._sleep)
-        try:
-            if self.threads:
-                return self._post_bot(message, thread_ts, handler)
-            return self._post_webhook(message, handler)
-        except Exception as exc:  # connection refused, timeout, TLS: may or may not have posted
-            return SlackResult(False, _exception_reason(exc))
-
-    def _secret(self, secret_id: str, key: str) -> str | None:
-        assert self._secrets is not None
-        try:
-            return _secret_field(self._secrets.get(secret_id), key) or None
-        except Exception:  # GetParameterError (AccessDenied, ResourceNotFound, throttled)
-            return None
-
-    def _post_webhook(self, message: SlackMessage, handler: DeadlineRateLimitRetryHandler) -> SlackResult:
-        from slack_sdk.webhook import WebhookClient
-
-        assert self.webhook_secret is not None
-        url = self._secret(self.webhook_secret, "url")
-        if url is None:
-            return SlackResult(False, "secret_unavailable")
-        if not safe_url(url):
-            return SlackResult(False, "secret_invalid")
-        client = WebhookClient(url, timeout=self._timeout, logger=self._logger, retry_handlers=[handler])
-        response = client.send(
-            text=message.text, blocks=message.blocks, unfurl_links=False, unfurl_media=False
-        )
-        self.calls += 1 + handler.retries
-        if response.status_code == 200 and (response.body or "").strip() == "ok":
-            return SlackResult(True)
-        if response.status_code == 429:
-            return SlackResult(False, "rate_limited")
-        return SlackResult(False, reason_code(response.status_code, response.body))
-
-    def _post_bot(
-        self, message: SlackMessage, thread_ts: str | None, handler: DeadlineRateLimitRetryHandler
-    ) -> SlackResult:
-        from slack_sdk import WebClient
-        from slack_sdk.errors import SlackApiError
-
-        assert self.bot_token_secret is not None and self.channel is not None
-        token = self._secret(self.bot_token_secret, "token")
-        if token is None:
-            return SlackResult(False, "secret_unavailable")
-        if not safe_url(self.api_url):
-            return SlackResult(False, "api_url_invalid")
-        client = WebClient(
-            token=token,
-            base_url=self.api_url,
-            timeout=self._timeout,
-            logger=self._logger,
-            retry_handlers=[handler],
-        )
-        try:
-            response = client.chat_postMessage(
-                channel=self.channel,
-                text=message.text,
-                blocks=message.blocks,
-                thread_ts=thread_ts,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-        except SlackApiError as exc:
-            self.calls += 1 + handler.retries
-            status = getattr(exc.response, "status_code", None)
-            if status == 429:
-                return SlackResult(False, "rate_limited")
-            error = exc.response.get("error") if hasattr(exc.response, "get") else None
-            return SlackResult(False, reason_code(status, error if isinstance(error, str) else None))
-        self.calls += 1 + handler.retries
-        if response.status_code == 200 and response.get("ok") is True:
-            ts = response.get("ts")
-            return SlackResult(True, ts=ts if isinstance(ts, str) else None)
-        return SlackResult(False, reason_code(response.status_code, None))
-
-
 def _exception_reason(exc: BaseException) -> str:
     text = f"{type(exc).__name__} {exc}".lower()
     if "timed out" in text or "timeout" in text:
@@ -351,3 +227,193 @@ def _exception_reason(exc: BaseException) -> str:
     if "refused" in text or "unreachable" in text or "urlerror" in text or "connection" in text:
         return "connection_error"
     return "client_error"
+
+
+def _deadline_retry_handler(time_left: TimeLeft, sleep: Callable[[float], None]) -> Any:
+    """slack-sdk's rate-limit retry handler, bounded by the time left: retries a 429 only when
+    ``Retry-After`` (seconds) fits in ``time_left()``, sleeps exactly ``Retry-After``, and gives up
+    after :data:`MAX_RATE_LIMIT_RETRIES` retries."""
+    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+    from slack_sdk.http_retry.request import HttpRequest
+    from slack_sdk.http_retry.response import HttpResponse
+    from slack_sdk.http_retry.state import RetryState
+
+    def retry_after(response: HttpResponse | None) -> float:
+        headers = response.headers if response is not None else {}
+        values = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+        return retry_after_seconds(values[0] if values else None)
+
+    class DeadlineRateLimitRetryHandler(RateLimitErrorRetryHandler):
+        def _can_retry(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> bool:
+            if response is None or response.status_code != 429:
+                return False
+            return retry_after(response) < time_left()
+
+        def prepare_for_next_attempt(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> None:
+            state.next_attempt_requested = True
+            sleep(retry_after(response))
+            state.increment_current_attempt()
+
+    return DeadlineRateLimitRetryHandler(max_retry_count=MAX_RATE_LIMIT_RETRIES)
+
+
+class SlackNotifier:
+    """The Slack channel (:class:`batchpilot.alerts.ports.Notifier` of :class:`SlackMessage`).
+
+    With a bot token (and channel) it posts with ``chat.postMessage`` and threads messages about
+    one job; otherwise with the incoming webhook.
+
+    Args:
+        secrets: where the webhook URL / bot token are read.
+        webhook_secret: secret id (ARN or name) of the webhook URL, or None.
+        bot_token_secret: secret id of the bot token, or None.
+        channel: channel id or name for ``chat.postMessage`` (required with a bot token).
+        api_url: Slack Web API base URL (``https://slack.com/api/``; a loopback URL locally).
+        sleep: how to wait out a 429 (``time.sleep``).
+        timeout: seconds per HTTP request.
+
+    Raises:
+        ValueError: neither a webhook nor a bot token with a channel is given.
+    """
+
+    def __init__(
+        self,
+        secrets: SecretReader,
+        *,
+        webhook_secret: str | None = None,
+        bot_token_secret: str | None = None,
+        channel: str | None = None,
+        api_url: str = "https://slack.com/api/",
+        sleep: Callable[[float], None] = time.sleep,
+        timeout: float = REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        self._secrets = secrets
+        self.webhook_secret = webhook_secret or None
+        self.bot_token_secret = bot_token_secret or None
+        self.channel = channel or None
+        if not (self.webhook_secret or (self.bot_token_secret and self.channel)):
+            raise ValueError("Slack needs a webhook secret, or a bot token secret and a channel")
+        self.api_url = api_url if api_url.endswith("/") else api_url + "/"
+        self._sleep = sleep
+        self._timeout = timeout
+        self._logger = quiet_logger()
+
+    @classmethod
+    def configured(cls, settings: AlertsSettings, secrets: SecretReader | None) -> SlackNotifier | None:
+        """The notifier the function's settings configure, or None without Slack settings."""
+        if secrets is None or Channel.SLACK not in settings.chat_channels:
+            return None
+        return cls(
+            secrets,
+            webhook_secret=settings.slack_webhook_secret,
+            bot_token_secret=settings.slack_bot_token_secret,
+            channel=settings.slack_channel,
+            api_url=settings.slack_api_url,
+        )
+
+    @property
+    def name(self) -> Channel:
+        """:attr:`Channel.SLACK`."""
+        return Channel.SLACK
+
+    @property
+    def threads(self) -> bool:
+        """Bot token mode: messages about one job go into one thread."""
+        return bool(self.bot_token_secret and self.channel)
+
+    def render(self, notice: Notice) -> SlackMessage:
+        """One fact's message, or a burst's digest (:func:`slack_message`, :func:`slack_digest`)."""
+        if notice.digest:
+            return slack_digest(notice.facts, notice.severity, notice.why, notice.max_items)
+        return slack_message(notice.facts[0], notice.severity, notice.why)
+
+    def post(self, message: SlackMessage, *, thread: str | None, time_left: TimeLeft) -> Delivery:
+        """Post ``message`` (a reply in ``thread``, bot token mode); never raises."""
+        try:
+            if self.threads:
+                return self._post_bot(message, thread, time_left)
+            return self._post_webhook(message, time_left)
+        except Exception as exc:  # connection refused, timeout, TLS: may or may not have posted
+            return Delivery(False, _exception_reason(exc))
+
+    def _secret(self, secret_id: str, key: str) -> str | None:
+        try:
+            return secret_field(self._secrets.get(secret_id), key) or None
+        except Exception:  # GetParameterError (AccessDenied, ResourceNotFound, throttled)
+            return None
+
+    def _request_timeout(self, time_left: TimeLeft) -> int:
+        return max(1, int(min(self._timeout, time_left())))
+
+    def _post_webhook(self, message: SlackMessage, time_left: TimeLeft) -> Delivery:
+        from slack_sdk.webhook import WebhookClient
+
+        assert self.webhook_secret is not None
+        url = self._secret(self.webhook_secret, "url")
+        if url is None:
+            return Delivery(False, "secret_unavailable")
+        if not safe_url(url):
+            return Delivery(False, "secret_invalid")
+        handler = _deadline_retry_handler(time_left, self._sleep)
+        client = WebhookClient(
+            url, timeout=self._request_timeout(time_left), logger=self._logger, retry_handlers=[handler]
+        )
+        response = client.send(
+            text=message.text, blocks=message.blocks, unfurl_links=False, unfurl_media=False
+        )
+        if response.status_code == 200 and (response.body or "").strip() == "ok":
+            return Delivery(True)
+        if response.status_code == 429:
+            return Delivery(False, "rate_limited")
+        return Delivery(False, reason_code(response.status_code, response.body))
+
+    def _post_bot(self, message: SlackMessage, thread: str | None, time_left: TimeLeft) -> Delivery:
+        from slack_sdk import WebClient
+        from slack_sdk.errors import SlackApiError
+
+        assert self.bot_token_secret is not None and self.channel is not None
+        token = self._secret(self.bot_token_secret, "token")
+        if token is None:
+            return Delivery(False, "secret_unavailable")
+        if not safe_url(self.api_url):
+            return Delivery(False, "api_url_invalid")
+        client = WebClient(
+            token=token,
+            base_url=self.api_url,
+            timeout=self._request_timeout(time_left),
+            logger=self._logger,
+            retry_handlers=[_deadline_retry_handler(time_left, self._sleep)],
+        )
+        try:
+            response = client.chat_postMessage(
+                channel=self.channel,
+                text=message.text,
+                blocks=message.blocks,
+                thread_ts=thread,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except SlackApiError as exc:
+            status = getattr(exc.response, "status_code", None)
+            if status == 429:
+                return Delivery(False, "rate_limited")
+            error = exc.response.get("error") if hasattr(exc.response, "get") else None
+            return Delivery(False, reason_code(status, error if isinstance(error, str) else None))
+        if response.status_code == 200 and response.get("ok") is True:
+            ts = response.get("ts")
+            return Delivery(True, thread=ts if isinstance(ts, str) else None)
+        return Delivery(False, reason_code(response.status_code, None))

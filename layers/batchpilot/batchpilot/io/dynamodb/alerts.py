@@ -5,13 +5,19 @@ Items (``pk`` / ``sk``, all with an epoch-seconds ``expires_at`` TTL of 30 days)
 - ``alerts#<job ARN>`` / ``latest``: the job's latest state: ``terminal_status`` once the job
   reached SUCCEEDED/FAILED/Completed/Failed/Stopped, and ``progress`` (see
   :attr:`batchpilot.alerts.facts.AlertFact.progress`). Written with a condition, so an older event
-  never overwrites a newer state and nothing follows a terminal state (F3).
+  never overwrites a newer state and nothing follows a terminal state (events are delivered at
+  least once and in no order: Amazon EventBridge and AWS Batch event documentation).
 - ``alerts#<subject>`` / ``fact#<fact id>``: one fact's delivery record: ``state`` (``claimed``
   then ``sent``), ``lease_until`` (epoch seconds), ``delivered`` (string set of channels),
   ``severity``. Claimed with a conditional UpdateItem: nobody else may claim it while the lease
   lives; an expired lease (a crash between claim and send) can be claimed again, keeping the
   channels already delivered.
-- ``alerts#<job ARN>`` / ``slack-thread``: the Slack thread ``ts`` of a job (bot token mode).
+- ``alerts#<job ARN>`` / ``<channel>-thread`` (``slack-thread``): the chat thread id of a job
+  (Slack ``ts`` in bot token mode).
+
+Times come in as aware datetimes (:mod:`batchpilot.shared.clock`) and are stored as epoch seconds:
+DynamoDB TTL reads ``expires_at`` only as a Number of epoch seconds (DynamoDB developer guide,
+"Time to Live").
 
 Every call is a single-item operation, so the role needs only GetItem, UpdateItem on the table, with
 ``dynamodb:LeadingKeys`` limited to ``alerts#*``.
@@ -19,12 +25,13 @@ Every call is a single-item operation, so the role needs only GetItem, UpdateIte
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from batchpilot.alerts.dispatch import Claim
 from batchpilot.alerts.facts import AlertFact
-from batchpilot.alerts.policy import Severity
+from batchpilot.alerts.policy import Channel, Severity
+from batchpilot.alerts.ports import Claim, ClaimState
 from batchpilot.io.dynamodb.codec import is_conditional_failure, key, key_part
 
 __all__ = ["KEY_PREFIX", "RETENTION_SECONDS", "DynamoAlertStore"]
@@ -35,8 +42,26 @@ RETENTION_SECONDS = 30 * 24 * 3600
 24-hour retries and SQS's 4-day retention, so a late copy still finds its record."""
 
 
+_CLAIMED = "claimed"
+"""``state`` of a fact being delivered (then ``sent``, :attr:`ClaimState.SENT`)."""
+
+
+def _thread_sk(channel: Channel) -> str:
+    return f"{channel.value}-thread"
+
+
+def _epoch(moment: datetime) -> str:
+    """An aware datetime as a DynamoDB Number of whole epoch seconds."""
+    return str(int(moment.timestamp()))
+
+
+def _channels(values: Iterable[str]) -> frozenset[Channel]:
+    known = {c.value for c in Channel}
+    return frozenset(Channel(v) for v in values if v in known)
+
+
 class DynamoAlertStore:
-    """:class:`batchpilot.alerts.dispatch.AlertStore` on DynamoDB.
+    """:class:`batchpilot.alerts.ports.AlertStore` on DynamoDB.
 
     Args:
         client: a boto3 DynamoDB client (``batchpilot.io.clients.client("dynamodb")``).
@@ -49,18 +74,15 @@ class DynamoAlertStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self.table = table
-        self.calls = 0
-        """DynamoDB calls made (for the benchmark's calls-per-event count)."""
 
     def _key(self, subject: str, sk: str) -> dict[str, Any]:
         return key(KEY_PREFIX + key_part(subject), key_part(sk))
 
     def _update(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls += 1
         return dict(self._client.update_item(TableName=self.table, **kwargs))
 
     # ------------------------------------------------------------------------ job state
-    def observe(self, fact: AlertFact, now: float) -> bool:
+    def observe(self, fact: AlertFact, now: datetime) -> bool:
         """Record the fact as the job's latest state; False when the fact is stale.
 
         Terminal facts set ``terminal_status`` (only if none or the same is recorded); state
@@ -68,7 +90,10 @@ class DynamoAlertStore:
         (queue blocked, preemption) are only checked against a terminal state.
         """
         key = self._key(fact.subject, "latest")
-        expires = {":exp": {"N": str(int(now) + RETENTION_SECONDS)}, ":now": {"N": str(int(now))}}
+        expires = {
+            ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
+            ":now": {"N": _epoch(now)},
+        }
         try:
             if fact.terminal:
                 self._update(
@@ -94,7 +119,6 @@ class DynamoAlertStore:
                     ExpressionAttributeValues={":p": {"S": fact.progress}, **expires},
                 )
             else:
-                self.calls += 1
                 item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
                 return not (item and "terminal_status" in item)
         except Exception as exc:
@@ -104,8 +128,8 @@ class DynamoAlertStore:
         return True
 
     # ------------------------------------------------------------------------ facts
-    def claim(self, fact: AlertFact, severity: Severity, now: float, lease_until: float) -> Claim:
-        """Claim the fact until ``lease_until``; see :class:`batchpilot.alerts.dispatch.Claim`."""
+    def claim(self, fact: AlertFact, severity: Severity, now: datetime, lease_until: datetime) -> Claim:
+        """Claim the fact until ``lease_until``; see :class:`batchpilot.alerts.ports.Claim`."""
         try:
             response = self._update(
                 Key=self._key(fact.subject, f"fact#{fact.fact_id}"),
@@ -118,11 +142,11 @@ class DynamoAlertStore:
                 ),
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues={
-                    ":claimed": {"S": "claimed"},
-                    ":lease": {"N": str(int(lease_until))},
+                    ":claimed": {"S": _CLAIMED},
+                    ":lease": {"N": _epoch(lease_until)},
                     ":sev": {"S": severity.value},
-                    ":exp": {"N": str(int(now) + RETENTION_SECONDS)},
-                    ":now": {"N": str(int(now))},
+                    ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
+                    ":now": {"N": _epoch(now)},
                 },
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -131,21 +155,21 @@ class DynamoAlertStore:
             if not is_conditional_failure(exc):
                 raise
             old = getattr(exc, "response", {}).get("Item") or {}
-            if old.get("state", {}).get("S") == "sent":
-                return Claim("sent")
-            return Claim("busy", frozenset(old.get("delivered", {}).get("SS", [])))
+            if old.get("state", {}).get("S") == ClaimState.SENT.value:
+                return Claim(ClaimState.SENT)
+            return Claim(ClaimState.BUSY, _channels(old.get("delivered", {}).get("SS", [])))
         old = response.get("Attributes") or {}
-        delivered = frozenset(old.get("delivered", {}).get("SS", []))
-        return Claim("resumed" if old else "new", delivered)
+        delivered = _channels(old.get("delivered", {}).get("SS", []))
+        return Claim(ClaimState.RESUMED if old else ClaimState.NEW, delivered)
 
-    def mark_delivered(self, fact: AlertFact, channel: str, *, done: bool, now: float) -> None:
+    def mark_delivered(self, fact: AlertFact, channel: Channel, *, done: bool, now: datetime) -> None:
         """Add ``channel`` to the fact's delivered channels; ``done`` sets ``state = sent``."""
         expression = "ADD delivered :ch SET delivered_at = :now"
-        values: dict[str, Any] = {":ch": {"SS": [channel]}, ":now": {"N": str(int(now))}}
+        values: dict[str, Any] = {":ch": {"SS": [channel.value]}, ":now": {"N": _epoch(now)}}
         names: dict[str, str] = {}
         if done:
             expression += ", #state = :sent"
-            values[":sent"] = {"S": "sent"}
+            values[":sent"] = {"S": ClaimState.SENT.value}
             names["#state"] = "state"
         self._update(
             Key=self._key(fact.subject, f"fact#{fact.fact_id}"),
@@ -161,27 +185,27 @@ class DynamoAlertStore:
             UpdateExpression="SET lease_until = :zero",
             ConditionExpression="#state = :claimed",
             ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={":zero": {"N": "0"}, ":claimed": {"S": "claimed"}},
+            ExpressionAttributeValues={":zero": {"N": "0"}, ":claimed": {"S": _CLAIMED}},
         )
 
-    # ------------------------------------------------------------------------ Slack threads
-    def thread_of(self, subject: str) -> str | None:
-        """The thread ``ts`` recorded for ``subject``, or None."""
-        self.calls += 1
-        item = self._client.get_item(TableName=self.table, Key=self._key(subject, "slack-thread")).get("Item")
+    # ------------------------------------------------------------------------ chat threads
+    def thread_of(self, channel: Channel, subject: str) -> str | None:
+        """The thread id recorded for ``subject`` in ``channel``, or None."""
+        key = self._key(subject, _thread_sk(channel))
+        item = self._client.get_item(TableName=self.table, Key=key).get("Item")
         return str(item["ts"]["S"]) if item and "ts" in item else None
 
-    def save_thread(self, subjects: Sequence[str], thread_ts: str, now: float) -> None:
-        """Record ``thread_ts`` for each subject that has no thread yet (the first one wins)."""
+    def save_thread(self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime) -> None:
+        """Record ``thread`` for each subject that has no thread in ``channel`` yet (the first wins)."""
         for subject in subjects:
             try:
                 self._update(
-                    Key=self._key(subject, "slack-thread"),
+                    Key=self._key(subject, _thread_sk(channel)),
                     UpdateExpression="SET ts = :ts, expires_at = :exp",
                     ConditionExpression="attribute_not_exists(ts)",
                     ExpressionAttributeValues={
-                        ":ts": {"S": thread_ts},
-                        ":exp": {"N": str(int(now) + RETENTION_SECONDS)},
+                        ":ts": {"S": thread},
+                        ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
                     },
                 )
             except Exception as exc:

@@ -1,0 +1,149 @@
+"""The alerts function's batch work for Powertools' batch utility: one pass over each SQS batch.
+
+Digests need the whole batch, so the work is batch-level (Powertools' documented extension point, a
+``BatchProcessor`` subclass with ``_prepare``/``_clean``):
+
+- :meth:`AlertsProcessor._prepare` hands every record of the batch to the
+  :class:`~batchpilot.alerts.service.AlertService` once (decode, decide, deliver), with the time
+  left from the Lambda context Powertools gives the processor, then counts and logs the outcomes;
+- :meth:`AlertsProcessor.record_handler`, called by Powertools for each record, only raises for a
+  record whose fact reached none of the channels it was routed to, so ``ReportBatchItemFailures``
+  makes SQS deliver just that record again;
+- :meth:`AlertsProcessor._clean` drops the batch's results.
+
+Counters (namespace and ``Function`` dimension from :func:`batchpilot.shared.observability.configure`):
+one per record through :func:`~batchpilot.shared.observability.count_outcome`, ``EventsFailed``,
+``DuplicateAlertsSuppressed``, ``StaleAlertsSuppressed``, ``NotificationsSent`` by ``Channel`` and
+``Severity``, ``NotificationsFailed`` by ``Channel`` and ``Reason`` and by ``Channel``. Log lines
+carry ids, severities, channels and reasons, never an event.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from batchpilot.alerts.ports import TimeLeft
+from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, Suppressed
+from batchpilot.shared.observability import count_outcome, logger, metrics
+
+__all__ = ["NO_CONTEXT_SECONDS", "AlertsProcessor", "NotificationNotDeliveredError", "report"]
+
+NO_CONTEXT_SECONDS = 60.0
+"""Time left assumed when the batch comes without a Lambda context (a local call)."""
+
+_SUPPRESSED = {Suppressed.DUPLICATE: "DuplicateAlertsSuppressed", Suppressed.STALE: "StaleAlertsSuppressed"}
+
+
+class NotificationNotDeliveredError(RuntimeError):
+    """Raised for a record whose fact reached no channel it was routed to: SQS retries the record."""
+
+
+def _time_left(context: LambdaContext | None) -> TimeLeft:
+    if context is None:
+        return lambda: NO_CONTEXT_SECONDS
+    return lambda: context.get_remaining_time_in_millis() / 1000.0
+
+
+def _count(name: str, value: int, **dimensions: str) -> None:
+    with single_metric(
+        name=name,
+        unit=MetricUnit.Count,
+        value=value,
+        namespace=metrics.namespace,
+        default_dimensions=dict(metrics.default_dimensions),
+    ) as metric:
+        for key, dimension in dimensions.items():
+            metric.add_dimension(name=key, value=dimension)
+
+
+def _log_record(record: RecordOutcome) -> None:
+    if record.rejected is not None:
+        count_outcome(record.rejected)
+        return
+    if record.failed:
+        metrics.add_metric(name="EventsFailed", unit=MetricUnit.Count, value=1)
+        logger.error(
+            "notification not delivered; the event will be retried",
+            extra={
+                "event_id": record.event_id,
+                "detail_type": record.detail_type,
+                "severity": record.severity,
+                "channels": [c.value for c in record.channels],
+                "error": record.error,
+            },
+        )
+        return
+    if record.suppressed is not None:
+        metrics.add_metric(name=_SUPPRESSED[record.suppressed], unit=MetricUnit.Count, value=1)
+    if not (record.channels or record.suppressed):
+        count_outcome(record.outcome)
+        return
+    count_outcome(
+        record.outcome,
+        "event handled",
+        event_id=record.event_id,
+        detail_type=record.detail_type,
+        severity=record.severity,
+        channels=[c.value for c in record.channels],
+        suppressed=record.suppressed,
+        error=record.error,
+    )
+
+
+def report(result: BatchResult) -> None:
+    """Count and log one batch (see the module docstring)."""
+    for record in result.records:
+        _log_record(record)
+    for (channel, severity), count in Counter(result.sent).items():
+        _count("NotificationsSent", count, Channel=channel.value, Severity=severity.value)
+    for (channel, reason), count in Counter(result.failed).items():
+        logger.warning("notification delivery failed", extra={"channel": channel.value, "reason": reason})
+        _count("NotificationsFailed", count, Channel=channel.value, Reason=reason)
+    for channel, count in Counter(channel for channel, _ in result.failed).items():
+        _count("NotificationsFailed", count, Channel=channel.value)
+
+
+class AlertsProcessor(BatchProcessor):
+    """Powertools' SQS ``BatchProcessor`` whose batch-level work is the alerts service.
+
+    Use with ``process_partial_response(event, record_handler=processor.record_handler,
+    processor=processor, context=context)``.
+
+    Args:
+        service: the alerts service (built once, at cold start).
+    """
+
+    def __init__(self, service: AlertService) -> None:
+        super().__init__(event_type=EventType.SQS)
+        self._service = service
+        self._results: dict[str, RecordOutcome] = {}
+
+    def _prepare(self) -> None:
+        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+        # Powertools sets ``lambda_context`` for this call before entering the processor.
+        context: LambdaContext | None = getattr(self, "lambda_context", None)
+        records = [
+            (str(r.get("messageId", "")), str(r.get("body", ""))) for r in self.records if isinstance(r, dict)
+        ]
+        result = self._service.process(records, _time_left(context))
+        report(result)
+        self._results = result.by_message_id()
+
+    def _clean(self) -> None:
+        self._results = {}
+        # No invocation's context outlives it on this long-lived object.
+        self.__dict__.pop("lambda_context", None)
+        super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+
+    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> Any:
+        """Raise :class:`NotificationNotDeliveredError` when ``record``'s fact was not delivered."""
+        outcome = self._results.get(record.message_id)
+        if outcome is None or outcome.failed:
+            raise NotificationNotDeliveredError(outcome.error if outcome else "record was not processed")
+        return outcome.outcome.value

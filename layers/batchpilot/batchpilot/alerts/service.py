@@ -1,0 +1,486 @@
+"""From one SQS batch of events to notifications, exactly once per fact.
+
+The alerts service talks to the outside only through its ports (:mod:`batchpilot.alerts.ports`):
+the state store, the on-call topic and the chat channels of a
+:class:`~batchpilot.alerts.registry.ChannelRegistry`. It names no chat channel: digests, threads
+and the fallback to the on-call topic are the same for every channel the registry holds.
+
+For one batch (:meth:`AlertService.process`):
+
+1. decode every record (:func:`batchpilot.shared.records.decode_any`: malformed records are
+   ``invalid``, other detail-types ``ignored``; neither is retried) into an
+   :class:`~batchpilot.alerts.facts.AlertFact` and decide its severity and channels; a channel
+   the deployment did not configure is left out, and a fact none of whose chat channels is
+   configured goes to the on-call topic instead;
+2. drop copies of one fact within the batch (``duplicate``);
+3. record each job's latest state (terminal facts first): a fact older than what is recorded, or a
+   non-terminal fact after a terminal one, sends nothing (``stale``);
+4. claim each fact to notify with a lease (a two-phase record: ``claimed`` → channels delivered →
+   ``sent``); a fact already sent is a duplicate and sends nothing; a crash between claim and send
+   leaves a lease that expires, so the redelivered record sends it then;
+5. publish to the on-call topic (each fact, or one message per burst when the policy groups);
+6. for each chat channel: a burst (more than ``digest_threshold`` facts of one job queue,
+   category and severity) as one digest, the rest one by one (replies in the job's thread when
+   the channel threads);
+7. a chat failure (any answer but the channel's success, no time left) falls back to the on-call
+   topic, unless the fact went there already; one fallback message per failed group, whichever
+   channels failed it;
+8. each delivered channel is recorded at once; a fact with a channel neither delivered nor
+   covered by the fallback has its claim released and its record fails, so SQS retries just it and
+   only its missing channels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic_core import from_json
+
+from batchpilot.alerts.facts import AlertFact, fact_from_event
+from batchpilot.alerts.grouping import burst_key, split_bursts
+from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
+from batchpilot.alerts.ports import (
+    AlertStore,
+    ClaimState,
+    Delivery,
+    Notice,
+    Notifier,
+    OnCallTopic,
+    TimeLeft,
+)
+from batchpilot.alerts.registry import ChannelRegistry
+from batchpilot.alerts.render import SnsMessage, sns_digest, sns_message
+from batchpilot.alerts.severity import Decision, decide
+from batchpilot.shared.clock import Clock
+from batchpilot.shared.own_events import OwnEvent
+from batchpilot.shared.records import Outcome, Rejected, decode_any
+
+__all__ = [
+    "CHAT_RESERVE_SECONDS",
+    "NOT_CONFIGURED",
+    "AlertService",
+    "BatchResult",
+    "RecordOutcome",
+    "Suppressed",
+]
+
+CHAT_RESERVE_SECONDS = 5.0
+"""Seconds of the invocation kept for the on-call fallback and the state writes: a chat channel is
+not attempted (nor a 429 waited out) when less than this would remain."""
+NOT_CONFIGURED = "not_configured"
+"""Reason of a chat channel the deployment did not configure (a fallback, not a failure)."""
+DEADLINE = "deadline"
+"""Reason of a chat post skipped because the invocation is about to time out."""
+
+
+class Suppressed(StrEnum):
+    """Why nothing was sent although the fact is notifiable."""
+
+    DUPLICATE = "duplicate"
+    """Sent before, or a copy in the same batch."""
+    STALE = "stale"
+    """Older than the job's recorded state (or after its terminal state)."""
+
+
+@dataclass
+class RecordOutcome:
+    """The result for one SQS record.
+
+    Attributes:
+        message_id: the SQS ``messageId``.
+        outcome: :class:`~batchpilot.shared.records.Outcome` (``duplicate`` for a fact sent before).
+        rejected: the decode result of an ``ignored`` or ``invalid`` record (for counting).
+        event_id, detail_type: from the envelope, for logs (never the event itself).
+        severity: the decided severity, when the event was a fact.
+        suppressed: see :class:`Suppressed`.
+        channels: channels that delivered the fact in this invocation (``sns`` also when it stood
+            in for a chat channel).
+        failed: a notification could not be delivered (or the state store failed): the record must
+            be retried, so the handler raises for it.
+        error: what went wrong (failed records; set too for partial trouble worth a log line).
+    """
+
+    message_id: str
+    outcome: Outcome = Outcome.PROCESSED
+    rejected: Rejected | None = None
+    event_id: str | None = None
+    detail_type: str | None = None
+    severity: Severity | None = None
+    suppressed: Suppressed | None = None
+    channels: list[Channel] = field(default_factory=list)
+    failed: bool = False
+    error: str | None = None
+
+
+@dataclass
+class BatchResult:
+    """Everything one batch did.
+
+    Attributes:
+        records: one outcome per input record, in input order.
+        sent: ``(channel, severity)`` per message delivered (a digest counts once).
+        failed: ``(channel, reason)`` per failed delivery (reason: the channel's short error such
+            as ``invalid_blocks``, ``http_500``, ``rate_limited``, ``deadline``, or the SNS error
+            code); channels that are not configured are not failures.
+    """
+
+    records: list[RecordOutcome]
+    sent: list[tuple[Channel, Severity]] = field(default_factory=list)
+    failed: list[tuple[Channel, str]] = field(default_factory=list)
+
+    def by_message_id(self) -> dict[str, RecordOutcome]:
+        """``{messageId: outcome}``."""
+        return {r.message_id: r for r in self.records}
+
+
+@dataclass(eq=False)
+class _Entry:
+    outcome: RecordOutcome
+    fact: AlertFact
+    decision: Decision
+    requested: frozenset[Channel] = frozenset()
+    satisfied: set[Channel] = field(default_factory=set)
+    done: bool = False
+
+    @property
+    def severity(self) -> Severity:
+        return self.decision.severity
+
+    def pending(self, channel: Channel) -> bool:
+        return not self.done and channel in self.requested and channel not in self.satisfied
+
+
+@dataclass(eq=False)
+class _Fallback:
+    """On-call messages standing in for chat messages of one group of facts."""
+
+    entries: list[_Entry]
+    reasons: list[tuple[Channel, str]] = field(default_factory=list)
+
+
+def _error(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return f"{type(exc).__name__}{f' ({code})' if code else ''}"
+
+
+def _envelope(body: str | bytes) -> dict[str, Any]:
+    """The delivered event as a mapping (an own event's ``id``, ``region``, ``account``)."""
+    try:
+        raw = from_json(body)
+    except ValueError:
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+class AlertService:
+    """Delivers the facts of SQS batches (see the module docstring).
+
+    Args:
+        policy: the routing policy.
+        store: per-job state and delivery records.
+        topic: the on-call SNS topic.
+        channels: the configured chat channels.
+        clock: "now", aware UTC (:func:`batchpilot.shared.clock.utc_now` in Lambda).
+        lease_margin: seconds a claim outlives the invocation's remaining time.
+    """
+
+    def __init__(
+        self,
+        policy: RoutingPolicy,
+        store: AlertStore,
+        topic: OnCallTopic,
+        channels: ChannelRegistry,
+        *,
+        clock: Clock,
+        lease_margin: float = 30.0,
+    ) -> None:
+        self.policy = policy
+        self.store = store
+        self.topic = topic
+        self.channels = channels
+        self.clock = clock
+        self.lease_margin = lease_margin
+
+    # ------------------------------------------------------------------------------ entry point
+    def process(self, records: Sequence[tuple[str, str | bytes]], time_left: TimeLeft) -> BatchResult:
+        """Handle one batch of ``(messageId, body)`` records.
+
+        Args:
+            records: the SQS records, in order.
+            time_left: seconds left in the invocation (from the Lambda context).
+
+        Returns:
+            A :class:`BatchResult` (one outcome per record, in order). Never raises for bad input,
+            a failing channel or a failing store: those are outcomes.
+        """
+        result = BatchResult(records=[])
+        entries: list[_Entry] = []
+        for message_id, body in records:
+            outcome = RecordOutcome(message_id)
+            result.records.append(outcome)
+            entry = self._decode(outcome, body)
+            if entry is not None:
+                entries.append(entry)
+
+        active = self._drop_in_batch_copies(entries)
+        active = self._observe(active)
+        active = self._claim(active, time_left)
+        self._deliver_to_topic(active, result)
+        fallbacks: dict[tuple[int, ...], _Fallback] = {}
+        for channel in Channel:
+            if channel is not Channel.SNS:
+                self._deliver_to_chat(channel, active, result, time_left, fallbacks)
+        self._publish(
+            [
+                (fallback.entries, self._fallback_message(fallback), [c for c, _ in fallback.reasons])
+                for fallback in fallbacks.values()
+            ],
+            result,
+        )
+        for entry in active:
+            if entry.done or entry.satisfied >= entry.requested:
+                continue
+            entry.outcome.failed = True
+            missing = ", ".join(sorted(c.value for c in entry.requested - entry.satisfied))
+            entry.outcome.error = entry.outcome.error or f"not delivered to {missing}"
+            with contextlib.suppress(Exception):  # else the lease simply runs out
+                self.store.release(entry.fact)
+        return result
+
+    # ---------------------------------------------------------------------------------- stages
+    def _decode(self, outcome: RecordOutcome, body: str | bytes) -> _Entry | None:
+        decoded = decode_any(body)
+        if isinstance(decoded, Rejected):
+            outcome.outcome, outcome.rejected = decoded.outcome, decoded
+            outcome.event_id, outcome.detail_type = decoded.event_id, decoded.detail_type
+            outcome.error = decoded.error
+            return None
+        if isinstance(decoded, OwnEvent):
+            envelope = _envelope(body)
+            event_id = envelope.get("id")
+            outcome.event_id = event_id if isinstance(event_id, str) else None
+            fact = fact_from_event(decoded, envelope)
+        else:
+            outcome.event_id = decoded.id
+            fact = fact_from_event(decoded)
+        decision = decide(fact, self.policy)
+        outcome.detail_type, outcome.severity = fact.detail_type, decision.severity
+        return _Entry(outcome, fact, decision, self._requested(decision))
+
+    def _requested(self, decision: Decision) -> frozenset[Channel]:
+        """The decision's channels that this deployment can deliver; with no configured chat
+        channel among them, the first chat channel stays (its fallback is the on-call topic)."""
+        chat = [c for c in decision.channels if c is not Channel.SNS]
+        configured = [c for c in chat if c in self.channels]
+        requested = {c for c in decision.channels if c is Channel.SNS} | set(configured)
+        if chat and not configured:
+            requested.add(chat[0])
+        return frozenset(requested)
+
+    def _drop_in_batch_copies(self, entries: list[_Entry]) -> list[_Entry]:
+        seen: set[tuple[str, str]] = set()
+        kept = []
+        for entry in entries:
+            if entry.fact.key in seen and entry.decision.notify:
+                entry.outcome.outcome, entry.outcome.suppressed = Outcome.DUPLICATE, Suppressed.DUPLICATE
+                continue
+            seen.add(entry.fact.key)
+            kept.append(entry)
+        return kept
+
+    def _observe(self, entries: list[_Entry]) -> list[_Entry]:
+        """Record job states (terminal and newer first); returns the entries still to notify."""
+        watched = [
+            e
+            for e in entries
+            if e.fact.is_job_event and not e.fact.created_by_batch and (e.fact.terminal or e.decision.notify)
+        ]
+        watched.sort(key=lambda e: (e.fact.terminal, e.fact.progress or ""), reverse=True)
+        now = self.clock()
+        stale: set[int] = set()
+        for entry in watched:
+            try:
+                if not self.store.observe(entry.fact, now):
+                    stale.add(id(entry))
+                    if entry.decision.notify:
+                        entry.outcome.suppressed = Suppressed.STALE
+            except Exception as exc:
+                stale.add(id(entry))
+                entry.outcome.failed = True
+                entry.outcome.error = f"state store: {_error(exc)}"
+        return [e for e in entries if e.decision.notify and id(e) not in stale]
+
+    def _claim(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
+        now = self.clock()
+        lease_until = now + timedelta(seconds=max(0.0, time_left()) + self.lease_margin)
+        claimed = []
+        for entry in entries:
+            try:
+                claim = self.store.claim(entry.fact, entry.severity, now, lease_until)
+            except Exception as exc:
+                entry.outcome.failed = True
+                entry.outcome.error = f"state store: {_error(exc)}"
+                continue
+            if claim.state is ClaimState.SENT:
+                entry.outcome.outcome, entry.outcome.suppressed = Outcome.DUPLICATE, Suppressed.DUPLICATE
+                continue
+            if claim.state is ClaimState.BUSY:
+                entry.outcome.failed = True
+                entry.outcome.error = "being delivered by another invocation (lease held)"
+                continue
+            entry.satisfied |= set(claim.delivered) & entry.requested
+            claimed.append(entry)
+        return claimed
+
+    def _mark(self, entry: _Entry, channel: Channel, actual: Channel) -> None:
+        entry.satisfied.add(channel)
+        if actual not in entry.outcome.channels:
+            entry.outcome.channels.append(actual)
+        done = entry.satisfied >= entry.requested
+        try:
+            self.store.mark_delivered(entry.fact, channel, done=done, now=self.clock())
+        except Exception as exc:  # delivered but not recorded: a retry may repeat it; say so
+            entry.outcome.error = f"delivered but not recorded: {_error(exc)}"
+        entry.done = done
+
+    def _publish(
+        self, units: list[tuple[list[_Entry], SnsMessage, list[Channel]]], result: BatchResult
+    ) -> None:
+        """Publish ``(entries, message, channels it satisfies)`` units in one batched call."""
+        if not units:
+            return
+        try:
+            errors = self.topic.publish([message for _, message, _ in units])
+        except Exception as exc:  # the adapter reports per message; this is a bug or a crash
+            errors = [_error(exc)] * len(units)
+        for (group, _, channels), error in zip(units, errors, strict=True):
+            if error is None:
+                result.sent.append((Channel.SNS, group[0].severity))
+                for entry in group:
+                    for channel in channels:
+                        self._mark(entry, channel, Channel.SNS)
+            else:
+                result.failed.append((Channel.SNS, error))
+                for entry in group:
+                    entry.outcome.error = f"sns: {error}"
+
+    def _bursts(self, entries: list[_Entry]) -> tuple[list[list[_Entry]], list[_Entry]]:
+        return split_bursts(entries, lambda e: burst_key(e.fact, e.severity), self.policy.digest_threshold)
+
+    def _deliver_to_topic(self, entries: list[_Entry], result: BatchResult) -> None:
+        wanted = [e for e in entries if e.pending(Channel.SNS)]
+        bursts: list[list[_Entry]] = []
+        singles = wanted
+        if self.policy.sns_grouping == "group":
+            bursts, singles = self._bursts(wanted)
+        units = [
+            (
+                group,
+                sns_digest([e.fact for e in group], group[0].severity, group[0].decision.why),
+                [Channel.SNS],
+            )
+            for group in bursts
+        ]
+        units += [([e], sns_message(e.fact, e.severity, e.decision.why), [Channel.SNS]) for e in singles]
+        self._publish(units, result)
+
+    def _deliver_to_chat(
+        self,
+        channel: Channel,
+        entries: list[_Entry],
+        result: BatchResult,
+        time_left: TimeLeft,
+        fallbacks: dict[tuple[int, ...], _Fallback],
+    ) -> None:
+        wanted = [e for e in entries if e.pending(channel)]
+        if not wanted:
+            return
+        notifier = self.channels.get(channel)
+        bursts, singles = self._bursts(wanted)
+        groups: list[list[_Entry]] = [*bursts, *([e] for e in singles)]
+        groups.sort(key=lambda group: entries.index(group[0]))
+
+        def budget() -> float:
+            return time_left() - CHAT_RESERVE_SECONDS
+
+        for group in groups:
+            first = group[0]
+            notice = Notice(
+                tuple(e.fact for e in group), first.severity, first.decision.why, self.policy.digest_max_items
+            )
+            thread: str | None = None
+            if notifier is None:
+                delivery = Delivery(False, NOT_CONFIGURED)
+            elif budget() <= 0:
+                delivery = Delivery(False, DEADLINE)
+            else:
+                threaded = notifier.threads and not notice.digest
+                thread = self._thread_for(channel, first) if threaded else None
+                delivery = self._post(notifier, notice, thread, budget)
+            if delivery.delivered:
+                result.sent.append((channel, first.severity))
+                for entry in group:
+                    self._mark(entry, channel, channel)
+                if delivery.thread and notifier is not None and notifier.threads and not notice.digest:
+                    self._remember_thread(channel, first, thread, delivery.thread)
+                continue
+            self._fall_back(channel, group, delivery.reason or "unknown", result, fallbacks)
+
+    @staticmethod
+    def _post(notifier: Notifier[Any], notice: Notice, thread: str | None, budget: TimeLeft) -> Delivery:
+        try:
+            return notifier.post(notifier.render(notice), thread=thread, time_left=budget)
+        except Exception as exc:  # adapters report failures as results; keep the batch alive
+            return Delivery(False, type(exc).__name__)
+
+    def _fall_back(
+        self,
+        channel: Channel,
+        group: list[_Entry],
+        reason: str,
+        result: BatchResult,
+        fallbacks: dict[tuple[int, ...], _Fallback],
+    ) -> None:
+        """The on-call topic stands in for ``channel``, except for facts it already carries."""
+        if reason != NOT_CONFIGURED:
+            result.failed.append((channel, reason))
+        for entry in (e for e in group if Channel.SNS in e.requested):
+            if Channel.SNS in entry.satisfied:
+                self._mark(entry, channel, Channel.SNS)
+            else:
+                entry.outcome.error = entry.outcome.error or f"{channel.value}: {reason}"
+        rest = [e for e in group if Channel.SNS not in e.requested]
+        if rest:
+            fallback = fallbacks.setdefault(tuple(id(e) for e in rest), _Fallback(rest))
+            fallback.reasons.append((channel, reason))
+
+    @staticmethod
+    def _fallback_message(fallback: _Fallback) -> SnsMessage:
+        first = fallback.entries[0]
+        if len(fallback.entries) > 1:
+            facts = [e.fact for e in fallback.entries]
+            return sns_digest(facts, first.severity, first.decision.why, fallback=fallback.reasons)
+        return sns_message(first.fact, first.severity, first.decision.why, fallback=fallback.reasons)
+
+    def _thread_for(self, channel: Channel, entry: _Entry) -> str | None:
+        try:
+            return self.store.thread_of(channel, entry.fact.thread_subject)
+        except Exception:  # a missing thread is only cosmetic: post at top level
+            return None
+
+    def _remember_thread(self, channel: Channel, entry: _Entry, thread: str | None, posted: str) -> None:
+        # A new top-level message starts the job's thread; a reply only links the jobs that
+        # continue it (the new job of a resubmission) to the existing thread.
+        subjects = list(entry.fact.related_subjects)
+        if thread is None:
+            subjects.insert(0, entry.fact.thread_subject)
+        if not subjects:
+            return
+        with contextlib.suppress(Exception):  # cosmetic: later messages start a new thread
+            self.store.save_thread(channel, subjects, thread or posted, self.clock())

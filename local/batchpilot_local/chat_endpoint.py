@@ -1,0 +1,646 @@
+"""A local chat service: one real HTTP server on 127.0.0.1 that answers like Slack (an incoming
+webhook and the Web API's ``chat.postMessage``) and like a Microsoft Teams Workflows webhook,
+records every request, and can be told to fail.
+
+Used by the replay runner, the tests and the benchmarks instead of Slack and Teams (nothing leaves
+the machine)::
+
+    with LocalChatEndpoint() as chat:
+        chat.slack.webhook_url       # http://127.0.0.1:<port>/services/T0LOCAL/B0LOCAL/<secret>
+        chat.slack.api_url           # http://127.0.0.1:<port>/api/  (WebClient base_url)
+        chat.teams.webhook_url       # http://127.0.0.1:<port>/powerautomate/.../invoke?...&sig=<secret>
+        chat.slack.fail_next("rate_limited", times=2, retry_after=1)
+        chat.teams.fail_next("server_error")
+        ...
+        chat.slack.delivered()       # the requests Slack would have shown
+        chat.teams.delivered()       # the requests the workflow accepted (202)
+
+Slack answers, per failure mode (:data:`FAILURE_MODES`), as Slack gives them:
+
+=====================  ===========================  =========================================
+mode                   incoming webhook             ``chat.postMessage``
+=====================  ===========================  =========================================
+(none)                 200 ``ok``                   200 ``{"ok": true, "ts": ..., "channel"}``
+``rate_limited``       429 ``rate_limited``,        429 ``{"ok": false, "error": "ratelimited"}``,
+                       ``Retry-After``              ``Retry-After``
+``invalid_blocks``     400 ``invalid_blocks``       200 ``{"ok": false, "error": "invalid_blocks"}``
+``action_prohibited``  403 ``action_prohibited``    200 ``{"ok": false, "error": "restricted_action"}``
+``no_service``         404 ``no_service``           200 ``{"ok": false, "error": "channel_not_found"}``
+``channel_not_found``  404 ``channel_not_found``    200 ``{"ok": false, "error": "channel_not_found"}``
+``channel_is_archived`` 410 ``channel_is_archived`` 200 ``{"ok": false, "error": "is_archived"}``
+``server_error``       500, empty body              500, empty body
+=====================  ===========================  =========================================
+
+Besides the scripted failures, the Slack side checks each message against Block Kit's limits (a
+top-level ``text`` or blocks, at most 50 blocks, header ≤150, section text ≤3,000, ≤10 fields of
+≤2,000, context elements ≤3,000) and answers ``invalid_blocks`` the way Slack does when one is
+broken, so truncation is tested against the same rule Slack applies. ``chat.postMessage`` also
+checks the bot token (``invalid_auth``).
+
+The Teams side answers like the trigger of a "Post to a channel when a webhook request is received"
+workflow: 202 Accepted with an empty body for a message it takes; 401 when the URL's ``sig`` is not
+the workflow's; 400 for a body that is not a message with one Adaptive Card attachment
+(:func:`adaptive_card_problem`) or that exceeds Teams' 28 KB message limit; and, per failure mode
+(:data:`TEAMS_FAILURE_MODES`): ``rate_limited`` 429 with ``Retry-After``, ``bad_request`` 400,
+``unauthorized`` 401, ``not_found`` 404 (a deleted or turned-off workflow), ``server_error`` 500,
+``timeout`` (the answer comes only after ``delay`` seconds, so a client with a shorter timeout gives
+up). Error bodies are JSON ``{"error": {"code", "message"}}``; batchpilot reads only the status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = [
+    "FAILURE_MODES",
+    "TEAMS_FAILURE_MODES",
+    "TEAMS_MAX_MESSAGE_BYTES",
+    "LocalChatEndpoint",
+    "LocalSlack",
+    "LocalTeams",
+    "SlackRequest",
+    "TeamsRequest",
+    "adaptive_card_problem",
+    "block_kit_problem",
+]
+
+FAILURE_MODES = (
+    "rate_limited",
+    "invalid_blocks",
+    "action_prohibited",
+    "no_service",
+    "channel_not_found",
+    "channel_is_archived",
+    "server_error",
+)
+"""Slack's scripted failure modes."""
+TEAMS_FAILURE_MODES = ("rate_limited", "bad_request", "unauthorized", "not_found", "server_error", "timeout")
+"""The Teams webhook's scripted failure modes."""
+TEAMS_MAX_MESSAGE_BYTES = 28 * 1024
+"""Teams' message size limit (Microsoft Teams platform, "Create Incoming Webhooks")."""
+
+_WEBHOOK_ANSWERS: dict[str, tuple[int, str]] = {
+    "rate_limited": (429, "rate_limited"),
+    "invalid_blocks": (400, "invalid_blocks"),
+    "action_prohibited": (403, "action_prohibited"),
+    "no_service": (404, "no_service"),
+    "channel_not_found": (404, "channel_not_found"),
+    "channel_is_archived": (410, "channel_is_archived"),
+    "server_error": (500, ""),
+}
+_API_ERRORS: dict[str, str] = {
+    "rate_limited": "ratelimited",
+    "invalid_blocks": "invalid_blocks",
+    "action_prohibited": "restricted_action",
+    "no_service": "channel_not_found",
+    "channel_not_found": "channel_not_found",
+    "channel_is_archived": "is_archived",
+}
+_TEAMS_ANSWERS: dict[str, tuple[int, str]] = {
+    "rate_limited": (429, "TooManyRequests"),
+    "bad_request": (400, "InvalidRequestContent"),
+    "unauthorized": (401, "Unauthorized"),
+    "not_found": (404, "WorkflowNotFound"),
+    "server_error": (500, "InternalServerError"),
+}
+_ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
+
+
+@dataclass(frozen=True)
+class SlackRequest:
+    """One request the Slack side received, and what it answered.
+
+    Attributes:
+        kind: ``webhook`` or ``chat.postMessage``.
+        path: the request path.
+        payload: the decoded JSON (or form) body.
+        status: the HTTP status answered.
+        answer: the body answered (``ok``, an error token, or the JSON text).
+        authorized: ``chat.postMessage`` only: the bearer token was the expected one.
+        received_at: ``time.time()`` when it arrived.
+        ts: the message ``ts`` given to a delivered ``chat.postMessage``.
+    """
+
+    kind: str
+    path: str
+    payload: dict[str, Any]
+    status: int
+    answer: str
+    authorized: bool = True
+    received_at: float = 0.0
+    ts: str | None = None
+
+    @property
+    def delivered(self) -> bool:
+        """Slack would have shown the message: HTTP 200 with ``ok`` / ``"ok": true``."""
+        if self.status != 200:
+            return False
+        if self.kind == "webhook":
+            return self.answer == "ok"
+        try:
+            return bool(json.loads(self.answer).get("ok"))
+        except ValueError:
+            return False
+
+    @property
+    def text(self) -> str:
+        """The message's top-level ``text`` (empty when missing)."""
+        value = self.payload.get("text")
+        return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class TeamsRequest:
+    """One request the Teams side received, and what it answered.
+
+    Attributes:
+        path: the request path (without the query, which holds the signature).
+        payload: the decoded JSON body.
+        status: the HTTP status answered (202 when the workflow took it).
+        answer: the body answered (empty, or the JSON error).
+        size: the body's size in bytes.
+        authorized: the URL's ``sig`` was the workflow's.
+        received_at: ``time.time()`` when it arrived.
+    """
+
+    path: str
+    payload: dict[str, Any]
+    status: int
+    answer: str
+    size: int = 0
+    authorized: bool = True
+    received_at: float = 0.0
+
+    @property
+    def delivered(self) -> bool:
+        """The workflow took the message (a 2xx answer: Workflows answer 202 Accepted)."""
+        return 200 <= self.status < 300
+
+    @property
+    def card(self) -> dict[str, Any]:
+        """The first attachment's Adaptive Card (empty when missing)."""
+        attachments = self.payload.get("attachments")
+        first = attachments[0] if isinstance(attachments, list) and attachments else {}
+        content = first.get("content") if isinstance(first, Mapping) else None
+        return dict(content) if isinstance(content, Mapping) else {}
+
+    @property
+    def text(self) -> str:
+        """The card's ``fallbackText`` (batchpilot's one-line summary; empty when missing)."""
+        value = self.card.get("fallbackText")
+        return value if isinstance(value, str) else ""
+
+
+def _length(obj: Any) -> int:
+    text = obj.get("text") if isinstance(obj, Mapping) else None
+    return len(text) if isinstance(text, str) else 0
+
+
+def block_kit_problem(payload: Mapping[str, Any]) -> str | None:
+    """The first Block Kit rule ``payload`` breaks (a short description), or None when it is valid
+    as far as the limits batchpilot relies on go."""
+    blocks = payload.get("blocks")
+    text = payload.get("text")
+    if not blocks and not (isinstance(text, str) and text.strip()):
+        return "no text and no blocks"
+    if blocks is None:
+        return None
+    if not isinstance(blocks, list):
+        return "blocks is not a list"
+    if len(blocks) > 50:
+        return f"{len(blocks)} blocks (max 50)"
+    for index, block in enumerate(blocks):
+        if not isinstance(block, Mapping):
+            return f"block {index} is not an object"
+        kind = block.get("type")
+        if kind == "header":
+            header = block.get("text")
+            if (
+                not isinstance(header, Mapping)
+                or header.get("type") != "plain_text"
+                or not 1 <= _length(header) <= 150
+            ):
+                return f"block {index}: header text must be plain_text of 1-150 characters"
+        elif kind == "section":
+            if "text" not in block and "fields" not in block:
+                return f"block {index}: section without text or fields"
+            if "text" in block and not 1 <= _length(block["text"]) <= 3000:
+                return f"block {index}: section text must be 1-3000 characters"
+            fields = block.get("fields", [])
+            if len(fields) > 10:
+                return f"block {index}: {len(fields)} fields (max 10)"
+            if any(not 1 <= _length(f) <= 2000 for f in fields):
+                return f"block {index}: a field is not 1-2000 characters"
+        elif kind == "context":
+            elements = block.get("elements", [])
+            if not 1 <= len(elements) <= 10 or any(_length(e) > 3000 for e in elements):
+                return f"block {index}: context needs 1-10 elements of at most 3000 characters"
+        elif kind not in {"divider", "actions", "image", "rich_text"}:
+            return f"block {index}: unknown type {kind!r}"
+    return None
+
+
+def _version(value: Any) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in str(value).split("."))
+    except ValueError:
+        return ()
+
+
+def adaptive_card_problem(payload: Mapping[str, Any]) -> str | None:
+    """The first rule of a Teams Workflows message ``payload`` breaks, or None: a ``message`` with
+    exactly one attachment of ``contentType`` ``application/vnd.microsoft.card.adaptive`` whose
+    ``content`` is an ``AdaptiveCard`` of version 1.4 or later with a ``body`` list of typed
+    elements (Workflows post Adaptive Cards only)."""
+    if payload.get("type") != "message":
+        return "type must be message"
+    attachments = payload.get("attachments")
+    if not isinstance(attachments, list) or len(attachments) != 1:
+        return "attachments must hold exactly one card"
+    attachment = attachments[0]
+    if not isinstance(attachment, Mapping) or attachment.get("contentType") != _ADAPTIVE_CARD:
+        return f"contentType must be {_ADAPTIVE_CARD}"
+    card = attachment.get("content")
+    if not isinstance(card, Mapping) or card.get("type") != "AdaptiveCard":
+        return "content must be an AdaptiveCard"
+    if _version(card.get("version")) < (1, 4):
+        return "the card's version must be 1.4 or later"
+    body = card.get("body")
+    if not isinstance(body, list) or not body:
+        return "the card needs a body"
+    for index, element in enumerate(body):
+        if not isinstance(element, Mapping) or not isinstance(element.get("type"), str):
+            return f"body element {index} has no type"
+    return None
+
+
+@dataclass
+class _Script:
+    mode: str
+    remaining: int | None  # None: until cleared
+    retry_after: int = 1
+    delay: float = 0.0
+
+
+R = TypeVar("R", SlackRequest, TeamsRequest)
+
+
+class _Side(Generic[R]):
+    """One chat service of the endpoint: its request log and its scripted failures."""
+
+    MODES: tuple[str, ...] = ()
+
+    def __init__(self, endpoint: LocalChatEndpoint) -> None:
+        self._endpoint = endpoint
+        self._requests: list[R] = []
+        self._scripts: list[_Script] = []
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` of the endpoint.
+
+        Raises:
+            RuntimeError: not started.
+        """
+        return self._endpoint.base_url
+
+    def stop(self) -> None:
+        """Stop the whole endpoint (every chat service on it): a refused connection from now on."""
+        self._endpoint.stop()
+
+    # ----------------------------------------------------------------------- failures
+    def fail_next(self, mode: str, *, times: int = 1, retry_after: int = 1, delay: float = 5.0) -> None:
+        """Answer the next ``times`` requests with failure ``mode`` (one of ``MODES``);
+        ``retry_after``: the 429's header; ``delay``: seconds a ``timeout`` answer waits.
+
+        Raises:
+            ValueError: an unknown mode or ``times`` < 1.
+        """
+        if mode not in self.MODES or times < 1:
+            raise ValueError(f"unknown failure mode {mode!r} or times < 1")
+        with self._lock:
+            self._scripts.append(_Script(mode, times, retry_after, delay))
+
+    def fail_always(self, mode: str, *, retry_after: int = 1, delay: float = 5.0) -> None:
+        """Answer every request with failure ``mode`` until :meth:`recover`."""
+        if mode not in self.MODES:
+            raise ValueError(f"unknown failure mode {mode!r}")
+        with self._lock:
+            self._scripts.append(_Script(mode, None, retry_after, delay))
+
+    def recover(self) -> None:
+        """Forget every scripted failure: answer like a healthy service again."""
+        with self._lock:
+            self._scripts.clear()
+
+    def _next_failure(self) -> _Script | None:
+        with self._lock:
+            while self._scripts:
+                script = self._scripts[0]
+                if script.remaining is None:
+                    return script
+                if script.remaining > 0:
+                    script.remaining -= 1
+                    if script.remaining == 0:
+                        self._scripts.pop(0)
+                    return script
+                self._scripts.pop(0)
+        return None
+
+    # ----------------------------------------------------------------------- records
+    def _record(self, request: R) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    @property
+    def requests(self) -> list[R]:
+        """Every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def delivered(self) -> list[R]:
+        """The requests the service took (see each request's ``delivered``)."""
+        return [r for r in self.requests if r.delivered]
+
+    def mark(self) -> int:
+        """A position in the request log, for :meth:`since`."""
+        with self._lock:
+            return len(self._requests)
+
+    def since(self, mark: int) -> list[R]:
+        """Requests received after :meth:`mark` returned ``mark``."""
+        with self._lock:
+            return list(self._requests[mark:])
+
+    def clear(self) -> None:
+        """Forget the recorded requests (scripted failures are kept)."""
+        with self._lock:
+            self._requests.clear()
+
+
+class LocalSlack(_Side[SlackRequest]):
+    """The Slack side: an incoming webhook and ``chat.postMessage`` (see the module docstring).
+
+    Attributes:
+        bot_token: the token ``chat.postMessage`` accepts.
+        channel: the channel id it reports for posted messages.
+        webhook_path: the incoming webhook's path (the secret part of a webhook URL).
+    """
+
+    MODES = FAILURE_MODES
+
+    def __init__(
+        self, endpoint: LocalChatEndpoint, *, bot_token: str, channel: str, webhook_path: str
+    ) -> None:
+        super().__init__(endpoint)
+        self.bot_token = bot_token
+        self.channel = channel
+        self.webhook_path = webhook_path
+        self._next_ts = 0
+
+    @property
+    def webhook_url(self) -> str:
+        """The incoming webhook URL (what the webhook secret holds)."""
+        return self.base_url + self.webhook_path
+
+    @property
+    def api_url(self) -> str:
+        """The Web API base URL for ``slack_sdk.WebClient(base_url=...)``."""
+        return self.base_url + "/api/"
+
+    def answer_webhook(self, payload: Mapping[str, Any]) -> tuple[int, str, dict[str, str]]:
+        """Status, body and headers for an incoming-webhook request."""
+        script = self._next_failure()
+        if script is not None:
+            status, body = _WEBHOOK_ANSWERS[script.mode]
+            headers = {"Retry-After": str(script.retry_after)} if status == 429 else {}
+            return status, body, headers
+        if block_kit_problem(payload) is not None:
+            return 400, "invalid_blocks", {}
+        return 200, "ok", {}
+
+    def answer_api(
+        self, path: str, payload: Mapping[str, Any], headers: Any
+    ) -> tuple[int, str, dict[str, str], str | None, bool]:
+        """Status, body, headers, message ``ts`` and authorization of a Web API request."""
+        authorized = headers.get("Authorization") == f"Bearer {self.bot_token}"
+        if path != "/api/chat.postMessage":
+            return 200, json.dumps({"ok": False, "error": "unknown_method"}), {}, None, authorized
+        if not authorized:
+            return 200, json.dumps({"ok": False, "error": "invalid_auth"}), {}, None, False
+        script = self._next_failure()
+        if script is not None:
+            if script.mode == "server_error":
+                return 500, "", {}, None, True
+            body = json.dumps({"ok": False, "error": _API_ERRORS[script.mode]})
+            if script.mode == "rate_limited":
+                return 429, body, {"Retry-After": str(script.retry_after)}, None, True
+            return 200, body, {}, None, True
+        if block_kit_problem(payload) is not None:
+            return 200, json.dumps({"ok": False, "error": "invalid_blocks"}), {}, None, True
+        with self._lock:
+            self._next_ts += 1
+            ts = f"{1_700_000_000 + self._next_ts}.{self._next_ts:06d}"
+        channel = payload.get("channel") or self.channel
+        answer = {"ok": True, "channel": self.channel, "ts": ts, "message": {"text": payload.get("text")}}
+        if not isinstance(channel, str):
+            answer = {"ok": False, "error": "channel_not_found"}
+            return 200, json.dumps(answer), {}, None, True
+        return 200, json.dumps(answer), {}, ts, True
+
+
+class LocalTeams(_Side[TeamsRequest]):
+    """The Teams side: a Workflows webhook (see the module docstring).
+
+    Attributes:
+        workflow_path: the trigger's path (``.../workflows/<id>/triggers/manual/paths/invoke``).
+        signature: the URL's ``sig``: the webhook's credential.
+    """
+
+    MODES = TEAMS_FAILURE_MODES
+
+    def __init__(self, endpoint: LocalChatEndpoint, *, workflow_path: str, signature: str) -> None:
+        super().__init__(endpoint)
+        self.workflow_path = workflow_path
+        self.signature = signature
+
+    @property
+    def webhook_url(self) -> str:
+        """The Workflows webhook URL (what the Teams webhook secret holds)."""
+        query = f"api-version=1&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig={self.signature}"
+        return f"{self.base_url}{self.workflow_path}?{query}"
+
+    def answer(
+        self, query: str, payload: Mapping[str, Any], size: int
+    ) -> tuple[int, str, dict[str, str], bool]:
+        """Status, body, headers and authorization for a webhook request."""
+        authorized = parse_qs(query).get("sig", [""])[-1] == self.signature
+        if not authorized:
+            return (*_teams_error(401, "Unauthorized", "the signature does not match"), False)
+        script = self._next_failure()
+        if script is not None:
+            if script.mode == "timeout":
+                time.sleep(script.delay)
+                return 202, "", {}, True
+            status, code = _TEAMS_ANSWERS[script.mode]
+            status, body, headers = _teams_error(status, code, f"scripted {script.mode}")
+            if status == 429:
+                headers["Retry-After"] = str(script.retry_after)
+            return status, body, headers, True
+        problem = adaptive_card_problem(payload)
+        if problem is None and size > TEAMS_MAX_MESSAGE_BYTES:
+            problem = f"message of {size} bytes exceeds {TEAMS_MAX_MESSAGE_BYTES}"
+        if problem is not None:
+            return (*_teams_error(400, "InvalidRequestContent", problem), True)
+        return 202, "", {}, True
+
+
+def _teams_error(status: int, code: str, message: str) -> tuple[int, str, dict[str, str]]:
+    return status, json.dumps({"error": {"code": code, "message": message}}), {}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: the endpoint records requests instead of printing them."""
+
+    def do_POST(self) -> None:
+        endpoint = self.server.endpoint
+        length = int(self.headers.get("Content-Length") or 0)
+        raw_bytes = self.rfile.read(length) if length else b""
+        raw = raw_bytes.decode("utf-8", "replace")
+        payload = _decode(raw, self.headers.get("Content-Type") or "")
+        parts = urlsplit(self.path)
+        path = parts.path
+        slack, teams = endpoint.slack, endpoint.teams
+        if path == teams.workflow_path:
+            status, body, headers, authorized = teams.answer(parts.query, payload, len(raw_bytes))
+            teams._record(TeamsRequest(path, payload, status, body, len(raw_bytes), authorized, time.time()))
+        else:
+            ts: str | None = None
+            authorized = True
+            if path.startswith("/api/"):
+                status, body, headers, ts, authorized = slack.answer_api(path, payload, self.headers)
+                kind = path.removeprefix("/api/")
+            elif path == slack.webhook_path:
+                status, body, headers = slack.answer_webhook(payload)
+                kind = "webhook"
+            else:
+                status, body, headers = 404, "no_service", {}
+                kind = "webhook"
+            slack._record(SlackRequest(kind, path, payload, status, body, authorized, time.time(), ts))
+        data = body.encode("utf-8")
+        with contextlib.suppress(OSError):  # the client may have given up (a timeout)
+            self.send_response(status)
+            content_type = "application/json; charset=utf-8" if body.startswith("{") else "text/plain"
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+
+def _decode(raw: str, content_type: str) -> dict[str, Any]:
+    if "json" in content_type or raw.lstrip().startswith("{"):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return {"_unparsed": raw[:200]}
+        return value if isinstance(value, dict) else {"_unparsed": raw[:200]}
+    form = {k: v[-1] for k, v in parse_qs(raw).items()}
+    if isinstance(form.get("blocks"), str):
+        with contextlib.suppress(ValueError):
+            form["blocks"] = json.loads(form["blocks"])
+    return dict(form)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    endpoint: LocalChatEndpoint
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Silent: a client that gave up (a timeout) is expected here."""
+
+
+class LocalChatEndpoint:
+    """The local Slack and Teams (see the module docstring). Use as a context manager, or
+    ``start``/``stop``.
+
+    Args:
+        bot_token: the token Slack's ``chat.postMessage`` accepts.
+        channel: the Slack channel id it reports for posted messages.
+        webhook_path: the Slack incoming webhook's path (the secret part of its URL).
+        workflow_path: the Teams workflow trigger's path.
+        teams_signature: the Teams webhook URL's ``sig`` (its secret part).
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = "xoxb-local-0000-batchpilot",  # noqa: S107 - a fake token for the local endpoint
+        channel: str = "C0LOCAL0001",
+        webhook_path: str = "/services/T0LOCAL/B0LOCAL/batchpilotlocalwebhook",
+        workflow_path: str = (
+            "/powerautomate/automations/direct/workflows/0a1b2c3d4e5f40718293a4b5c6d7e8f9"
+            "/triggers/manual/paths/invoke"
+        ),
+        teams_signature: str = "batchpilotlocalteamssig0000000000000000000000",
+    ) -> None:
+        self.slack = LocalSlack(self, bot_token=bot_token, channel=channel, webhook_path=webhook_path)
+        self.teams = LocalTeams(self, workflow_path=workflow_path, signature=teams_signature)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> LocalChatEndpoint:
+        """Listen on 127.0.0.1 at an ephemeral port (idempotent)."""
+        if self._server is None:
+            server = _Server(("127.0.0.1", 0), _Handler)
+            server.endpoint = self
+            self._server = server
+            self._thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="local-chat", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening (idempotent)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> LocalChatEndpoint:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``.
+
+        Raises:
+            RuntimeError: not started.
+        """
+        if self._server is None:
+            raise RuntimeError("LocalChatEndpoint is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
