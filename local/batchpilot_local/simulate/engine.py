@@ -295,6 +295,9 @@ class Trace:
 
 @dataclass(eq=False, slots=True)
 class _Job:
+    """A submitted service job while it lives: times are simulated seconds, ``saved_s`` training
+    seconds already checkpointed, ``token`` the generation that makes stale timeouts harmless."""
+
     id: int
     spec: JobSpec
     queue: _Queue
@@ -358,6 +361,8 @@ class _Line:
 
 @dataclass(eq=False)
 class _Environment:
+    """A service environment: its current capacity limits and instances in use, per capacity unit."""
+
     spec: ServiceEnvironmentSpec
     limits: dict[str, int]
     in_use: Counter[str] = field(default_factory=Counter)
@@ -384,6 +389,9 @@ class _Environment:
 
 @dataclass(eq=False)
 class _Queue:
+    """A job queue: its lines of RUNNABLE jobs, what they ask for and what its dispatched jobs hold
+    (per instance type, per share, per quota share), and the fair-share usage clocks."""
+
     spec: JobQueueSpec
     env: _Environment
     lines: dict[str, _Line] = field(default_factory=dict)

@@ -78,6 +78,10 @@ def run_compare(path_a: str | Path, path_b: str | Path, seed: int | None = None)
         jobs_a = build_jobs(scenario_a, used_seed, base_a)
     except ScenarioError as exc:
         raise ScenarioError(f"{path_a}: {exc}") from None
+    if jobs_a.history is not None and jobs_a.history.start is not None:
+        # A recorded history runs on its own clock, in both runs.
+        scenario_a = scenario_a.model_copy(update={"start": jobs_a.history.start})
+        scenario_b = scenario_b.model_copy(update={"start": jobs_a.history.start})
     queues_b = [q.name for q in scenario_b.job_queues]
     moved = [
         job if job.queue in queues_b or len(queues_b) != 1 else _to_queue(job, queues_b[0])
