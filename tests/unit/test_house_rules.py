@@ -112,7 +112,7 @@ def test_code_cites_nothing_outside_the_repository() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sources
-        if path.exists()
+        if path.exists() and path.name != "test_house_rules.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line) and "test_code_cites_nothing_outside" not in line and "pattern = " not in line
     ]
