@@ -22,7 +22,6 @@ RecoverySubmitsPerSecond / 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -37,6 +36,7 @@ from batchpilot_local.testing.recovery import (
     Harness,
     checkpoint_item,
     container_job_item,
+    event_of,
     fleet,
     harness,
     max_in_window,
@@ -128,7 +128,7 @@ def calls_per_resubmission() -> dict[str, Counter[str]]:
             ("skip (user-stopped, no Describe)", "sagemaker/stopped-by-user"),
         ):
             h.aws.drain_journal()
-            h.recoverer().handle(json.dumps(sample(name)))
+            h.recoverer().handle(event_of(sample(name)))
             out[label] = Counter(e.action for e in h.aws.drain_journal())
     return out
 

@@ -21,7 +21,14 @@ import pytest
 from batchpilot.recovery.lineage import Lineage, LineageRef
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.service import Action, RetryLater
-from batchpilot_local.testing.recovery import BUCKET, Harness, container_job_item, harness, service_job_item
+from batchpilot_local.testing.recovery import (
+    BUCKET,
+    Harness,
+    container_job_item,
+    event_of,
+    harness,
+    service_job_item,
+)
 from batchpilot_local.testing.samples import sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -141,7 +148,7 @@ def test_at_most_one_resubmission_per_lineage_and_attempt(
         for _ in range(times):
             store.stale = stale
             try:
-                result = recoverer.handle(body)
+                result = recoverer.handle(event_of(body))
             except RetryLater:
                 continue  # SQS delivers it again later: it stays in `known`
             if result.action is Action.RESUBMITTED and result.new_job_arn:
@@ -178,9 +185,9 @@ def test_a_concurrent_delivery_that_read_before_the_write_stops_at_the_condition
     racing = StaleFirstRead(second.lineage)
     second.lineage = racing
     racing.first_seen[lineage_id_for(json.loads(body)["detail"]["jobArn"])] = None  # read "before"
-    assert first.handle(body).action is Action.RESUBMITTED
+    assert first.handle(event_of(body)).action is Action.RESUBMITTED
     racing.stale = True
-    result = second.handle(body)  # its conditional write of attempt 1 fails; it re-reads
+    result = second.handle(event_of(body))  # its conditional write of attempt 1 fails; it re-reads
     assert result.action is Action.DUPLICATE
     assert len(h.submits()) == 1 and len(h.published()) == 1
     assert [e.error_code for e in h.calls("dynamodb:PutItem") if not e.succeeded] == [

@@ -21,6 +21,7 @@ from batchpilot_local.testing.recovery import (
     checkpoint_item,
     container_job_item,
     event_json,
+    event_of,
     harness,
     service_job_item,
     training_job_item,
@@ -94,7 +95,7 @@ def test_each_recoverable_failure_is_resubmitted_once_from_its_checkpoint(
     h: Harness, name: str, operation: str, category: str
 ) -> None:
     raw = sample(name)
-    result = h.recoverer().handle(json.dumps(raw))
+    result = h.recoverer().handle(event_of(raw))
     assert result.action is Action.RESUBMITTED, result
     assert (result.operation, result.category, result.attempt) == (operation, category, 1)
     (submit,) = h.submits()
@@ -157,14 +158,14 @@ def test_each_recoverable_failure_is_resubmitted_once_from_its_checkpoint(
 
     # The same failure delivered again (and again): nothing more is submitted or published.
     for _ in range(2):
-        again = h.recoverer().handle(json.dumps(raw))
+        again = h.recoverer().handle(event_of(raw))
         assert again.action is Action.DUPLICATE and again.skip_reason is SkipReason.ALREADY_HANDLED
     assert len(h.submits()) == 1 and len(h.published()) == 1
     assert not h.submits(succeeded=False)
 
 
 def test_checkpoint_time_and_lost_instance_hours(h: Harness) -> None:
-    result = h.recoverer().handle(json.dumps(sample(PREEMPTED)))
+    result = h.recoverer().handle(event_of(sample(PREEMPTED)))
     (event,) = h.published("Job Resubmitted")
     assert event["checkpoint_time"].startswith("2026-11-22T00:10:00")
     assert event["restarts_from_step_zero"] is False
@@ -180,7 +181,7 @@ def test_checkpoint_time_and_lost_instance_hours(h: Harness) -> None:
 
 
 def test_no_checkpoint_proceeds_and_says_it_restarts_from_step_zero(h: Harness) -> None:
-    result = h.recoverer().handle(json.dumps(sample(INTERNAL)))  # its payload has no CheckpointConfig
+    result = h.recoverer().handle(event_of(sample(INTERNAL)))  # its payload has no CheckpointConfig
     assert result.action is Action.RESUBMITTED and result.message == "restarts from step 0 (no checkpoint)"
     (event,) = h.published("Job Resubmitted")
     assert event["restarts_from_step_zero"] is True and "checkpoint_uri" not in event
@@ -193,7 +194,7 @@ def test_no_checkpoint_proceeds_and_says_it_restarts_from_step_zero(h: Harness) 
 
 
 def test_no_checkpoint_refused_when_configured(h: Harness) -> None:
-    result = h.recoverer(no_checkpoint="refuse").handle(json.dumps(sample(INTERNAL)))
+    result = h.recoverer(no_checkpoint="refuse").handle(event_of(sample(INTERNAL)))
     assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.NO_CHECKPOINT
     assert h.submits() == []
     (event,) = h.published("Recovery Skipped")
@@ -202,7 +203,7 @@ def test_no_checkpoint_refused_when_configured(h: Harness) -> None:
 
 # ------------------------------------------------------------------------ skip branches
 def test_a_user_stopped_job_is_left_alone_with_its_reason(h: Harness) -> None:
-    result = h.recoverer().handle(json.dumps(sample(USER)))
+    result = h.recoverer().handle(event_of(sample(USER)))
     assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.NOT_RECOVERABLE
     assert result.category == "USER_STOPPED"
     assert h.submits() == []
@@ -211,7 +212,7 @@ def test_a_user_stopped_job_is_left_alone_with_its_reason(h: Harness) -> None:
     assert event["message"].startswith("USER_STOPPED:") and event["critical"] is False
     assert [m.name for m in result.metrics] == ["RecoverySkipped"]
     # Decided once: the duplicate publishes nothing.
-    assert h.recoverer().handle(json.dumps(sample(USER))).action is Action.DUPLICATE
+    assert h.recoverer().handle(event_of(sample(USER))).action is Action.DUPLICATE
     assert len(h.published()) == 1
 
 
@@ -224,7 +225,7 @@ def test_a_user_stopped_job_is_left_alone_with_its_reason(h: Harness) -> None:
     ],
 )
 def test_never_recovered_categories_call_no_aws_api_but_the_event(h: Harness, name: str) -> None:
-    result = h.recoverer().handle(json.dumps(sample(name)))
+    result = h.recoverer().handle(event_of(sample(name)))
     assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.NOT_RECOVERABLE
     assert {e.action for e in h.calls()} == {"dynamodb:PutItem", "events:PutEvents"}
 
@@ -234,17 +235,17 @@ def test_a_job_aws_no_longer_knows(h: Harness) -> None:
     raw["detail"]["jobArn"] = (
         "arn:aws:batch:us-east-1:111122223333:service-job/00000000-0000-4000-8000-000000000000"
     )
-    result = h.recoverer().handle(json.dumps(raw))
+    result = h.recoverer().handle(event_of(raw))
     assert result.skip_reason is SkipReason.NOT_FOUND and h.submits() == []
 
 
 def test_queue_and_role_scope(h: Harness) -> None:
     other_queue = "arn:aws:batch:us-east-1:111122223333:job-queue/somewhere-else"
-    result = h.recoverer(job_queues=other_queue).handle(json.dumps(sample(CAPACITY)))
+    result = h.recoverer(job_queues=other_queue).handle(event_of(sample(CAPACITY)))
     assert result.skip_reason is SkipReason.QUEUE_NOT_MANAGED
     assert {e.action for e in h.calls()} == {"dynamodb:PutItem", "events:PutEvents"}  # no Describe
     other_role = "arn:aws:iam::111122223333:role/AnotherRole"
-    result = h.recoverer(execution_roles=other_role).handle(json.dumps(sample(SM_CAPACITY)))
+    result = h.recoverer(execution_roles=other_role).handle(event_of(sample(SM_CAPACITY)))
     assert result.skip_reason is SkipReason.ROLE_NOT_ALLOWED
     assert h.submits() == []
 
@@ -257,7 +258,7 @@ def test_budget_exhausted_is_a_critical_skip() -> None:
     with harness(
         world(service_jobs=[tagged], checkpoints=[checkpoint_item(CKPT, "2026-11-22T00:00:00Z")])
     ) as h:
-        result = h.recoverer().handle(json.dumps(sample(PREEMPTED)))
+        result = h.recoverer().handle(event_of(sample(PREEMPTED)))
         assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.BUDGET_EXHAUSTED
         (event,) = h.published("Recovery Skipped")
         assert event["critical"] is True and event["lineage_id"] == lineage
@@ -266,19 +267,19 @@ def test_budget_exhausted_is_a_critical_skip() -> None:
 
 
 def test_dry_run_decides_records_and_publishes_but_submits_nothing(h: Harness) -> None:
-    result = h.recoverer(dry_run=True).handle(json.dumps(sample(SPOT)))
+    result = h.recoverer(dry_run=True).handle(event_of(sample(SPOT)))
     assert result.action is Action.DRY_RUN and result.new_job_arn is None
     assert h.submits() == [] and h.submits(succeeded=False) == []
     (event,) = h.published("Job Resubmitted")
     assert event["dry_run"] is True and "new_job_arn" not in event and event["new_job_name"]
     record = DynamoLineageStore(client("dynamodb"), TABLE).load(result.lineage_id or "")
     assert record is not None and record.attempts[1].state is AttemptState.DRY_RUN
-    assert h.recoverer(dry_run=True).handle(json.dumps(sample(SPOT))).action is Action.DUPLICATE
+    assert h.recoverer(dry_run=True).handle(event_of(sample(SPOT))).action is Action.DUPLICATE
 
 
 # ------------------------------------------------------------------------ lineage continues
 def test_the_new_jobs_own_failure_continues_the_same_lineage_after_the_backoff(h: Harness) -> None:
-    first = h.recoverer().handle(json.dumps(sample(CAPACITY)))
+    first = h.recoverer().handle(event_of(sample(CAPACITY)))
     assert first.attempt == 1
     new_id = (first.new_job_arn or "").rsplit("/", 1)[-1]
     # Batch fails the new job the same way 30 s later.
@@ -288,11 +289,11 @@ def test_the_new_jobs_own_failure_continues_the_same_lineage_after_the_backoff(h
     h.time.advance(30)
     body = event_json(sample(CAPACITY), jobArn=first.new_job_arn, jobId=new_id, jobName=stored["jobName"])
     with pytest.raises(RetryLater) as deferred:
-        h.recoverer().handle(body)
+        h.recoverer().handle(event_of(body))
     assert deferred.value.delay_seconds == pytest.approx(30)  # 60 s backoff, 30 s already passed
     assert len(h.submits()) == 1
     h.time.advance(31)
-    second = h.recoverer().handle(body)
+    second = h.recoverer().handle(event_of(body))
     assert second.action is Action.RESUBMITTED and second.attempt == 2
     assert second.lineage_id == first.lineage_id
     assert second.new_job_name and second.new_job_name.endswith(f"-r2-{first.lineage_id[-6:]}")
@@ -303,7 +304,7 @@ def test_the_new_jobs_own_failure_continues_the_same_lineage_after_the_backoff(h
     record = DynamoLineageStore(client("dynamodb"), TABLE).load(first.lineage_id or "")
     assert record is not None and record.used == {"CAPACITY": 2} and record.last_attempt == 2
     # The older failure, late: nothing happens.
-    assert h.recoverer().handle(json.dumps(sample(CAPACITY))).action is Action.DUPLICATE
+    assert h.recoverer().handle(event_of(sample(CAPACITY))).action is Action.DUPLICATE
     assert len(h.submits()) == 2
 
 
@@ -316,11 +317,11 @@ def test_throttling_is_retried_by_sqs_with_one_alert_and_one_job_in_the_end(h: H
     body = json.dumps(sample(PREEMPTED))
     for _ in range(2):
         with pytest.raises(RetryLater, match="will retry: TooManyRequestsException"):
-            h.recoverer(batch=no_retries).handle(body)
+            h.recoverer(batch=no_retries).handle(event_of(body))
     (failed,) = h.published("Recovery Failed")  # one alert, not one per delivery
     assert failed["will_retry"] is True and failed["error_code"] == "TooManyRequestsException"
     h.aws.set_submit_rate(5)
-    result = h.recoverer(batch=no_retries).handle(body)
+    result = h.recoverer(batch=no_retries).handle(event_of(body))
     assert result.action is Action.RESUBMITTED
     tokens = {e.params["clientToken"] for e in h.calls("batch:SubmitServiceJob")}
     assert len(tokens) == 1  # every try used the same clientToken
@@ -339,7 +340,7 @@ def test_a_refused_submit_is_one_recovery_failed_and_a_metric(h: Harness) -> Non
 
     sagemaker = client("sagemaker")
     sagemaker.meta.events.register("before-call.sagemaker.CreateTrainingJob", refuse)
-    result = h.recoverer(sagemaker=sagemaker).handle(json.dumps(sample(SM_CAPACITY)))
+    result = h.recoverer(sagemaker=sagemaker).handle(event_of(sample(SM_CAPACITY)))
     assert result.action is Action.FAILED and (result.error or "").startswith("ResourceLimitExceeded")
     (failed,) = h.published("Recovery Failed")
     assert failed["will_retry"] is False and failed["error_code"] == "ResourceLimitExceeded"
@@ -347,7 +348,7 @@ def test_a_refused_submit_is_one_recovery_failed_and_a_metric(h: Harness) -> Non
     record = DynamoLineageStore(client("dynamodb"), TABLE).load(result.lineage_id or "")
     assert record is not None and record.attempts[1].state is AttemptState.FAILED
     # Delivered again: decided already, no second alert, no retry loop.
-    assert h.recoverer(sagemaker=sagemaker).handle(json.dumps(sample(SM_CAPACITY))).action is Action.DUPLICATE
+    assert h.recoverer(sagemaker=sagemaker).handle(event_of(sample(SM_CAPACITY))).action is Action.DUPLICATE
     assert len(h.published("Recovery Failed")) == 1
 
 
@@ -372,11 +373,11 @@ class CrashAfterSubmit:
 @pytest.mark.parametrize("name", [PREEMPTED, SPOT, SM_SPOT])
 def test_a_crash_after_the_submit_never_makes_a_second_job(h: Harness, name: str) -> None:
     crashing = h.recoverer()
-    crashing.jobs = CrashAfterSubmit(crashing.jobs)
+    crashing.jobs = {kind: CrashAfterSubmit(gateway) for kind, gateway in crashing.jobs.items()}
     with pytest.raises(SystemError):
-        crashing.handle(json.dumps(sample(name)))
+        crashing.handle(event_of(sample(name)))
     assert len(h.submits()) == 1 and h.published() == []
-    result = h.recoverer().handle(json.dumps(sample(name)))  # SQS delivers the record again
+    result = h.recoverer().handle(event_of(sample(name)))  # SQS delivers the record again
     assert result.action is Action.RESUBMITTED
     new_jobs = (
         [j for j in h.aws.batch.service_jobs.values() if j.detail["jobName"] == result.new_job_name]
@@ -397,27 +398,27 @@ def test_publish_failure_after_the_submit_publishes_later_without_resubmitting(h
 
     recoverer.events = Down()
     with pytest.raises(RetryLater, match="not published"):
-        recoverer.handle(json.dumps(sample(SPOT)))
+        recoverer.handle(event_of(sample(SPOT)))
     recoverer.events = real
-    result = recoverer.handle(json.dumps(sample(SPOT)))
+    result = recoverer.handle(event_of(sample(SPOT)))
     assert result.action is Action.RESUBMITTED
     assert len(h.submits()) == 1 and len(h.published("Job Resubmitted")) == 1
 
 
 def test_no_submit_slot_before_the_timeout_hands_the_record_back(h: Harness) -> None:
     recoverer = h.recoverer(rate=0.1)
-    assert recoverer.handle(json.dumps(sample(SPOT))).action is Action.RESUBMITTED
+    assert recoverer.handle(event_of(sample(SPOT))).action is Action.RESUBMITTED
     with pytest.raises(RetryLater, match="no submit slot in time"):
-        recoverer.handle(json.dumps(sample(SM_SPOT)), time_left=lambda: 9.0)  # 10 s to wait, 1 s usable
+        recoverer.handle(event_of(sample(SM_SPOT)), time_left=lambda: 9.0)  # 10 s to wait, 1 s usable
     assert len(h.submits()) == 1
-    result = recoverer.handle(json.dumps(sample(SM_SPOT)), time_left=lambda: 60.0)  # RESUME, paced
+    result = recoverer.handle(event_of(sample(SM_SPOT)), time_left=lambda: 60.0)  # RESUME, paced
     assert result.action is Action.RESUBMITTED and len(h.submits()) == 2
 
 
 def test_tags_over_the_limit_are_left_off_and_reported() -> None:
     many = {f"team-tag-{i:02d}": "x" for i in range(50)}
     with harness(world(service_jobs=[service_job_item(CAPACITY, checkpoint_uri=None, tags=many)])) as h:
-        result = h.recoverer().handle(json.dumps(sample(CAPACITY)))
+        result = h.recoverer().handle(event_of(sample(CAPACITY)))
         assert result.action is Action.RESUBMITTED
         assert result.dropped_tags == ["team-tag-48", "team-tag-49"]
         (submit,) = h.submits()

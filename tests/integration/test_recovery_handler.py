@@ -14,6 +14,8 @@ from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG
+from batchpilot.recovery.requests import Operation
+from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.settings import ConfigError
 from batchpilot_local.testing.harness import load_app, metric_values, printed, template_environment
@@ -38,6 +40,13 @@ def load_handler(monkeypatch: pytest.MonkeyPatch, **env: str) -> ModuleType:
     return load_app("recovery", {**template_environment("recovery"), **env}, monkeypatch=monkeypatch)
 
 
+def create_function_resources(h: Harness) -> None:
+    """What the stack creates for the function: its queue (the template's
+    BATCHPILOT_RECOVERY_QUEUE_URL) and batchpilot's event bus (BATCHPILOT_EVENT_BUS)."""
+    h.aws.create_queue("RecoveryQueue")
+    h.aws.client("events").create_event_bus(Name=template_environment("recovery")["BATCHPILOT_EVENT_BUS"])
+
+
 def seeded_world() -> dict[str, Any]:
     # A service job that batchpilot resubmitted a few seconds ago (attempt 1 of RECENT_LINEAGE)
     # and that failed again: its backoff is not over.
@@ -60,22 +69,24 @@ def seeded_world() -> dict[str, Any]:
 def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Harness, ModuleType]]:
     shared_metrics.clear_metrics()
     with harness(seeded_world()) as h:
-        h.aws.create_queue("RecoveryQueue")  # the queue the template's BATCHPILOT_RECOVERY_QUEUE_URL names
+        create_function_resources(h)
         now = datetime.now(UTC)
         store = DynamoLineageStore(client("dynamodb"), TABLE)
         record = AttemptRecord(
             attempt=1,
             failed_job_arn="arn:aws:batch:us-east-1:111122223333:service-job/f1977fd6-45dc-4232-ad30-cb0307ddd33d",
-            category="CAPACITY",
+            category=Category.CAPACITY,
             reason="CapacityError",
             decided_at=now,
-            operation="batch:SubmitServiceJob",
+            operation=Operation.SUBMIT_SERVICE_JOB,
             new_job_name="mistral-dpo-run18-r1-000042",
             state=AttemptState.SUBMITTED,
             new_job_arn="arn:aws:batch:us-east-1:111122223333:service-job/4ece0000-0000-4000-8000-000000000001",
             published=True,
         )
-        base = Lineage(RECENT_LINEAGE, "service-job", record.failed_job_arn, "mistral-dpo-run18", None, now)
+        base = Lineage(
+            RECENT_LINEAGE, JobKind.SERVICE_JOB, record.failed_job_arn, "mistral-dpo-run18", None, now
+        )
         assert store.reserve(base.with_attempt(record), previous=None)
         yield h, load_handler(monkeypatch)
     shared_metrics.clear_metrics()
@@ -167,7 +178,7 @@ def test_dry_run_from_the_environment(
 ) -> None:
     shared_metrics.clear_metrics()
     with harness(seeded_world()) as h:
-        h.aws.create_queue("RecoveryQueue")
+        create_function_resources(h)
         handler = load_handler(monkeypatch, BATCHPILOT_RECOVERY_DRY_RUN="true")
         event = sqs_batch(h, [json.dumps(sample("batch-job/failed-spot-reclaim"))])
         assert handler.lambda_handler(event, lambda_context) == {"batchItemFailures": []}

@@ -1,27 +1,48 @@
-"""Recovery's decision table, row by row (pure code: policy, lineage plan, settings)."""
+"""Recovery's decision table (batchpilot.recovery.policy.decide), row by row, and its settings."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from batchpilot.recovery import policy
 from batchpilot.recovery.checkpoint import CheckpointState, parse_s3_uri
-from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, Step, base_name, plan
+from batchpilot.recovery.lineage import (
+    AttemptRecord,
+    AttemptState,
+    Lineage,
+    LineageRef,
+    LineageView,
+    base_name,
+    ref_from_tags,
+)
+from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
+from batchpilot.recovery.policy import UNKNOWN, Case, Decision, Need, Row, Step, decide
+from batchpilot.recovery.requests import Operation
 from batchpilot.recovery.settings import DEFAULT_BUDGETS, CheckpointSource, NoCheckpoint, RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
-from batchpilot.shared.classification import Category, JobKind, classify
+from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.events import parse_event
 from batchpilot.shared.own_events import SkipReason
 from batchpilot.shared.settings import ConfigError
+from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import batch_job, sample, service_job, training_job
 
 SPOT = "Host EC2 (instance i-0a1b2c3d4e5f67890) terminated."
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+ROLE = "arn:aws:iam::111122223333:role/SageMakerTrainingExecutionRole"
+OTHER_ROLE = "arn:aws:iam::111122223333:role/SomethingElse"
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sm-training-research"
+LOCATION = parse_s3_uri("s3://ckpt/run/", "CheckpointConfig.S3Uri")
+FOUND = CheckpointState(LOCATION, newest=NOW - timedelta(hours=1), objects=3)
+PREEMPTED = "service-job/failed-preemption-budget-spent"
 
 
-def facts_of(raw: dict[str, Any]) -> Any:
+def facts_of(raw: dict[str, Any]) -> JobFacts:
     return classify(parse_event(raw))
 
 
@@ -29,7 +50,33 @@ def settings(**values: Any) -> RecoverySettings:
     return RecoverySettings.from_mapping({"state_table": "StateTable", **values})
 
 
-# ------------------------------------------------------------------------ rows 1-5: screen
+def snapshot_of(
+    raw: dict[str, Any] | JobFacts,
+    *,
+    role: str | None = ROLE,
+    queue: str | None = None,
+    tags: dict[str, str] | None = None,
+) -> JobSnapshot:
+    """The job of a sample event as Describe* would describe it: the same facts."""
+    facts = raw if isinstance(raw, JobFacts) else facts_of(raw)
+    return JobSnapshot(
+        kind=facts.kind,
+        arn=facts.arn,
+        name=facts.name or "job",
+        facts=facts,
+        described={},
+        tags=tags or {},
+        role_arn=None if facts.kind is JobKind.CONTAINER_JOB else role,
+        checkpoint=LOCATION,
+        job_queue=queue if queue is not None else facts.queue_arn,
+    )
+
+
+def row_of(outcome: Decision | Need) -> Row | None:
+    return outcome.row if isinstance(outcome, Decision) else None
+
+
+# ------------------------------------------------------------------------ rows 1-5: the job's facts
 SCREEN_TABLE: list[tuple[str, dict[str, Any], SkipReason | None]] = [
     # row 1
     ("batch-created training job", sample("sagemaker/created-by-batch-failed"), SkipReason.CREATED_BY_BATCH),
@@ -83,7 +130,7 @@ SCREEN_TABLE: list[tuple[str, dict[str, Any], SkipReason | None]] = [
         SkipReason.NOT_RECOVERABLE,
     ),
     # recoverable
-    ("service job preemption budget spent", sample("service-job/failed-preemption-budget-spent"), None),
+    ("service job preemption budget spent", sample(PREEMPTED), None),
     ("service job CapacityError", sample("service-job/failed-sagemaker-capacity"), None),
     ("service job JobStateTimeLimit capacity", sample("service-job/failed-job-state-time-limit"), None),
     ("service job InternalServerError", sample("service-job/failed-internal-server-error"), None),
@@ -101,25 +148,43 @@ SCREEN_TABLE: list[tuple[str, dict[str, Any], SkipReason | None]] = [
 ]
 
 
+def first_rows(raw: dict[str, Any]) -> Decision | None:
+    """The decision of rows 1-5 on the described job (same facts as its event); None when the job
+    passes them."""
+    decided = decide(Case(facts_of(raw), job=snapshot_of(raw)), settings(), NOW)
+    return (
+        decided
+        if isinstance(decided, Decision) and decided.row.number <= Row.NOT_RECOVERABLE.number
+        else None
+    )
+
+
 @pytest.mark.parametrize(("name", "raw", "expected"), SCREEN_TABLE, ids=[row[0] for row in SCREEN_TABLE])
-def test_screen_rows_1_to_5(name: str, raw: dict[str, Any], expected: SkipReason | None) -> None:
-    skip = policy.screen(facts_of(raw))
-    assert (skip.reason if skip else None) == expected
-    if skip is not None:
-        assert skip.message and not skip.critical
+def test_rows_1_to_5(name: str, raw: dict[str, Any], expected: SkipReason | None) -> None:
+    decided = first_rows(raw)
+    assert (decided.row.skip_reason if decided else None) == expected
+    if decided is not None:
+        assert decided.message and not decided.row.critical and decided.step is Step.SKIP
 
 
 def test_a_user_stopped_job_is_left_alone_with_its_reason() -> None:
-    skip = policy.screen(facts_of(sample("service-job/failed-user-terminated")))
-    assert skip is not None and skip.reason is SkipReason.NOT_RECOVERABLE
-    assert skip.message.startswith("USER_STOPPED:")
+    decided = first_rows(sample("service-job/failed-user-terminated"))
+    assert decided is not None and decided.row.skip_reason is SkipReason.NOT_RECOVERABLE
+    assert decided.message.startswith("USER_STOPPED:")
 
 
 def test_service_jobs_wait_for_describe_before_row_5() -> None:
     # The event of a service job often lacks what decides its category: row 5 waits.
     facts = facts_of(service_job("FAILED", statusReason="something new"))
-    assert policy.screen(facts, with_category=False) is None
-    assert policy.screen(facts_of(sample("service-job/succeeded")), with_category=False) is not None
+    assert decide(Case(facts), settings(), NOW) is Need.LINEAGE  # cheapest input first
+    empty = LineageView(LineageRef(lineage_id_for(facts.arn), 0), None)
+    assert decide(Case(facts, lineage=empty), settings(), NOW) is Need.DESCRIPTION
+    described = Case(facts, job=snapshot_of(facts), lineage=empty)
+    assert row_of(decide(described, settings(), NOW)) is Row.NOT_RECOVERABLE
+    # A service job Describe* no longer knows is NOT_FOUND, whatever its event says (row 5 needs it).
+    assert row_of(decide(Case(facts, job=None, lineage=empty), settings(), NOW)) is Row.NOT_FOUND
+    # Rows 1-4 need no description.
+    assert row_of(decide(Case(facts_of(sample("service-job/succeeded"))), settings(), NOW)) is Row.SUCCEEDED
 
 
 def test_every_kind_has_recoverable_categories_and_never_the_forbidden_ones() -> None:
@@ -135,62 +200,66 @@ def test_every_kind_has_recoverable_categories_and_never_the_forbidden_ones() ->
     assert policy.RECOVERABLE[JobKind.CONTAINER_JOB] == {Category.SPOT_INTERRUPTION}
 
 
-# ------------------------------------------------------------------------ rows 6-7: scope
-def snapshot_of(raw: dict[str, Any], *, role: str | None = None, queue: str | None = None) -> JobSnapshot:
-    facts = facts_of(raw)
-    return JobSnapshot(
-        kind=facts.kind,
-        arn=facts.arn,
-        name=facts.name or "job",
-        facts=facts,
-        described={},
-        role_arn=role,
-        job_queue=queue if queue is not None else facts.queue_arn,
+def test_training_job_facts_come_from_the_event_until_described() -> None:
+    facts = facts_of(training_job("Stopped", SecondaryStatus="MaxWaitTimeExceeded"))
+    assert (
+        facts.category is Category.SPOT_INTERRUPTION and decide(Case(facts), settings(), NOW) is Need.LINEAGE
     )
+    facts = facts_of(batch_job("FAILED", attempts=[{"container": {}, "statusReason": SPOT}]))
+    assert decide(Case(facts), settings(), NOW) is Need.LINEAGE
 
 
-ROLE = "arn:aws:iam::111122223333:role/SageMakerTrainingExecutionRole"
-OTHER_ROLE = "arn:aws:iam::111122223333:role/SomethingElse"
-QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/sm-training-research"
+# ------------------------------------------------------------------------ rows 6-8: scope, Describe*
+def scope_row(raw: dict[str, Any], s: RecoverySettings, **kw: Any) -> Row | None:
+    """The row rows 6-8 decide for the described job; None when it passes them."""
+    decided = row_of(decide(Case(facts_of(raw), job=snapshot_of(raw, **kw)), s, NOW))
+    return decided if decided in (Row.QUEUE_NOT_MANAGED, Row.ROLE_NOT_ALLOWED, Row.NOT_FOUND) else None
 
 
 def test_row_6_queue_not_managed() -> None:
-    snap = snapshot_of(sample("service-job/failed-sagemaker-capacity"), role=ROLE)
-    assert policy.check_scope(snap, settings()) is None  # * manages every queue
-    assert policy.check_scope(snap, settings(job_queues=QUEUE)) is None
-    assert policy.check_scope(snap, settings(job_queues="sm-training-research,other")) is None
-    skip = policy.check_scope(
-        snap, settings(job_queues="arn:aws:batch:us-east-1:111122223333:job-queue/other")
-    )
-    assert skip is not None and skip.reason is SkipReason.QUEUE_NOT_MANAGED
-    assert "sm-training-research" in skip.message
+    raw = sample("service-job/failed-sagemaker-capacity")
+    assert scope_row(raw, settings()) is None  # * manages every queue
+    assert scope_row(raw, settings(job_queues=QUEUE)) is None
+    assert scope_row(raw, settings(job_queues="sm-training-research,other")) is None
+    other = settings(job_queues="arn:aws:batch:us-east-1:111122223333:job-queue/other")
+    assert scope_row(raw, other) is Row.QUEUE_NOT_MANAGED
+    decided = decide(Case(facts_of(raw), job=snapshot_of(raw)), other, NOW)
+    assert isinstance(decided, Decision) and "sm-training-research" in decided.message
+    assert decided.row.skip_reason is SkipReason.QUEUE_NOT_MANAGED
+    # Decided on the event's queue already: no lineage read, no Describe call.
+    assert row_of(decide(Case(facts_of(raw)), other, NOW)) is Row.QUEUE_NOT_MANAGED
     # A training job has no queue: the queue setting never skips it.
-    training = snapshot_of(sample("sagemaker/failed-capacity-error"), role=ROLE)
-    assert policy.check_scope(training, settings(job_queues=QUEUE, execution_roles=ROLE)) is None
+    training = sample("sagemaker/failed-capacity-error")
+    assert scope_row(training, settings(job_queues=QUEUE, execution_roles=ROLE)) is None
 
 
 def test_row_7_role_not_allowed() -> None:
-    training = snapshot_of(sample("sagemaker/failed-capacity-error"), role=OTHER_ROLE)
-    skip = policy.check_scope(training, settings(execution_roles=ROLE))
-    assert skip is not None and skip.reason is SkipReason.ROLE_NOT_ALLOWED
-    assert policy.check_scope(training, settings()) is None
+    training = sample("sagemaker/failed-capacity-error")
+    assert scope_row(training, settings(execution_roles=ROLE), role=OTHER_ROLE) is Row.ROLE_NOT_ALLOWED
+    assert scope_row(training, settings(), role=OTHER_ROLE) is None
     # Container jobs pass no SageMaker role.
-    container = snapshot_of(sample("batch-job/failed-spot-reclaim"))
-    assert policy.check_scope(container, settings(execution_roles=ROLE)) is None
+    assert scope_row(sample("batch-job/failed-spot-reclaim"), settings(execution_roles=ROLE)) is None
     # A service job's role comes from its payload.
-    service = snapshot_of(sample("service-job/failed-sagemaker-capacity"), role=None)
-    assert policy.check_scope(service, settings(execution_roles=ROLE)) is not None
+    service = sample("service-job/failed-sagemaker-capacity")
+    assert scope_row(service, settings(execution_roles=ROLE), role=None) is Row.ROLE_NOT_ALLOWED
 
 
-# ------------------------------------------------------------------------ rows 8-10: lineage plan
+def test_row_8_not_found() -> None:
+    facts = facts_of(sample("batch-job/failed-spot-reclaim"))
+    decided = decide(Case(facts, job=None), settings(), NOW)
+    assert isinstance(decided, Decision) and decided.row is Row.NOT_FOUND
+    assert decided.row.skip_reason is SkipReason.NOT_FOUND and "no longer describes" in decided.message
+
+
+# ------------------------------------------------------------------------ rows 9-13: the lineage
 def attempt(n: int, failed: str, state: AttemptState = AttemptState.SUBMITTED, **kw: Any) -> AttemptRecord:
     return AttemptRecord(
         attempt=n,
         failed_job_arn=failed,
-        category=kw.pop("category", "PREEMPTION"),
+        category=kw.pop("category", Category.PREEMPTION),
         reason=None,
         decided_at=kw.pop("decided_at", NOW - timedelta(hours=5)),
-        operation="batch:SubmitServiceJob",
+        operation=Operation.SUBMIT_SERVICE_JOB,
         new_job_name=f"job-r{n}-abcdef",
         state=state,
         new_job_arn=kw.pop("new_job_arn", f"arn:new-{n}" if state is AttemptState.SUBMITTED else None),
@@ -199,82 +268,107 @@ def attempt(n: int, failed: str, state: AttemptState = AttemptState.SUBMITTED, *
     )
 
 
-def lineage(*records: AttemptRecord, used: dict[str, int] | None = None) -> Lineage:
-    base = Lineage("bpabc", "service-job", "arn:orig", "job", None, NOW - timedelta(days=1))
+def lineage(*records: AttemptRecord, used: dict[Category, int] | None = None) -> Lineage:
+    base = Lineage("bpabc", JobKind.SERVICE_JOB, "arn:orig", "job", None, NOW - timedelta(days=1))
     for record in records:
         base = base.with_attempt(record)
     if used is not None:
-        base = Lineage(**{**base.__dict__, "used": used})
+        base = replace(base, used=used)
     return base
 
 
-def do_plan(record: Lineage | None, failed: str, failed_attempt: int, **kw: Any) -> Any:
-    return plan(
-        record,
-        failed_job_arn=failed,
-        failed_attempt=failed_attempt,
-        category=kw.get("category", Category.PREEMPTION),
-        budgets=kw.get("budgets", dict(DEFAULT_BUDGETS)),
-        backoff_base=kw.get("base", 60.0),
-        backoff_max=kw.get("cap", 3600.0),
-        now=kw.get("now", NOW),
+def do_plan(record: Lineage | None, failed: str, failed_attempt: int, **kw: Any) -> Decision:
+    """The decision for the failure of ``failed`` (resubmission ``failed_attempt`` of lineage
+    ``record``), with everything else letting it through (found checkpoint, default scope)."""
+    facts = replace(facts_of(sample(PREEMPTED)), arn=failed, category=kw.get("category", Category.PREEMPTION))
+    case = Case(
+        facts,
+        job=snapshot_of(facts),
+        lineage=LineageView(LineageRef("bpabc", failed_attempt), record),
+        checkpoint=kw.get("checkpoint", FOUND),
     )
+    values: dict[str, Any] = {
+        "budgets": {k.value: v for k, v in kw.get("budgets", DEFAULT_BUDGETS).items()},
+        "backoff_base_seconds": kw.get("base", 60.0),
+        "backoff_max_seconds": kw.get("cap", 3600.0),
+    }
+    decided = decide(case, settings(**values, **kw.get("settings", {})), kw.get("now", NOW))
+    assert isinstance(decided, Decision), decided
+    return decided
 
 
 def test_first_failure_plans_attempt_1() -> None:
     decided = do_plan(None, "arn:orig", 0)
-    assert (decided.step, decided.attempt, decided.used, decided.limit) == (Step.NEW, 1, 0, 3)
+    assert (decided.row, decided.attempt, decided.used, decided.limit) == (Row.RESUBMIT, 1, 0, 3)
 
 
-def test_row_8_duplicates_and_older_events() -> None:
+def test_row_9_duplicates_and_older_events() -> None:
     record = lineage(attempt(1, "arn:orig"))
-    assert do_plan(record, "arn:orig", 0).step is Step.DUPLICATE  # the same failure again
+    assert do_plan(record, "arn:orig", 0).row is Row.ALREADY_HANDLED  # the same failure again
     record2 = record.with_attempt(attempt(2, "arn:new-1"))
-    assert do_plan(record2, "arn:orig", 0).step is Step.DUPLICATE  # an older failure, late
-    assert do_plan(record2, "arn:new-1", 1).step is Step.DUPLICATE
-    assert do_plan(record2, "arn:new-2", 2).step is Step.NEW
+    assert do_plan(record2, "arn:orig", 0).row is Row.ALREADY_HANDLED  # an older failure, late
+    assert do_plan(record2, "arn:new-1", 1).row is Row.ALREADY_HANDLED
+    assert do_plan(record2, "arn:new-2", 2).row is Row.RESUBMIT
+    # An attempt number already taken by another job's failure.
+    assert do_plan(lineage(attempt(1, "arn:other")), "arn:orig", 0).row is Row.ALREADY_HANDLED
 
 
-def test_unconfirmed_attempts_are_resumed_and_unpublished_ones_published() -> None:
+def test_a_failure_already_answered_is_decided_before_describe() -> None:
+    facts = facts_of(sample(PREEMPTED))
+    answered = lineage(attempt(1, facts.arn))
+    known = LineageView(LineageRef("bpabc", 0), answered)
+    decided = decide(Case(facts, lineage=known), settings(), NOW)
+    assert (
+        isinstance(decided, Decision) and decided.row is Row.ALREADY_HANDLED and decided.step is Step.NOTHING
+    )
+    # Not answered yet: the description comes next.
+    assert decide(Case(facts, lineage=LineageView(LineageRef("bpabc", 0), None)), settings(), NOW) is (
+        Need.DESCRIPTION
+    )
+
+
+def test_rows_10_and_11_unconfirmed_attempts_are_resumed_and_unpublished_ones_published() -> None:
     submitting = lineage(attempt(1, "arn:orig", AttemptState.SUBMITTING, published=False))
-    decided = do_plan(submitting, "arn:orig", 0)
-    assert decided.step is Step.RESUME and decided.record is not None and decided.attempt == 1
+    decided = do_plan(submitting, "arn:orig", 0, checkpoint=UNKNOWN)  # no checkpoint listing needed
+    assert decided.row is Row.SUBMIT_NOT_CONFIRMED and decided.record is not None and decided.attempt == 1
+    assert decided.step is Step.RESUME
     unpublished = lineage(attempt(1, "arn:orig", published=False))
-    assert do_plan(unpublished, "arn:orig", 0).step is Step.PUBLISH
+    assert do_plan(unpublished, "arn:orig", 0, checkpoint=UNKNOWN).row is Row.NOT_PUBLISHED
     failed = lineage(attempt(1, "arn:orig", AttemptState.FAILED, error_code="ResourceLimitExceeded"))
-    assert do_plan(failed, "arn:orig", 0).step is Step.DUPLICATE
+    assert do_plan(failed, "arn:orig", 0).row is Row.ALREADY_HANDLED
 
 
-def test_row_9_budget_per_category() -> None:
+def test_row_12_budget_per_category() -> None:
     record = lineage(*(attempt(n, f"arn:new-{n - 1}" if n > 1 else "arn:orig") for n in (1, 2, 3)))
     decided = do_plan(record, "arn:new-3", 3)
-    assert decided.step is Step.BUDGET_EXHAUSTED
+    assert decided.row is Row.BUDGET_EXHAUSTED and decided.row.critical
     assert (decided.used, decided.limit) == (3, 3)
     assert "PREEMPTION budget exhausted: 3 of 3" in decided.message
     # Budgets are separate: the same lineage may still use its spot budget.
-    assert do_plan(record, "arn:new-3", 3, category=Category.SPOT_INTERRUPTION).step is Step.NEW
+    assert do_plan(record, "arn:new-3", 3, category=Category.SPOT_INTERRUPTION).row is Row.RESUBMIT
     # A budget of 0 turns recovery off for that category.
     assert (
-        do_plan(None, "arn:orig", 0, budgets={**DEFAULT_BUDGETS, Category.PREEMPTION: 0}).step
-        is Step.BUDGET_EXHAUSTED
+        do_plan(None, "arn:orig", 0, budgets={**DEFAULT_BUDGETS, Category.PREEMPTION: 0}).row
+        is Row.BUDGET_EXHAUSTED
     )
 
 
 def test_a_lost_record_counts_the_tagged_attempts_against_the_budget() -> None:
-    assert do_plan(None, "arn:new-3", 3).step is Step.BUDGET_EXHAUSTED
-    assert do_plan(None, "arn:new-2", 2).step is Step.NEW
+    assert do_plan(None, "arn:new-3", 3).row is Row.BUDGET_EXHAUSTED
+    assert do_plan(None, "arn:new-2", 2).row is Row.RESUBMIT
 
 
-def test_row_10_exponential_backoff_between_resubmissions() -> None:
+def test_row_13_exponential_backoff_between_resubmissions() -> None:
     first = lineage(attempt(1, "arn:orig", decided_at=NOW - timedelta(seconds=30)))
     decided = do_plan(first, "arn:new-1", 1)
-    assert decided.step is Step.DEFER and decided.defer_seconds == pytest.approx(30)
-    assert do_plan(first, "arn:new-1", 1, now=NOW + timedelta(seconds=30)).step is Step.NEW
+    assert decided.row is Row.BACKOFF and decided.defer_seconds == pytest.approx(30)
+    assert decided.step is Step.DEFER
+    assert do_plan(first, "arn:new-1", 1, now=NOW + timedelta(seconds=30)).row is Row.RESUBMIT
     second = first.with_attempt(attempt(2, "arn:new-1", decided_at=NOW))
-    assert do_plan(second, "arn:new-2", 2, now=NOW + timedelta(seconds=119)).step is Step.DEFER  # 2 x 60
-    assert do_plan(second, "arn:new-2", 2, now=NOW + timedelta(seconds=120)).step is Step.NEW
+    assert do_plan(second, "arn:new-2", 2, now=NOW + timedelta(seconds=119)).row is Row.BACKOFF  # 2 x 60
+    assert do_plan(second, "arn:new-2", 2, now=NOW + timedelta(seconds=120)).row is Row.RESUBMIT
     capped = do_plan(second, "arn:new-2", 2, base=60, cap=90, now=NOW + timedelta(seconds=89))
-    assert capped.step is Step.DEFER and capped.defer_seconds == pytest.approx(1)
+    assert capped.row is Row.BACKOFF and capped.defer_seconds == pytest.approx(1)
 
 
 def test_base_name_strips_our_own_suffix() -> None:
@@ -283,20 +377,142 @@ def test_base_name_strips_our_own_suffix() -> None:
     assert base_name("run-r2") == "run-r2"
 
 
-# ------------------------------------------------------------------------ row 11: checkpoint
-def test_row_11_no_checkpoint() -> None:
-    location = parse_s3_uri("s3://ckpt/run/", "CheckpointConfig.S3Uri")
-    empty = CheckpointState(location)
-    found = CheckpointState(location, newest=NOW, objects=3)
-    refuse = settings(no_checkpoint="refuse")
-    assert policy.check_checkpoint(found, refuse) is None
-    skip = policy.check_checkpoint(empty, refuse)
-    assert skip is not None and skip.reason is SkipReason.NO_CHECKPOINT and "s3://ckpt/run/" in skip.message
-    assert policy.check_checkpoint(empty, settings()) is None  # proceed (default): step 0
-    assert policy.check_checkpoint(CheckpointState(None), refuse) is not None
-    denied = CheckpointState(location, error="AccessDenied")
-    refused = policy.check_checkpoint(denied, refuse)
-    assert refused is not None and "AccessDenied" in refused.message
+def test_the_lineage_of_a_job_comes_from_its_tags_else_its_arn() -> None:
+    assert ref_from_tags("arn:x", {LINEAGE_TAG: "bp1", ATTEMPT_TAG: "2"}) == LineageRef("bp1", 2)
+    assert ref_from_tags("arn:x", {LINEAGE_TAG: "bp1", ATTEMPT_TAG: "two"}) == LineageRef(
+        lineage_id_for("arn:x"), 0
+    )
+    assert ref_from_tags("arn:x", {}) == LineageRef(lineage_id_for("arn:x"), 0)
+
+
+# ------------------------------------------------------------------------ rows 14-16: checkpoint
+def test_row_14_no_checkpoint() -> None:
+    empty = CheckpointState(LOCATION)
+    refuse = {"no_checkpoint": "refuse"}
+    assert do_plan(None, "arn:orig", 0, checkpoint=FOUND, settings=refuse).row is Row.RESUBMIT
+    decided = do_plan(None, "arn:orig", 0, checkpoint=empty, settings=refuse)
+    assert decided.row is Row.NO_CHECKPOINT and decided.row.skip_reason is SkipReason.NO_CHECKPOINT
+    assert "s3://ckpt/run/" in decided.message
+    proceed = do_plan(None, "arn:orig", 0, checkpoint=empty)  # proceed (default): from step 0
+    assert proceed.row is Row.RESUBMIT and proceed.message == "restarts from step 0 (no checkpoint)"
+    assert (
+        do_plan(None, "arn:orig", 0, checkpoint=CheckpointState(None), settings=refuse).row
+        is Row.NO_CHECKPOINT
+    )
+    denied = CheckpointState(LOCATION, error="AccessDenied")
+    refused = do_plan(None, "arn:orig", 0, checkpoint=denied, settings=refuse)
+    assert refused.row is Row.NO_CHECKPOINT and "AccessDenied" in refused.message
+
+
+def test_the_checkpoint_is_listed_last_and_only_for_a_resubmission() -> None:
+    facts = facts_of(sample(PREEMPTED))
+    lineage_view = LineageView(LineageRef("bpabc", 0), None)
+    assert (
+        decide(Case(facts, job=snapshot_of(facts), lineage=lineage_view), settings(), NOW) is Need.CHECKPOINT
+    )
+    exhausted = settings(budgets="PREEMPTION=0")
+    decided = decide(Case(facts, job=snapshot_of(facts), lineage=lineage_view), exhausted, NOW)
+    assert row_of(decided) is Row.BUDGET_EXHAUSTED
+
+
+def test_rows_15_and_16_dry_run_or_resubmit() -> None:
+    dry = do_plan(None, "arn:orig", 0, settings={"dry_run": True})
+    assert (dry.row, dry.step, dry.attempt) == (Row.DRY_RUN, Step.DRY_RUN, 1)
+    real = do_plan(None, "arn:orig", 0)
+    assert (real.row, real.step, real.attempt) == (Row.RESUBMIT, Step.RESUBMIT, 1)
+
+
+# ------------------------------------------------------------------------ the table, one test per row
+def _row_case(row: Row) -> tuple[Case, RecoverySettings]:
+    """A case the row decides (with the settings it needs)."""
+    spot = sample("batch-job/failed-spot-reclaim")
+    cases: dict[Row, Callable[[], tuple[Case, RecoverySettings]]] = {
+        Row.CREATED_BY_BATCH: lambda: (
+            Case(facts_of(sample("sagemaker/created-by-batch-failed"))),
+            settings(),
+        ),
+        Row.RETRIES_LEFT: lambda: (
+            Case(facts_of(sample("batch-job/runnable-retrying-after-spot-reclaim"))),
+            settings(),
+        ),
+        Row.NOT_TERMINAL: lambda: (Case(facts_of(sample("batch-job/running"))), settings()),
+        Row.SUCCEEDED: lambda: (Case(facts_of(sample("sagemaker/completed"))), settings()),
+        Row.NOT_RECOVERABLE: lambda: (
+            Case(facts_of(sample("batch-job/failed-application-error"))),
+            settings(),
+        ),
+        Row.QUEUE_NOT_MANAGED: lambda: (Case(facts_of(spot)), settings(job_queues="elsewhere")),
+        Row.ROLE_NOT_ALLOWED: lambda: (
+            Case(
+                facts_of(sample("sagemaker/failed-capacity-error")),
+                job=snapshot_of(sample("sagemaker/failed-capacity-error"), role=OTHER_ROLE),
+            ),
+            settings(execution_roles=ROLE),
+        ),
+        Row.NOT_FOUND: lambda: (Case(facts_of(spot), job=None), settings()),
+        Row.ALREADY_HANDLED: lambda: (
+            Case(
+                facts_of(spot),
+                lineage=LineageView(LineageRef("bpabc", 0), lineage(attempt(1, facts_of(spot).arn))),
+            ),
+            settings(),
+        ),
+        Row.SUBMIT_NOT_CONFIRMED: lambda: _described(
+            spot, lineage(attempt(1, facts_of(spot).arn, AttemptState.SUBMITTING, published=False))
+        ),
+        Row.NOT_PUBLISHED: lambda: _described(spot, lineage(attempt(1, facts_of(spot).arn, published=False))),
+        Row.BUDGET_EXHAUSTED: lambda: _described(spot, None, budgets="SPOT_INTERRUPTION=0"),
+        Row.BACKOFF: lambda: _described(
+            spot, lineage(attempt(1, "arn:orig", decided_at=NOW)), ref=LineageRef("bpabc", 1)
+        ),
+        Row.NO_CHECKPOINT: lambda: _described(spot, None, CheckpointState(LOCATION), no_checkpoint="refuse"),
+        Row.DRY_RUN: lambda: _described(spot, None, FOUND, dry_run=True),
+        Row.RESUBMIT: lambda: _described(spot, None, FOUND),
+    }
+    return cases[row]()
+
+
+def _described(
+    raw: dict[str, Any],
+    record: Lineage | None,
+    checkpoint: CheckpointState | None = None,
+    *,
+    ref: LineageRef | None = None,
+    **values: Any,
+) -> tuple[Case, RecoverySettings]:
+    facts = facts_of(raw)
+    view = LineageView(ref or LineageRef("bpabc", 0), record)
+    return Case(facts, snapshot_of(raw), view, checkpoint or UNKNOWN), settings(**values)
+
+
+@pytest.mark.parametrize("row", list(Row), ids=[f"{r.number}-{r.name}" for r in Row])
+def test_each_row_decides(row: Row) -> None:
+    case, s = _row_case(row)
+    decided = decide(case, s, NOW)
+    assert isinstance(decided, Decision) and decided.row is row, decided
+    assert decided.step is row.step
+    assert (row.step is Step.SKIP) == (row.skip_reason is not None and row is not Row.ALREADY_HANDLED)
+
+
+def test_the_rows_are_numbered_in_order() -> None:
+    assert [row.number for row in Row] == list(range(1, len(Row) + 1))
+    assert {row.skip_reason for row in Row if row.skip_reason} <= set(SkipReason)
+    assert [row for row in Row if row.critical] == [Row.BUDGET_EXHAUSTED]
+
+
+def test_the_readme_table_is_the_code_s_table() -> None:
+    # README.md, "When it acts: the decision table", has the rows of batchpilot.recovery.policy.Row.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### When it acts: the decision table") :]
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| # |"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    assert table == policy.table_markdown(), "\n".join(policy.table_markdown())
+    assert re.search(r"batchpilot/recovery/policy\.py", section.split("\n\n| job |")[0])
 
 
 # ------------------------------------------------------------------------ settings
@@ -361,10 +577,3 @@ def test_bad_configuration_names_the_variable(env: dict[str, str], variable: str
         RecoverySettings.from_environ({**base, **env}, function="recovery")
     assert variable in str(error.value)
     assert str(error.value).startswith("invalid recovery function configuration")
-
-
-def test_training_job_facts_come_from_the_event_until_described() -> None:
-    facts = facts_of(training_job("Stopped", SecondaryStatus="MaxWaitTimeExceeded"))
-    assert facts.category is Category.SPOT_INTERRUPTION and policy.screen(facts) is None
-    facts = facts_of(batch_job("FAILED", attempts=[{"container": {}, "statusReason": SPOT}]))
-    assert policy.screen(facts) is None

@@ -1,7 +1,8 @@
 """Shared pieces of the recovery tests and benchmark: worlds for the embedded AWS, a fake clock,
 and a harness that runs the real :class:`~batchpilot.recovery.service.Recoverer` on the real
 adapters against the embedded AWS (moto + the embedded Batch/SageMaker backends), reading back what
-it did from the API journal.
+it did from the API journal. :func:`event_of` turns a sample event (or an SQS body) into the event
+model :meth:`Recoverer.handle` takes, through the same decode step as the Lambda handler.
 
 The worlds here are also what ``events/scenarios/recovery/*.json`` seed;
 ``tests/integration/test_recovery_support.py`` checks that the embedded AWS accepts them.
@@ -18,14 +19,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from batchpilot.io.batch import BatchJobs
 from batchpilot.io.clients import client, session
 from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.io.eventbridge import EventBridgePublisher
-from batchpilot.io.recovery_jobs import RecoveryJobs
 from batchpilot.io.s3 import S3Checkpoints
+from batchpilot.io.sagemaker import TrainingJobs
+from batchpilot.io.sqs import SqsDeferrer
 from batchpilot.recovery.pacing import SubmitPacer
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
 from batchpilot.recovery.settings import RecoverySettings
+from batchpilot.shared.events import JobEvent
+from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.records import Rejected, decode
 
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.testing.harness import create_state_table
@@ -191,6 +197,31 @@ class FakeTime:
 
 
 # ------------------------------------------------------------------------------------ harness
+def event_of(raw: Mapping[str, Any] | str) -> JobEvent:
+    """A sample event (a dict) or an SQS body as the job-event model, decoded as the Lambda handler
+    decodes it (:func:`batchpilot.shared.records.decode`).
+
+    Raises:
+        ValueError: the body is not a job event recovery can take (ignored or invalid).
+    """
+    decoded = decode(raw if isinstance(raw, str) else json.dumps(raw))
+    if isinstance(decoded, Rejected):
+        raise ValueError(f"not a job event: {decoded.outcome.value}: {decoded.error}")
+    return decoded
+
+
+class MetricsKept:
+    """A :class:`batchpilot.recovery.ports.MetricSink` that keeps the points (``points``)."""
+
+    def __init__(self) -> None:
+        self.points: list[MetricPoint] = []
+
+    def publish(self, points: Sequence[MetricPoint]) -> int:
+        """Keep ``points``; returns 1 (one "blob")."""
+        self.points.extend(points)
+        return 1
+
+
 @dataclass
 class Harness:
     """An open embedded AWS with the recovery function's table, and a way to build recoverers."""
@@ -211,16 +242,19 @@ class Harness:
         settings = self.settings(**values)
         return Recoverer(
             settings,
-            jobs=RecoveryJobs(
-                batch or client("batch"), sagemaker or client("sagemaker"), settings.container_checkpoint
-            ),
+            jobs=[
+                BatchJobs(batch or client("batch"), settings.container_checkpoint),
+                TrainingJobs(sagemaker or client("sagemaker")),
+            ],
             checkpoints=S3Checkpoints(client("s3"), settings.checkpoint_max_pages),
-            lineage=DynamoLineageStore(client("dynamodb"), settings.state_table, now=self.time.now),
+            lineage=DynamoLineageStore(client("dynamodb"), settings.state_table, clock=self.time.now),
             events=EventBridgePublisher(client("events"), settings.event_bus),
+            metrics=MetricsKept(),
+            deferrer=SqsDeferrer(client("sqs"), settings.queue_url),
             pacer=SubmitPacer(
                 rate or settings.per_invocation_rate(), clock=self.time.monotonic, sleep=self.time.sleep
             ),
-            now=self.time.now,
+            clock=self.time.now,
         )
 
     # ---- what happened, from the journal
@@ -304,7 +338,7 @@ def run_fleet(
                 if turn >= len(batch):
                     continue
                 try:
-                    result = recoverer.handle(batch[turn], time_left=time_left)
+                    result = recoverer.handle(event_of(batch[turn]), time_left=time_left)
                 except RetryLater:
                     pending.append(batch[turn])  # a batch item failure: SQS delivers it again
                     handed_back += 1

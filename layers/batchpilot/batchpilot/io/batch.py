@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from batchpilot.capacity.model import (
     CapacityLimit,
@@ -19,11 +19,16 @@ from batchpilot.capacity.model import (
     RunnableJob,
     ServiceEnvironment,
 )
+from batchpilot.recovery.ports import SubmitError
+from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
+from batchpilot.recovery.settings import CheckpointSource
+from batchpilot.recovery.snapshot import JobSnapshot, container_job_snapshot, service_job_snapshot
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.events import to_datetime_or_none
+from batchpilot.shared.classification import JobFacts, JobKind
+from batchpilot.shared.events import JobEvent, to_datetime_or_none
 from batchpilot.shared.resources import instances_from_payload
 
-__all__ = ["BatchCapacityClient"]
+__all__ = ["BatchCapacityClient", "BatchJobs"]
 
 _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
 
@@ -158,3 +163,89 @@ class BatchCapacityClient:
                 {"maxCapacity": limit.max_capacity, "capacityUnit": limit.unit} for limit in limits
             ],
         )
+
+
+# ------------------------------------------------------------------------------------ recovery
+_UNKNOWN_JOB = "ClientException"  # Batch's error code for a job id it does not know
+
+
+def _submit_error(exc: ClientError) -> SubmitError:
+    """A Batch API error as the recovery port's :class:`SubmitError` (AWS's code and message)."""
+    info = exc.response.get("Error", {})
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return SubmitError(str(info.get("Code") or "Unknown"), str(info.get("Message") or ""), http_status=status)
+
+
+class BatchJobs:
+    """What the recovery function asks of AWS Batch: the
+    :class:`batchpilot.recovery.ports.JobGateway` of service jobs and container jobs.
+
+    - ``describe``: DescribeServiceJob (payload and tags included) or DescribeJobs.
+    - ``submit``: SubmitServiceJob (its ``clientToken`` makes a repeat return the same job) or
+      SubmitJob (on a repeat, ListJobs by the deterministic name first).
+
+    Args:
+        client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
+        checkpoint_sources: where container jobs keep their checkpoint URI (settings).
+    """
+
+    kinds = frozenset({JobKind.SERVICE_JOB, JobKind.CONTAINER_JOB})
+
+    def __init__(self, client: Any, checkpoint_sources: tuple[tuple[CheckpointSource, str], ...]) -> None:
+        self._client = client
+        self._checkpoint_sources = checkpoint_sources
+
+    def describe(self, event: JobEvent, facts: JobFacts) -> JobSnapshot | None:
+        """The failed job as Batch describes it: ``DescribeServiceJob`` or one ``DescribeJobs``
+        item; None when Batch no longer knows the job.
+
+        Raises:
+            botocore.exceptions.ClientError: anything but "not found" (e.g. AccessDenied).
+        """
+        job_id = resource_name(facts.arn) or facts.arn
+        if facts.kind is JobKind.SERVICE_JOB:
+            try:
+                described = self._client.describe_service_job(jobId=job_id)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == _UNKNOWN_JOB:
+                    return None
+                raise
+            plain = {k: v for k, v in described.items() if k != "ResponseMetadata"}
+            return service_job_snapshot(event, plain)
+        jobs = self._client.describe_jobs(jobs=[job_id]).get("jobs") or []
+        return container_job_snapshot(event, jobs[0], self._checkpoint_sources) if jobs else None
+
+    def input_shape(self, operation: Operation) -> Shape:
+        """botocore's input shape of ``batch:SubmitServiceJob`` / ``batch:SubmitJob``."""
+        shape: Shape = self._client.meta.service_model.operation_model(operation.name_in_api).input_shape
+        return shape
+
+    def submit(self, request: RebuiltRequest, *, resume: bool) -> str:
+        """``SubmitServiceJob`` or ``SubmitJob``; returns the new job's ARN. With ``resume``, a
+        container job already submitted under the request's name (``ListJobs``) is returned instead.
+
+        Raises:
+            SubmitError: Batch refused it (``transient`` for throttling and server errors).
+            ValueError: not a Batch operation.
+        """
+        try:
+            if request.operation is Operation.SUBMIT_SERVICE_JOB:
+                return str(self._client.submit_service_job(**request.request)["jobArn"])
+            if request.operation is Operation.SUBMIT_JOB:
+                queue = request.request["jobQueue"]
+                if resume and (existing := self._job_named(queue, request.new_job_name)):
+                    return existing
+                return str(self._client.submit_job(**request.request)["jobArn"])
+        except ClientError as exc:
+            raise _submit_error(exc) from None
+        except BotoCoreError as exc:  # connection errors, timeouts after botocore's retries
+            raise SubmitError(type(exc).__name__, str(exc), transient=True) from None
+        raise ValueError(f"not a Batch operation: {request.operation}")
+
+    def _job_named(self, queue: str, name: str) -> str | None:
+        """The ARN of the job named ``name`` in ``queue`` (``ListJobs`` with a ``JOB_NAME`` filter)."""
+        response = self._client.list_jobs(jobQueue=queue, filters=[{"name": "JOB_NAME", "values": [name]}])
+        for summary in response.get("jobSummaryList") or []:
+            if summary.get("jobName") == name and summary.get("jobArn"):
+                return str(summary["jobArn"])
+        return None

@@ -1,6 +1,7 @@
-"""Lists checkpoint prefixes in S3 for the recovery function (injected client, read-only).
+"""Amazon S3, through an injected boto3 ``s3`` client, read-only: checkpoint prefixes for the
+recovery function.
 
-Implements :class:`batchpilot.recovery.service.CheckpointInspector` with ListObjectsV2 (the only S3
+Implements :class:`batchpilot.recovery.ports.CheckpointStore` with ListObjectsV2 (the only S3
 permission the function has: ``s3:ListBucket`` on the configured checkpoint buckets).
 """
 

@@ -1,4 +1,4 @@
-"""The lineage of a job: the original job and each resubmission (pure data and planning).
+"""The lineage of a job: the original job and each resubmission (pure data).
 
 One lineage per job batchpilot did not create (its id comes from that job's ARN,
 :func:`~batchpilot.recovery.naming.lineage_id_for`). Every resubmitted job carries the tags
@@ -7,28 +7,30 @@ One lineage per job batchpilot did not create (its id comes from that job's ARN,
 Exactly once: before a submit, the lineage record is written with a condition on the ``version``
 and ``last_attempt`` that were read (DynamoDB, :mod:`batchpilot.io.dynamodb.lineage`). Two
 deliveries of the same failure can both read the record, but only one write of attempt ``n`` can
-succeed; the other re-reads, finds attempt ``n`` taken by the same failed job and stops.
+succeed; the other re-reads, finds attempt ``n`` taken by the same failed job and stops. What to
+do given a lineage is decided in :func:`batchpilot.recovery.policy.decide` (rows 9-13).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 
-from batchpilot.recovery.pacing import backoff_seconds
-from batchpilot.shared.classification import Category
+from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
+from batchpilot.recovery.requests import Operation
+from batchpilot.shared.classification import Category, JobKind
 
 __all__ = [
     "AttemptRecord",
     "AttemptState",
     "Lineage",
     "LineageRef",
-    "Plan",
-    "Step",
+    "LineageView",
     "base_name",
-    "plan",
+    "ref_from_tags",
 ]
 
 
@@ -50,8 +52,8 @@ class AttemptRecord:
         failed_job_arn: the job whose failure this resubmission answers.
         category: the failure category (``PREEMPTION``, ``SPOT_INTERRUPTION``, ...).
         reason: AWS's reason text for the failure (free text, truncated to 500 characters).
-        decided_at: when recovery decided (UTC).
-        operation: ``batch:SubmitServiceJob`` / ``batch:SubmitJob`` / ``sagemaker:CreateTrainingJob``.
+        decided_at: when recovery decided (aware UTC).
+        operation: the API operation that submits (or submitted) the new job.
         new_job_name: the deterministic name of the new job.
         state: see :class:`AttemptState`.
         new_job_arn: set once AWS accepted the submit.
@@ -66,10 +68,10 @@ class AttemptRecord:
 
     attempt: int
     failed_job_arn: str
-    category: str
+    category: Category
     reason: str | None
     decided_at: datetime
-    operation: str
+    operation: Operation
     new_job_name: str
     state: AttemptState
     new_job_arn: str | None = None
@@ -89,11 +91,11 @@ class Lineage:
 
     Attributes:
         lineage_id: ``bp`` + 20 hex digits.
-        job_kind: ``service-job``, ``container-job`` or ``training-job``.
+        job_kind: what kind of job the lineage resubmits.
         original_job_arn / original_job_name: the job the lineage started from (when the record
             had to be rebuilt from tags alone, the earliest job known).
         job_queue: the job queue ARN (Batch kinds).
-        created_at: when the record was first written.
+        created_at: when the record was first written (aware UTC).
         last_attempt: number of the latest resubmission (0: none yet).
         used: resubmissions so far per category (the budgets).
         last_submitted_at: when the latest resubmission was decided (for the backoff).
@@ -102,13 +104,13 @@ class Lineage:
     """
 
     lineage_id: str
-    job_kind: str
+    job_kind: JobKind
     original_job_arn: str
     original_job_name: str
     job_queue: str | None
     created_at: datetime
     last_attempt: int = 0
-    used: dict[str, int] = field(default_factory=dict)
+    used: dict[Category, int] = field(default_factory=dict)
     last_submitted_at: datetime | None = None
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
     version: int = 0
@@ -126,6 +128,14 @@ class Lineage:
             version=self.version + 1,
         )
 
+    def answered(self, job_arn: str) -> bool:
+        """True when a resubmission answering the failure of ``job_arn`` was decided and published
+        (submitted, dry-run or refused for good): nothing is left to do for that failure."""
+        done = (AttemptState.SUBMITTED, AttemptState.DRY_RUN, AttemptState.FAILED)
+        return any(
+            a.failed_job_arn == job_arn and a.state in done and a.published for a in self.attempts.values()
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class LineageRef:
@@ -135,37 +145,20 @@ class LineageRef:
     attempt: int
 
 
-class Step(StrEnum):
-    """What to do for a failed job, given its lineage."""
-
-    NEW = "NEW"  # reserve the next attempt, then submit
-    RESUME = "RESUME"  # the attempt was reserved but not confirmed: submit again (idempotent)
-    PUBLISH = "PUBLISH"  # submitted but the event was not published: publish it
-    DUPLICATE = "DUPLICATE"  # this failure was already answered (or a newer attempt exists)
-    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
-    DEFER = "DEFER"  # the backoff since the previous resubmission is not over
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The outcome of :func:`plan`.
+@dataclass(frozen=True, slots=True)
+class LineageView:
+    """A failed job's lineage as read from the store.
 
     Attributes:
-        step: what to do.
-        attempt: the resubmission number concerned (the next one for NEW).
-        used / limit: resubmissions used and allowed for the category (before this one).
-        defer_seconds: for DEFER, seconds until the backoff is over.
-        record: the existing attempt for RESUME / PUBLISH / DUPLICATE, when there is one.
-        message: a one-line explanation.
+        ref: the lineage and which of its attempts failed.
+        record: the stored lineage; None when nothing was stored for it yet.
+        pinned: ``ref`` came from the pointer item written when batchpilot submitted the job
+            (``recovery#job#<arn>``), so the job's tags cannot change it.
     """
 
-    step: Step
-    attempt: int
-    used: int = 0
-    limit: int = 0
-    defer_seconds: float = 0.0
-    record: AttemptRecord | None = None
-    message: str = ""
+    ref: LineageRef
+    record: Lineage | None
+    pinned: bool = False
 
 
 _OWN_SUFFIX = re.compile(r"-r\d+-[A-Za-z0-9]{1,6}$")
@@ -176,92 +169,12 @@ def base_name(name: str) -> str:
     return _OWN_SUFFIX.sub("", name) or name
 
 
-def plan(
-    lineage: Lineage | None,
-    *,
-    failed_job_arn: str,
-    failed_attempt: int,
-    category: Category,
-    budgets: dict[Category, int],
-    backoff_base: float,
-    backoff_max: float,
-    now: datetime,
-) -> Plan:
-    """Decide the lineage step for the failure of ``failed_job_arn`` (resubmission ``failed_attempt``
-    of its lineage, 0 for the original job).
-
-    A record that is missing although the job's tags say it is resubmission ``n`` (restored table,
-    deleted item) counts ``n`` resubmissions against this category's budget: never more
-    resubmissions than the budget allows, whatever was lost.
-    """
-    limit = budgets.get(category, 0)
-    next_attempt = failed_attempt + 1
-    if lineage is None:
-        used = failed_attempt
-        if used >= limit:
-            return Plan(
-                Step.BUDGET_EXHAUSTED, next_attempt, used, limit, message=_exhausted(category, used, limit)
-            )
-        return Plan(Step.NEW, next_attempt, used, limit)
-
-    used = lineage.used.get(category.value, 0)
-    existing = lineage.attempts.get(next_attempt)
-    if lineage.last_attempt > next_attempt or (lineage.last_attempt == next_attempt and existing is None):
-        return Plan(
-            Step.DUPLICATE,
-            next_attempt,
-            used,
-            limit,
-            record=existing,
-            message=f"attempt {lineage.last_attempt} already exists in lineage {lineage.lineage_id}",
-        )
-    if existing is not None:
-        if existing.failed_job_arn != failed_job_arn:
-            return Plan(
-                Step.DUPLICATE,
-                next_attempt,
-                used,
-                limit,
-                record=existing,
-                message=f"attempt {next_attempt} answers another job's failure",
-            )
-        if existing.state is AttemptState.SUBMITTING:
-            return Plan(
-                Step.RESUME, next_attempt, used, limit, record=existing, message="submit not confirmed"
-            )
-        if existing.state in (AttemptState.SUBMITTED, AttemptState.DRY_RUN) and not existing.published:
-            return Plan(
-                Step.PUBLISH, next_attempt, used, limit, record=existing, message="event not published"
-            )
-        return Plan(
-            Step.DUPLICATE,
-            next_attempt,
-            used,
-            limit,
-            record=existing,
-            message=f"attempt {next_attempt} is {existing.state.value}",
-        )
-    if any(r.failed_job_arn == failed_job_arn for r in lineage.attempts.values()):
-        return Plan(Step.DUPLICATE, next_attempt, used, limit, message="this failure was already answered")
-    if used >= limit:
-        return Plan(
-            Step.BUDGET_EXHAUSTED, next_attempt, used, limit, message=_exhausted(category, used, limit)
-        )
-    wait = backoff_seconds(lineage.last_attempt, backoff_base, backoff_max)
-    if wait > 0 and lineage.last_submitted_at is not None:
-        due = lineage.last_submitted_at + timedelta(seconds=wait)
-        if now < due:
-            remaining = (due - now).total_seconds()
-            return Plan(
-                Step.DEFER,
-                next_attempt,
-                used,
-                limit,
-                defer_seconds=remaining,
-                message=f"backoff: resubmission {next_attempt} is due in {remaining:.0f} s",
-            )
-    return Plan(Step.NEW, next_attempt, used, limit)
-
-
-def _exhausted(category: Category, used: int, limit: int) -> str:
-    return f"{category.value} budget exhausted: {used} of {limit} resubmissions used"
+def ref_from_tags(job_arn: str, tags: Mapping[str, str]) -> LineageRef:
+    """The lineage of a failed job from its tags (``batchpilot:lineage`` and a numeric
+    ``batchpilot:attempt``, set on every job batchpilot submits), else the lineage the job itself
+    starts (attempt 0, id from its ARN)."""
+    lineage_id = tags.get(LINEAGE_TAG)
+    attempt = tags.get(ATTEMPT_TAG, "")
+    if lineage_id and attempt.isdigit():
+        return LineageRef(lineage_id, int(attempt))
+    return LineageRef(lineage_id_for(job_arn), 0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from batchpilot.recovery.naming import (
@@ -32,10 +33,8 @@ from batchpilot.recovery.naming import (
 )
 
 __all__ = [
-    "OP_CREATE_TRAINING_JOB",
-    "OP_SUBMIT_JOB",
-    "OP_SUBMIT_SERVICE_JOB",
     "RESERVED_ENV_PREFIX",
+    "Operation",
     "RebuiltRequest",
     "Shape",
     "array_index_of",
@@ -47,9 +46,24 @@ __all__ = [
     "tag_map",
 ]
 
-OP_SUBMIT_SERVICE_JOB = "batch:SubmitServiceJob"
-OP_SUBMIT_JOB = "batch:SubmitJob"
-OP_CREATE_TRAINING_JOB = "sagemaker:CreateTrainingJob"
+
+class Operation(StrEnum):
+    """The AWS API operation that resubmits a job, as ``<service>:<OperationName>``."""
+
+    SUBMIT_SERVICE_JOB = "batch:SubmitServiceJob"  # AWS Batch SubmitServiceJob (service jobs)
+    SUBMIT_JOB = "batch:SubmitJob"  # AWS Batch SubmitJob (container jobs)
+    CREATE_TRAINING_JOB = "sagemaker:CreateTrainingJob"  # SageMaker CreateTrainingJob
+
+    @property
+    def service(self) -> str:
+        """The boto3 service name (``batch`` or ``sagemaker``)."""
+        return self.value.partition(":")[0]
+
+    @property
+    def name_in_api(self) -> str:
+        """The operation's name in the service's API model (``SubmitServiceJob`` ...)."""
+        return self.value.partition(":")[2]
+
 
 RESERVED_ENV_PREFIX = "AWS_BATCH"
 """Batch rejects environment variables starting with this (it sets them itself)."""
@@ -71,14 +85,14 @@ class RebuiltRequest:
     """A submit request ready for boto3, and what the notification needs to say about it.
 
     Attributes:
-        operation: ``batch:SubmitServiceJob``, ``batch:SubmitJob`` or ``sagemaker:CreateTrainingJob``.
+        operation: the API operation that sends it.
         request: keyword arguments of the boto3 call (plain JSON data).
         new_job_name: the deterministic name of the new job.
         client_token: SubmitServiceJob's ``clientToken``; None for the other operations.
         dropped_tags: tag keys of the failed job left off to stay within 50 tags.
     """
 
-    operation: str
+    operation: Operation
     request: dict[str, Any]
     new_job_name: str
     client_token: str | None = None
@@ -170,7 +184,7 @@ def rebuild_submit_service_job(
     request.update(jobName=name, clientToken=token, tags=tags)
     # Exactly one of shareIdentifier (fair-share queue) / quotaShareName (quota-management queue)
     # is meaningful; both are copied as AWS reported them.
-    return RebuiltRequest(OP_SUBMIT_SERVICE_JOB, request, name, token, dropped)
+    return RebuiltRequest(Operation.SUBMIT_SERVICE_JOB, request, name, token, dropped)
 
 
 def _env_list(env: Any, extra: Mapping[str, str]) -> list[dict[str, str]]:
@@ -301,7 +315,7 @@ def rebuild_submit_job(
     if described.get("consumableResourceProperties"):
         request["consumableResourcePropertiesOverride"] = described["consumableResourceProperties"]
     # dependsOn is left out: the failed job had already passed its dependencies.
-    return RebuiltRequest(OP_SUBMIT_JOB, project(request, input_shape), name, None, dropped)
+    return RebuiltRequest(Operation.SUBMIT_JOB, project(request, input_shape), name, None, dropped)
 
 
 def rebuild_create_training_job(
@@ -335,4 +349,4 @@ def rebuild_create_training_job(
     merged, dropped = merge_tags(tag_map(tags), lineage_tags(lineage_id, attempt))
     request["TrainingJobName"] = name
     request["Tags"] = [{"Key": k, "Value": v} for k, v in merged.items()]
-    return RebuiltRequest(OP_CREATE_TRAINING_JOB, request, name, None, dropped)
+    return RebuiltRequest(Operation.CREATE_TRAINING_JOB, request, name, None, dropped)

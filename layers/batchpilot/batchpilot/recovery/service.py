@@ -1,49 +1,55 @@
-"""One SQS record in, one recovery decision out: the recovery function's domain flow.
+"""One failed-job event in, one recovery outcome out: the recovery function's flow.
 
-:class:`Recoverer` runs the decision table (:mod:`batchpilot.recovery.policy`) against the job as
-AWS describes it, keeps the lineage exactly-once (:mod:`batchpilot.recovery.lineage`), paces and
-sends the submit, publishes batchpilot's own events and returns the metrics to write. It talks to
-AWS only through the ports below; :mod:`batchpilot.adapters.recovery_aws` implements them with
-boto3, and the same code runs in Lambda, in ``batchpilot replay`` and in the tests.
+:class:`Recoverer` gathers what the decision table needs (:func:`batchpilot.recovery.policy.decide`
+says which input next: the lineage, the job as AWS describes it, its checkpoint) and acts on the
+decision: publishes a skip, hands the record back until the backoff is over, or reserves the
+attempt, paces and sends the submit, publishes ``Job Resubmitted`` and returns the metrics to
+write. It reaches AWS only through the ports of :mod:`batchpilot.recovery.ports` (adapters in
+:mod:`batchpilot.io`), so the same code runs in Lambda, in ``batchpilot replay`` and in the tests.
 
 Order of side effects for one resubmission::
 
-    describe (Describe*, ListTags)  →  list the checkpoint prefix (ListObjectsV2)
-    →  reserve attempt n in the lineage (conditional PutItem)          ← exactly-once point
+    read the lineage (GetItem)  →  describe (Describe*, ListTags)  →  list the checkpoint prefix
+    (ListObjectsV2)  →  reserve attempt n in the lineage (conditional PutItem)  ← exactly-once point
     →  pace (token bucket)  →  submit (clientToken / deterministic name: safe to repeat)
-    →  PutEvents "Job Resubmitted"  →  mark SUBMITTED + pointer JOB#<new arn> (TransactWriteItems)
+    →  PutEvents "Job Resubmitted"  →  mark SUBMITTED + pointer to the new job (TransactWriteItems)
 
 A crash anywhere after the reservation is repaired by the next delivery of the same record
-(RESUME: the submit is repeated idempotently; PUBLISH: only the event is sent).
+(row 10: the submit is repeated idempotently; row 11: only the event is sent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
-from batchpilot.metrics.service import decode_record
-from batchpilot.recovery import policy
-from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState, lost_instance_hours
+from batchpilot.recovery.checkpoint import CheckpointState, lost_instance_hours
 from batchpilot.recovery.lineage import (
     AttemptRecord,
     AttemptState,
     Lineage,
-    LineageRef,
-    Plan,
-    Step,
+    LineageView,
     base_name,
-    plan,
+    ref_from_tags,
 )
-from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.pacing import NotInTime
+from batchpilot.recovery.policy import UNKNOWN, Case, Decision, Need, Row, Step, decide
+from batchpilot.recovery.ports import (
+    CheckpointStore,
+    DeferError,
+    Deferrer,
+    EventPublisher,
+    JobGateway,
+    LineageStore,
+    MetricSink,
+    Pacer,
+    SubmitError,
+)
 from batchpilot.recovery.requests import (
-    OP_CREATE_TRAINING_JOB,
-    OP_SUBMIT_JOB,
-    OP_SUBMIT_SERVICE_JOB,
+    Operation,
     RebuiltRequest,
     rebuild_create_training_job,
     rebuild_submit_job,
@@ -51,8 +57,10 @@ from batchpilot.recovery.requests import (
 )
 from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
+from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
-from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError
+from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.events import JobEvent
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import (
     JobResubmitted,
@@ -62,161 +70,120 @@ from batchpilot.shared.own_events import (
     RecoverySkipped,
     SkipReason,
 )
+from batchpilot.shared.records import Outcome, Rejected, decode
 
-__all__ = [
-    "Action",
-    "CheckpointInspector",
-    "EventSink",
-    "JobGateway",
-    "LineageStore",
-    "Pacer",
-    "PublishError",
-    "Recoverer",
-    "RecoveryResult",
-    "RetryLater",
-    "SubmitError",
-]
+__all__ = ["Action", "Recoverer", "RecoveryResult", "RetryLater", "RetryReason"]
 
 _REASON_MAX = 500
 _SUBMIT_MARGIN_S = 8.0  # time kept back for the submit call and the writes after it
 
 
-# ------------------------------------------------------------------------------------ ports
-class SubmitError(Exception):
-    """A submit call failed after botocore's retries.
-
-    Attributes:
-        code: AWS's error code (``ThrottlingException``, ``ResourceLimitExceeded``, ...).
-        transient: True when delivering the record again may succeed (throttling, 5xx, network).
-    """
-
-    def __init__(self, code: str, message: str, *, transient: bool) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.transient = transient
-
-
-class JobGateway(Protocol):
-    """Describe and submit jobs (Batch and SageMaker)."""
-
-    def describe(self, event: JobEvent, facts: JobFacts) -> JobSnapshot | None:
-        """The job as AWS describes it now, or None when AWS no longer knows it."""
-        ...
-
-    def input_shape(self, operation: str) -> Any:
-        """botocore's input shape of ``operation`` (``batch:SubmitServiceJob`` ...)."""
-        ...
-
-    def submit(self, request: RebuiltRequest, *, resume: bool) -> str:
-        """Send the request; returns the new job's ARN. ``resume``: a previous call may have
-        succeeded, so look for the job first. Raises :class:`SubmitError`."""
-        ...
-
-
-class CheckpointInspector(Protocol):
-    """Lists a checkpoint location."""
-
-    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
-        """The newest object under the location (never raises for S3 errors)."""
-        ...
-
-
-class LineageStore(Protocol):
-    """Lineage records and decision markers (DynamoDB)."""
-
-    def find_job(self, job_arn: str) -> LineageRef | None:
-        """The lineage and attempt of a job batchpilot submitted, by its ARN."""
-        ...
-
-    def load(self, lineage_id: str) -> Lineage | None:
-        """The lineage record, or None."""
-        ...
-
-    def reserve(self, lineage: Lineage, previous: Lineage | None) -> bool:
-        """Write ``lineage`` if the stored record is still ``previous``; False when it is not."""
-        ...
-
-    def update_attempt(self, lineage_id: str, record: AttemptRecord) -> None:
-        """Store the new state of one attempt (and the pointer for its new job ARN, when set)."""
-        ...
-
-    def claim_decision(self, job_arn: str, status: str, reason: str) -> bool:
-        """Remember that a skip of this job in this status was published; False if it already was."""
-        ...
-
-    def release_decision(self, job_arn: str, status: str) -> None:
-        """Forget a claimed decision (its event could not be published)."""
-        ...
-
-
-class EventSink(Protocol):
-    """Publishes batchpilot's own events."""
-
-    def publish(self, events: Sequence[OwnEvent]) -> None:
-        """Put the events on the bus. Raises :class:`PublishError`."""
-        ...
-
-
-class Pacer(Protocol):
-    """The client-side submit rate limit (:class:`~batchpilot.recovery.pacing.SubmitPacer`)."""
-
-    def acquire(self, budget: float = float("inf")) -> float:
-        """Wait for a submit slot; raises :class:`~batchpilot.recovery.pacing.NotInTime`."""
-        ...
-
-
-# ------------------------------------------------------------------------------------ results
 class Action(StrEnum):
-    """What recovery did with one record."""
+    """What recovery did about one failure."""
 
     RESUBMITTED = "resubmitted"
     DRY_RUN = "dry-run"
-    SKIPPED = "skipped"
+    SKIPPED = "skipped"  # Recovery Skipped published (or, for a status that is not a failure, not)
     DUPLICATE = "duplicate"  # already answered: no event, no metric
     FAILED = "failed"  # the submit was refused for good: Recovery Failed published
-    IGNORED = "ignored"  # a detail-type recovery does not handle
-    INVALID = "invalid"  # malformed: reported, not retried
+
+
+class RetryReason(StrEnum):
+    """Why a record is handed back to SQS."""
+
+    BACKOFF = "backoff"  # row 13: the lineage's backoff is not over
+    NO_SUBMIT_SLOT = "no-submit-slot"  # the pacer has no slot before the invocation's timeout
+    SUBMIT_FAILED = "submit-failed"  # throttling or a server error after botocore's retries
+    NOT_PUBLISHED = "not-published"  # PutEvents failed
+    LINEAGE_CHANGED = "lineage-changed"  # a concurrent writer changed the lineage while deciding
 
 
 class RetryLater(Exception):
-    """Hand the record back to SQS. ``delay_seconds``: when it should come back (None: after the
-    queue's visibility timeout)."""
+    """Hand the record back to SQS.
 
-    def __init__(self, reason: str, delay_seconds: float | None = None) -> None:
+    Attributes:
+        why: the reason, as an enum.
+        reason: one line saying why (AWS error codes, never request values).
+        delay_seconds: when the record should come back (None: after the queue's visibility
+            timeout).
+        deferred: the record's visibility was set to ``delay_seconds`` (see
+            :meth:`Recoverer.handle_record`).
+        defer_error: SQS's error code when setting it failed.
+    """
+
+    def __init__(self, why: RetryReason, reason: str, delay_seconds: float | None = None) -> None:
         super().__init__(reason)
+        self.why = why
         self.reason = reason
         self.delay_seconds = delay_seconds
+        self.deferred = False
+        self.defer_error: str | None = None
 
 
 @dataclass
 class RecoveryResult:
-    """The outcome of one record (what the handler logs and counts; never event contents)."""
+    """The outcome of one failure event (what the handler logs and counts; never event contents).
+
+    Attributes:
+        action: what recovery did.
+        row: the decision-table row that decided.
+        metrics: the job metric points written for it (``Resubmissions``, ``LostInstanceHours``,
+            ``RecoverySkipped``, ``RecoveryFailed``).
+        dropped_tags: tag keys of the failed job left off to stay within 50 tags.
+        The other attributes name the event, the job, the lineage and the new job.
+    """
 
     action: Action
-    event_id: str | None = None
-    detail_type: str | None = None
-    job_arn: str | None = None
-    job_kind: str | None = None
-    category: str | None = None
-    skip_reason: SkipReason | None = None
+    row: Row
+    event_id: str
+    detail_type: str
+    job_arn: str
+    job_kind: JobKind
+    category: Category | None = None
     message: str | None = None
     lineage_id: str | None = None
     attempt: int | None = None
-    operation: str | None = None
+    operation: Operation | None = None
     new_job_name: str | None = None
     new_job_arn: str | None = None
     error: str | None = None
-    dropped_tags: list[str] = field(default_factory=list)  # tag keys left off to stay within 50
+    dropped_tags: list[str] = field(default_factory=list)
     metrics: list[MetricPoint] = field(default_factory=list)
 
+    @property
+    def skip_reason(self) -> SkipReason | None:
+        """The decision row's ``skip_reason``, for skips and duplicates; else None."""
+        return self.row.skip_reason if self.action in (Action.SKIPPED, Action.DUPLICATE) else None
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
+    @property
+    def outcome(self) -> Outcome:
+        """The record's outcome: DUPLICATE for a failure already answered, else PROCESSED."""
+        return Outcome.DUPLICATE if self.action is Action.DUPLICATE else Outcome.PROCESSED
+
+    def log_fields(self) -> dict[str, Any]:
+        """Ids, names, enums and numbers for the record's log line (no event contents)."""
+        return {
+            "action": self.action,
+            "row": self.row.number,
+            "event_id": self.event_id,
+            "detail_type": self.detail_type,
+            "job_arn": self.job_arn,
+            "job_kind": self.job_kind,
+            "category": self.category,
+            "skip_reason": self.skip_reason,
+            "decision": self.message,
+            "lineage_id": self.lineage_id,
+            "attempt": self.attempt,
+            "operation": self.operation,
+            "new_job_name": self.new_job_name,
+            "new_job_arn": self.new_job_arn,
+            "error": self.error,
+            "dropped_tags": self.dropped_tags or None,  # keys only: over the 50-tag limit
+        }
 
 
-def _queue_name(queue: str | None) -> str | None:
-    return queue.rsplit("/", 1)[-1] if queue else None
+def _unbounded() -> float:
+    return math.inf
 
 
 def _truncate(text: str | None, limit: int = _REASON_MAX) -> str | None:
@@ -225,11 +192,8 @@ def _truncate(text: str | None, limit: int = _REASON_MAX) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_OPERATION = {
-    JobKind.SERVICE_JOB: OP_SUBMIT_SERVICE_JOB,
-    JobKind.CONTAINER_JOB: OP_SUBMIT_JOB,
-    JobKind.TRAINING_JOB: OP_CREATE_TRAINING_JOB,
-}
+_CONCURRENT_ANSWERS = (Row.ALREADY_HANDLED, Row.SUBMIT_NOT_CONFIRMED, Row.NOT_PUBLISHED)
+"""Rows that, found after a failed reservation, mean a concurrent delivery answered the failure."""
 
 
 class Recoverer:
@@ -237,39 +201,88 @@ class Recoverer:
 
     Args:
         settings: validated :class:`RecoverySettings`.
-        jobs, checkpoints, lineage, events, pacer: the ports (adapters in Lambda).
-        now: UTC wall clock (lineage times, backoff, event times); tests inject a fake.
+        jobs: the job gateways; each serves the job kinds in its ``kinds``.
+        checkpoints, lineage, events, metrics, deferrer, pacer: the other ports.
+        clock: aware UTC wall clock (lineage times, backoff, event times); tests inject a fake.
+
+    Raises:
+        ValueError: a job kind no gateway serves.
     """
 
     def __init__(
         self,
         settings: RecoverySettings,
         *,
-        jobs: JobGateway,
-        checkpoints: CheckpointInspector,
+        jobs: Iterable[JobGateway],
+        checkpoints: CheckpointStore,
         lineage: LineageStore,
-        events: EventSink,
+        events: EventPublisher,
+        metrics: MetricSink,
+        deferrer: Deferrer,
         pacer: Pacer,
-        now: Callable[[], datetime] = _utcnow,
+        clock: Clock = utc_now,
     ) -> None:
         self.settings = settings
-        self.jobs = jobs
+        self.jobs: Mapping[JobKind, JobGateway] = {
+            kind: gateway for gateway in jobs for kind in gateway.kinds
+        }
+        missing = set(JobKind) - set(self.jobs)
+        if missing:
+            raise ValueError(f"no job gateway for {', '.join(sorted(missing))}")
         self.checkpoints = checkpoints
         self.lineage = lineage
         self.events = events
+        self.metrics = metrics
+        self.deferrer = deferrer
         self.pacer = pacer
-        self.now = now
+        self.clock = clock
 
-    # ------------------------------------------------------------------ entry point
-    def handle(self, body: str, time_left: Callable[[], float] = lambda: float("inf")) -> RecoveryResult:
-        """Handle one SQS message body (an EventBridge event as JSON text).
+    # ------------------------------------------------------------------ entry points
+    def handle_record(
+        self, body: str, receipt_handle: str, time_left: Callable[[], float] = _unbounded
+    ) -> RecoveryResult | Rejected:
+        """Handle one SQS record: decode its body (:func:`batchpilot.shared.records.decode`), decide
+        and act (:meth:`handle`), write the job metrics; a record handed back is delayed until due.
 
         Args:
-            body: the message body.
-            time_left: seconds the invocation has left (Lambda context).
+            body: the message body (an EventBridge event as JSON text).
+            receipt_handle: the record's receipt handle (for ChangeMessageVisibility).
+            time_left: seconds the invocation has left (from the Lambda context).
 
         Returns:
-            A :class:`RecoveryResult`: malformed events, skips and refused submits are results.
+            The result, or the :class:`~batchpilot.shared.records.Rejected` record (ignored or
+            invalid event: never retried).
+
+        Raises:
+            RetryLater: see :meth:`handle`; its visibility was set when it has a delay
+                (``deferred``, or ``defer_error`` when SQS refused).
+            Exception: see :meth:`handle`.
+        """
+        event = decode(body)
+        if isinstance(event, Rejected):
+            return event
+        try:
+            result = self.handle(event, time_left)
+        except RetryLater as exc:
+            if exc.delay_seconds is not None:
+                try:
+                    exc.deferred = self.deferrer.defer(receipt_handle, exc.delay_seconds)
+                except DeferError as error:
+                    exc.defer_error = error.code
+            raise
+        if result.metrics:
+            self.metrics.publish(result.metrics)
+        return result
+
+    def handle(self, event: JobEvent, time_left: Callable[[], float] = _unbounded) -> RecoveryResult:
+        """Decide and act on one failure event.
+
+        Args:
+            event: the job event (AWS Batch or SageMaker state change).
+            time_left: seconds the invocation has left.
+
+        Returns:
+            A :class:`RecoveryResult`: skips, duplicates and refused submits are results.
 
         Raises:
             RetryLater: the record must come back (backoff not over, no submit slot in time,
@@ -277,212 +290,160 @@ class Recoverer:
             Exception: anything unexpected (a bug or an AWS outage): the batch processor reports
                 the record as failed and SQS redelivers it.
         """
-        try:
-            event = decode_record(body)
-        except UnsupportedEventError as exc:
-            return RecoveryResult(Action.IGNORED, exc.event_id, exc.detail_type, error=str(exc))
-        except InvalidEventError as exc:
-            return RecoveryResult(Action.INVALID, exc.event_id, exc.detail_type, error=str(exc))
-        facts = classify(event)
-        skip = policy.screen(facts, with_category=facts.kind is not JobKind.SERVICE_JOB)
-        if skip is not None:
-            return self._skip(event, facts, skip)
-        if facts.kind is not JobKind.TRAINING_JOB and not self.settings.manages_queue(facts.queue_arn):
-            queue = _queue_name(facts.queue_arn) or "?"
-            return self._skip(
-                event,
-                facts,
-                policy.Skip(
-                    SkipReason.QUEUE_NOT_MANAGED,
-                    f"job queue {queue} is not in BATCHPILOT_RECOVERY_JOB_QUEUES",
-                ),
-            )
+        case = Case(classify(event))
+        gathered: set[Need] = set()
+        while not isinstance(decision := decide(case, self.settings, self.clock()), Decision):
+            if decision in gathered:  # a bug in decide: never loop on AWS calls
+                raise RuntimeError(f"decide asked twice for {decision.name}")
+            gathered.add(decision)
+            case = self._gather(event, case, decision)
+        return self._act(event, case, decision, time_left)
 
-        # Duplicates are found before any Describe call: a pointer for jobs batchpilot submitted,
-        # else the lineage this job would start.
-        ref = self.lineage.find_job(facts.arn)
-        tentative = ref or LineageRef(lineage_id_for(facts.arn), 0)
-        record = self.lineage.load(tentative.lineage_id)
-        if record is not None and self._already_answered(record, facts.arn):
-            return self._duplicate(event, facts, tentative, "this failure was already answered")
+    # ------------------------------------------------------------------ gathering
+    def _gather(self, event: JobEvent, case: Case, need: Need) -> Case:
+        if need is Need.LINEAGE:
+            return replace(case, lineage=self._locate(case))
+        if need is Need.DESCRIPTION:
+            job = self.jobs[case.facts.kind].describe(event, case.facts)
+            case = replace(case, job=job)
+            if job is not None and case.lineage is not UNKNOWN and not case.lineage.pinned:
+                case = replace(case, lineage=self._locate(case))  # its tags may name its lineage
+            return case
+        if not isinstance(case.job, JobSnapshot):
+            raise RuntimeError("the checkpoint is listed only for a described job")
+        return replace(case, checkpoint=self.checkpoints.inspect(case.job.checkpoint))
 
-        snapshot = self.jobs.describe(event, facts)
-        if snapshot is None:
-            return self._skip(
-                event,
-                facts,
-                policy.Skip(SkipReason.NOT_FOUND, "AWS no longer describes this job; nothing to rebuild"),
-            )
-        facts = snapshot.facts
-        skip = policy.screen(facts) or policy.check_scope(snapshot, self.settings)
-        if skip is not None:
-            return self._skip(event, facts, skip, snapshot)
+    def _locate(self, case: Case) -> LineageView:
+        """The failed job's lineage: by the pointer batchpilot wrote when it submitted the job, else
+        by the job's tags (once described), else the lineage the job itself starts."""
+        known = case.lineage
+        if known is UNKNOWN:
+            pointer = self.lineage.find_job(case.facts.arn)
+            if pointer is not None:
+                return LineageView(pointer, self.lineage.load(pointer.lineage_id), pinned=True)
+        elif known.pinned:
+            return known
+        tags = case.job.tags if isinstance(case.job, JobSnapshot) else {}
+        ref = ref_from_tags(case.facts.arn, tags)
+        if known is not UNKNOWN and known.ref == ref:
+            return known
+        return LineageView(ref, self.lineage.load(ref.lineage_id))
 
-        if ref is None:
-            ref = self._ref_from_tags(snapshot) or tentative
-            if ref != tentative:
-                record = self.lineage.load(ref.lineage_id)
-        category = facts.category or Category.UNKNOWN
-        decided = self._plan(record, snapshot, ref, category)
-        return self._act(event, snapshot, ref, record, decided, time_left)
-
-    # ------------------------------------------------------------------ lineage steps
-    def _plan(
-        self, record: Lineage | None, snapshot: JobSnapshot, ref: LineageRef, category: Category
-    ) -> Plan:
-        return plan(
-            record,
-            failed_job_arn=snapshot.arn,
-            failed_attempt=ref.attempt,
-            category=category,
-            budgets=self.settings.budgets,
-            backoff_base=self.settings.backoff_base_seconds,
-            backoff_max=self.settings.backoff_max_seconds,
-            now=self.now(),
-        )
-
+    # ------------------------------------------------------------------ acting
     def _act(
-        self,
-        event: JobEvent,
-        snapshot: JobSnapshot,
-        ref: LineageRef,
-        record: Lineage | None,
-        decided: Plan,
-        time_left: Callable[[], float],
+        self, event: JobEvent, case: Case, decision: Decision, time_left: Callable[[], float]
     ) -> RecoveryResult:
-        facts = snapshot.facts
-        if decided.step is Step.DUPLICATE:
-            return self._duplicate(event, facts, ref, decided.message)
-        if decided.step is Step.BUDGET_EXHAUSTED:
-            return self._skip(
-                event,
-                facts,
-                policy.Skip(SkipReason.BUDGET_EXHAUSTED, decided.message, critical=True),
-                snapshot,
-                lineage_id=ref.lineage_id,
-                budget=(decided.used, decided.limit),
-            )
-        if decided.step is Step.DEFER:
-            raise RetryLater(decided.message, delay_seconds=decided.defer_seconds)
-        lineage_id = ref.lineage_id
-        original_arn = record.original_job_arn if record else snapshot.arn
-        if decided.step is Step.PUBLISH:
-            assert decided.record is not None
-            return self._publish_resubmitted(
-                event, snapshot, lineage_id, original_arn, decided.record, decided
-            )
+        step = decision.step
+        if step is Step.SKIP:
+            return self._skip(event, case, decision)
+        if step is Step.NOTHING:
+            return self._duplicate(event, case, decision.row, decision.message)
+        if step is Step.DEFER:
+            raise RetryLater(RetryReason.BACKOFF, decision.message, decision.defer_seconds)
+        job, lineage = case.job, case.lineage
+        if not isinstance(job, JobSnapshot) or lineage is UNKNOWN:
+            raise RuntimeError(f"row {decision.row.number} without a described job and its lineage")
+        record = lineage.record
+        lineage_id = lineage.ref.lineage_id
+        original_arn = record.original_job_arn if record else job.arn
+        if step is Step.PUBLISH:
+            if decision.record is None:
+                raise RuntimeError("row 11 without its attempt")
+            return self._publish_resubmitted(event, job, decision, lineage_id, original_arn, decision.record)
 
-        stem = base_name(record.original_job_name if record else snapshot.name)
-        request = self._rebuild(snapshot, lineage_id, decided.attempt, stem)
-        if decided.step is Step.NEW:
-            checkpoint = self.checkpoints.inspect(snapshot.checkpoint)
-            skip = policy.check_checkpoint(checkpoint, self.settings)
-            if skip is not None:
-                return self._skip(event, facts, skip, snapshot, lineage_id=lineage_id)
-            attempt = self._new_attempt(snapshot, decided, request, checkpoint)
-            reserved = self._reserve(record, snapshot, ref, attempt)
-            if not reserved:
-                # Someone else wrote the lineage meanwhile: decide again on what is stored now.
-                again = self.lineage.load(lineage_id)
-                redo = self._plan(again, snapshot, ref, facts.category or Category.UNKNOWN)
-                if redo.step in (Step.DUPLICATE, Step.PUBLISH, Step.RESUME):
-                    return self._duplicate(event, facts, ref, "a concurrent delivery answered this failure")
-                raise RetryLater("the lineage record changed while deciding")
+        stem = base_name(record.original_job_name if record else job.name)
+        request = self._rebuild(job, lineage_id, decision.attempt, stem)
+        if step is Step.RESUME:
+            if decision.record is None:
+                raise RuntimeError("row 10 without its attempt")
+            attempt = decision.record
         else:
-            assert decided.record is not None
-            attempt = decided.record
+            if not isinstance(case.checkpoint, CheckpointState):
+                raise RuntimeError(f"row {decision.row.number} without the checkpoint listing")
+            attempt = self._new_attempt(job, decision, request, case.checkpoint)
+            if not self._reserve(record, job, lineage, attempt):
+                # Someone else wrote the lineage meanwhile: decide again on what is stored now.
+                again = replace(case, lineage=replace(lineage, record=self.lineage.load(lineage_id)))
+                redo = decide(again, self.settings, self.clock())
+                if isinstance(redo, Decision) and redo.row in _CONCURRENT_ANSWERS:
+                    return self._duplicate(
+                        event, again, Row.ALREADY_HANDLED, "a concurrent delivery answered this failure"
+                    )
+                raise RetryLater(RetryReason.LINEAGE_CHANGED, "the lineage record changed while deciding")
 
         if attempt.state is AttemptState.DRY_RUN:
-            return self._publish_resubmitted(event, snapshot, lineage_id, original_arn, attempt, decided)
-
+            return self._publish_resubmitted(event, job, decision, lineage_id, original_arn, attempt)
         try:
             self.pacer.acquire(max(0.0, time_left() - _SUBMIT_MARGIN_S))
         except NotInTime as exc:
-            raise RetryLater(f"no submit slot in time: {exc}") from None
+            raise RetryLater(RetryReason.NO_SUBMIT_SLOT, f"no submit slot in time: {exc}") from None
         try:
-            new_arn = self.jobs.submit(request, resume=decided.step is Step.RESUME)
+            new_arn = self.jobs[job.kind].submit(request, resume=step is Step.RESUME)
         except SubmitError as exc:
-            return self._submit_failed(event, snapshot, lineage_id, attempt, exc)
+            return self._submit_failed(event, job, decision, lineage_id, attempt, exc)
         attempt = replace(attempt, state=AttemptState.SUBMITTED, new_job_arn=new_arn)
-        result = self._publish_resubmitted(event, snapshot, lineage_id, original_arn, attempt, decided)
+        result = self._publish_resubmitted(event, job, decision, lineage_id, original_arn, attempt)
         result.dropped_tags = list(request.dropped_tags)
         return result
 
-    @staticmethod
-    def _already_answered(record: Lineage, job_arn: str) -> bool:
-        return any(
-            a.failed_job_arn == job_arn
-            and (a.state in (AttemptState.SUBMITTED, AttemptState.DRY_RUN, AttemptState.FAILED))
-            and a.published
-            for a in record.attempts.values()
-        )
-
-    @staticmethod
-    def _ref_from_tags(snapshot: JobSnapshot) -> LineageRef | None:
-        lineage_id = snapshot.tags.get(LINEAGE_TAG)
-        attempt = snapshot.tags.get(ATTEMPT_TAG, "")
-        if lineage_id and attempt.isdigit():
-            return LineageRef(lineage_id, int(attempt))
-        return None
-
-    def _rebuild(self, snapshot: JobSnapshot, lineage_id: str, attempt: int, stem: str) -> RebuiltRequest:
-        operation = _OPERATION[snapshot.kind]
-        shape = self.jobs.input_shape(operation)
-        if snapshot.kind is JobKind.SERVICE_JOB:
+    def _rebuild(self, job: JobSnapshot, lineage_id: str, attempt: int, stem: str) -> RebuiltRequest:
+        gateway = self.jobs[job.kind]
+        if job.kind is JobKind.SERVICE_JOB:
+            shape = gateway.input_shape(Operation.SUBMIT_SERVICE_JOB)
             return rebuild_submit_service_job(
-                snapshot.described, input_shape=shape, lineage_id=lineage_id, attempt=attempt, base_name=stem
+                job.described, input_shape=shape, lineage_id=lineage_id, attempt=attempt, base_name=stem
             )
-        if snapshot.kind is JobKind.CONTAINER_JOB:
+        if job.kind is JobKind.CONTAINER_JOB:
+            shape = gateway.input_shape(Operation.SUBMIT_JOB)
             return rebuild_submit_job(
-                snapshot.described, input_shape=shape, lineage_id=lineage_id, attempt=attempt, base_name=stem
+                job.described, input_shape=shape, lineage_id=lineage_id, attempt=attempt, base_name=stem
             )
         return rebuild_create_training_job(
-            snapshot.described,
-            snapshot.tags,
-            input_shape=shape,
+            job.described,
+            job.tags,
+            input_shape=gateway.input_shape(Operation.CREATE_TRAINING_JOB),
             lineage_id=lineage_id,
             attempt=attempt,
             base_name=stem,
         )
 
     def _new_attempt(
-        self, snapshot: JobSnapshot, decided: Plan, request: RebuiltRequest, checkpoint: CheckpointState
+        self, job: JobSnapshot, decision: Decision, request: RebuiltRequest, checkpoint: CheckpointState
     ) -> AttemptRecord:
-        facts = snapshot.facts
         return AttemptRecord(
-            attempt=decided.attempt,
-            failed_job_arn=snapshot.arn,
-            category=(facts.category or Category.UNKNOWN).value,
-            reason=_truncate(facts.reason),
-            decided_at=self.now(),
+            attempt=decision.attempt,
+            failed_job_arn=job.arn,
+            category=job.facts.category or Category.UNKNOWN,
+            reason=_truncate(job.facts.reason),
+            decided_at=self.clock(),
             operation=request.operation,
             new_job_name=request.new_job_name,
-            state=AttemptState.DRY_RUN if self.settings.dry_run else AttemptState.SUBMITTING,
+            state=AttemptState.DRY_RUN if decision.row is Row.DRY_RUN else AttemptState.SUBMITTING,
             client_token=request.client_token,
             checkpoint_uri=checkpoint.uri,
             checkpoint_time=checkpoint.newest,
             restarts_from_step_zero=checkpoint.restarts_from_step_zero,
             lost_instance_hours=lost_instance_hours(
-                snapshot.instances, snapshot.attempt_started_at, snapshot.stopped_at, checkpoint.newest
+                job.instances, job.attempt_started_at, job.stopped_at, checkpoint.newest
             ),
         )
 
     def _reserve(
-        self, record: Lineage | None, snapshot: JobSnapshot, ref: LineageRef, attempt: AttemptRecord
+        self, record: Lineage | None, job: JobSnapshot, lineage: LineageView, attempt: AttemptRecord
     ) -> bool:
         base = record
         if base is None:
             # A job tagged as resubmission n whose record is gone counts n against this budget
-            # (see lineage.plan): the rebuilt record says so.
+            # (decision row 12): the rebuilt record says so.
             base = Lineage(
-                lineage_id=ref.lineage_id,
-                job_kind=snapshot.kind.value,
-                original_job_arn=snapshot.arn,
-                original_job_name=base_name(snapshot.name),
-                job_queue=snapshot.job_queue,
-                created_at=self.now(),
-                last_attempt=ref.attempt,
-                used={attempt.category: ref.attempt} if ref.attempt else {},
+                lineage_id=lineage.ref.lineage_id,
+                job_kind=job.kind,
+                original_job_arn=job.arn,
+                original_job_name=base_name(job.name),
+                job_queue=job.job_queue,
+                created_at=self.clock(),
+                last_attempt=lineage.ref.attempt,
+                used={attempt.category: lineage.ref.attempt} if lineage.ref.attempt else {},
             )
         return self.lineage.reserve(base.with_attempt(attempt), previous=record)
 
@@ -490,25 +451,26 @@ class Recoverer:
     def _publish_resubmitted(
         self,
         event: JobEvent,
-        snapshot: JobSnapshot,
+        job: JobSnapshot,
+        decision: Decision,
         lineage_id: str,
         original_arn: str,
         attempt: AttemptRecord,
-        decided: Plan,
     ) -> RecoveryResult:
-        facts = snapshot.facts
+        facts = job.facts
         dry_run = attempt.state is AttemptState.DRY_RUN
+        new = decision.row in (Row.DRY_RUN, Row.RESUBMIT)
         own = JobResubmitted(
-            time=self.now(),
+            time=self.clock(),
             lineage_id=lineage_id,
             attempt=attempt.attempt,
-            job_kind=snapshot.kind.value,
-            job_name=snapshot.name,
+            job_kind=job.kind,
+            job_name=job.name,
             original_job_arn=original_arn,
-            failed_job_arn=snapshot.arn,
+            failed_job_arn=job.arn,
             new_job_arn=attempt.new_job_arn,
             new_job_name=attempt.new_job_name,
-            job_queue=_queue_name(snapshot.job_queue),
+            job_queue=resource_name(job.job_queue),
             share_identifier=facts.share_identifier,
             quota_share=facts.quota_share,
             category=attempt.category,
@@ -518,17 +480,20 @@ class Recoverer:
             checkpoint_time=attempt.checkpoint_time,
             restarts_from_step_zero=attempt.restarts_from_step_zero,
             lost_instance_hours=round(attempt.lost_instance_hours, 4),
-            budget_used=decided.used + (1 if decided.step is Step.NEW else 0),
-            budget_limit=decided.limit,
+            budget_used=decision.used + (1 if new else 0),
+            budget_limit=decision.limit,
             dry_run=dry_run,
         )
         self._publish_attempt(lineage_id, attempt, own)
-        points = [self._point("Resubmissions", 1.0, event, facts)]
-        points.append(self._point("LostInstanceHours", attempt.lost_instance_hours, event, facts))
+        points = [
+            self._point("Resubmissions", 1.0, event, facts),
+            self._point("LostInstanceHours", attempt.lost_instance_hours, event, facts),
+        ]
         return self._attempt_result(
             Action.DRY_RUN if dry_run else Action.RESUBMITTED,
             event,
-            snapshot,
+            job,
+            decision.row,
             lineage_id,
             attempt,
             new_job_arn=attempt.new_job_arn,
@@ -539,18 +504,18 @@ class Recoverer:
     def _submit_failed(
         self,
         event: JobEvent,
-        snapshot: JobSnapshot,
+        job: JobSnapshot,
+        decision: Decision,
         lineage_id: str,
         attempt: AttemptRecord,
         exc: SubmitError,
     ) -> RecoveryResult:
-        facts = snapshot.facts
         failed = RecoveryFailed(
-            time=self.now(),
-            job_arn=snapshot.arn,
-            job_kind=snapshot.kind.value,
-            job_name=snapshot.name,
-            job_queue=_queue_name(snapshot.job_queue),
+            time=self.clock(),
+            job_arn=job.arn,
+            job_kind=job.kind,
+            job_name=job.name,
+            job_queue=resource_name(job.job_queue),
             category=attempt.category,
             lineage_id=lineage_id,
             attempt=attempt.attempt,
@@ -568,18 +533,19 @@ class Recoverer:
                     pass  # the record is retried anyway; the alert goes out next time
                 else:
                     self.lineage.update_attempt(lineage_id, replace(attempt, failure_published=True))
-            raise RetryLater(f"{attempt.operation} failed, will retry: {exc.code}")
+            raise RetryLater(RetryReason.SUBMIT_FAILED, f"{attempt.operation} failed, will retry: {exc.code}")
         self._publish_attempt(
             lineage_id, replace(attempt, state=AttemptState.FAILED, error_code=exc.code), failed
         )
         return self._attempt_result(
             Action.FAILED,
             event,
-            snapshot,
+            job,
+            decision.row,
             lineage_id,
             attempt,
             error=f"{exc.code}: {_truncate(exc.message, 200)}",
-            metrics=[self._point("RecoveryFailed", 1.0, event, facts)],
+            metrics=[self._point("RecoveryFailed", 1.0, event, job.facts)],
         )
 
     def _publish_attempt(self, lineage_id: str, attempt: AttemptRecord, own: OwnEvent) -> None:
@@ -592,14 +558,15 @@ class Recoverer:
             self.events.publish([own])
         except PublishError as exc:
             self.lineage.update_attempt(lineage_id, replace(attempt, published=False))
-            raise RetryLater(f"{own.detail_type} not published: {exc}") from None
+            raise RetryLater(RetryReason.NOT_PUBLISHED, f"{own.detail_type} not published: {exc}") from None
         self.lineage.update_attempt(lineage_id, replace(attempt, published=True))
 
     @staticmethod
     def _attempt_result(
         action: Action,
         event: JobEvent,
-        snapshot: JobSnapshot,
+        job: JobSnapshot,
+        row: Row,
         lineage_id: str,
         attempt: AttemptRecord,
         *,
@@ -611,10 +578,11 @@ class Recoverer:
         """The result of a record that made (or tried to make) ``attempt``."""
         return RecoveryResult(
             action,
+            row,
             event.id,
             event.detail_type,
-            job_arn=snapshot.arn,
-            job_kind=snapshot.kind.value,
+            job_arn=job.arn,
+            job_kind=job.kind,
             category=attempt.category,
             lineage_id=lineage_id,
             attempt=attempt.attempt,
@@ -626,77 +594,67 @@ class Recoverer:
             metrics=metrics,
         )
 
-    def _skip(
-        self,
-        event: JobEvent,
-        facts: JobFacts,
-        skip: policy.Skip,
-        snapshot: JobSnapshot | None = None,
-        *,
-        lineage_id: str | None = None,
-        budget: tuple[int, int] | None = None,
-    ) -> RecoveryResult:
-        result = RecoveryResult(
-            Action.SKIPPED,
+    @staticmethod
+    def _result(action: Action, event: JobEvent, case: Case, row: Row, message: str) -> RecoveryResult:
+        """The result of a skip or a duplicate: the job's fullest facts; the lineage when the row
+        was decided on it."""
+        facts = case.current
+        lineage = case.lineage
+        return RecoveryResult(
+            action,
+            row,
             event.id,
             event.detail_type,
             job_arn=facts.arn,
-            job_kind=facts.kind.value,
-            category=facts.category.value if facts.category else None,
-            skip_reason=skip.reason,
-            message=skip.message,
-            lineage_id=lineage_id,
+            job_kind=facts.kind,
+            category=facts.category,
+            message=message,
+            lineage_id=lineage.ref.lineage_id if row.on_lineage and lineage is not UNKNOWN else None,
         )
+
+    def _skip(self, event: JobEvent, case: Case, decision: Decision) -> RecoveryResult:
+        facts = case.current
+        row = decision.row
+        reason = row.skip_reason
+        if reason is None:
+            raise RuntimeError(f"row {row.number} is not a skip")
+        result = self._result(Action.SKIPPED, event, case, row, decision.message)
         # Only terminal failures are worth a notification; the same decision is published once.
         if not facts.terminal or facts.succeeded:
             return result
-        if not self.lineage.claim_decision(facts.arn, facts.status, skip.reason.value):
+        if not self.lineage.claim_decision(facts.arn, facts.status, reason):
             result.action = Action.DUPLICATE
             return result
+        budget = row is Row.BUDGET_EXHAUSTED
         own = RecoverySkipped(
-            time=self.now(),
+            time=self.clock(),
             job_arn=facts.arn,
-            job_kind=facts.kind.value,
+            job_kind=facts.kind,
             job_name=facts.name,
             job_queue=facts.queue,
             share_identifier=facts.share_identifier,
             quota_share=facts.quota_share,
-            category=facts.category.value if facts.category else None,
-            skip_reason=skip.reason,
-            message=skip.message,
-            lineage_id=lineage_id,
-            budget_used=budget[0] if budget else None,
-            budget_limit=budget[1] if budget else None,
-            critical=skip.critical,
+            category=facts.category,
+            skip_reason=reason,
+            message=decision.message,
+            lineage_id=result.lineage_id,
+            budget_used=decision.used if budget else None,
+            budget_limit=decision.limit if budget else None,
+            critical=row.critical,
         )
         try:
             self.events.publish([own])
         except PublishError as exc:
             self.lineage.release_decision(facts.arn, facts.status)
-            raise RetryLater(f"Recovery Skipped not published: {exc}") from None
-        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts, skip_reason=skip.reason)]
+            raise RetryLater(RetryReason.NOT_PUBLISHED, f"Recovery Skipped not published: {exc}") from None
+        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts, skip_reason=reason.value)]
         return result
 
-    def _duplicate(self, event: JobEvent, facts: JobFacts, ref: LineageRef, message: str) -> RecoveryResult:
-        return RecoveryResult(
-            Action.DUPLICATE,
-            event.id,
-            event.detail_type,
-            job_arn=facts.arn,
-            job_kind=facts.kind.value,
-            category=facts.category.value if facts.category else None,
-            skip_reason=SkipReason.ALREADY_HANDLED,
-            message=message,
-            lineage_id=ref.lineage_id,
-        )
+    def _duplicate(self, event: JobEvent, case: Case, row: Row, message: str) -> RecoveryResult:
+        return self._result(Action.DUPLICATE, event, case, row, message)
 
     def _point(
-        self,
-        name: str,
-        value: float,
-        event: JobEvent,
-        facts: JobFacts,
-        skip_reason: SkipReason | None = None,
+        self, name: str, value: float, event: JobEvent, facts: JobFacts, skip_reason: str | None = None
     ) -> MetricPoint:
         return MetricPoint(
             name=name,
@@ -706,7 +664,7 @@ class Recoverer:
                 JobKind=facts.kind.value,
                 JobQueue=facts.queue,
                 FailureCategory=facts.category.value if facts.category is not None else None,
-                SkipReason=skip_reason.value if skip_reason is not None else None,
+                SkipReason=skip_reason,
             ),
-            timestamp=metric_timestamp(event.time, self.now()),
+            timestamp=metric_timestamp(event.time, self.clock()),
         )

@@ -1,6 +1,6 @@
 """Lineage records and decision markers in the shared DynamoDB table (injected client).
 
-Implements :class:`batchpilot.recovery.service.LineageStore`. Items (``pk``/``sk`` strings):
+Implements :class:`batchpilot.recovery.ports.LineageStore`. Items (``pk``/``sk`` strings):
 
 - ``recovery#lineage#<lineage id>`` / ``LINEAGE``: the lineage (original job, each resubmission, budgets
   used, version); no TTL, it is the audit trail of every resubmission.
@@ -17,7 +17,7 @@ consistent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,6 +26,10 @@ from botocore.exceptions import ClientError
 
 from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key_part
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, LineageRef
+from batchpilot.recovery.requests import Operation
+from batchpilot.shared.classification import Category, JobKind
+from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.own_events import SkipReason
 
 __all__ = [
     "DynamoLineageStore",
@@ -49,10 +53,10 @@ def attempt_to_item(record: AttemptRecord) -> dict[str, Any]:
         {
             "attempt": record.attempt,
             "failed_job_arn": record.failed_job_arn,
-            "category": record.category,
+            "category": record.category.value,
             "reason": record.reason,
             "decided_at": iso(record.decided_at),
-            "operation": record.operation,
+            "operation": record.operation.value,
             "new_job_name": record.new_job_name,
             "state": record.state.value,
             "new_job_arn": record.new_job_arn,
@@ -74,10 +78,10 @@ def attempt_from_item(item: Mapping[str, Any]) -> AttemptRecord:
     return AttemptRecord(
         attempt=int(item["attempt"]),
         failed_job_arn=str(item["failed_job_arn"]),
-        category=str(item["category"]),
+        category=Category(item["category"]),
         reason=item.get("reason"),
         decided_at=decided or datetime.fromtimestamp(0, UTC),
-        operation=str(item["operation"]),
+        operation=Operation(item["operation"]),
         new_job_name=str(item["new_job_name"]),
         state=AttemptState(item["state"]),
         new_job_arn=item.get("new_job_arn"),
@@ -99,14 +103,14 @@ def lineage_to_item(lineage: Lineage, now: datetime) -> dict[str, Any]:
             "pk": f"recovery#lineage#{key_part(lineage.lineage_id)}",
             "sk": "LINEAGE",
             "lineage_id": lineage.lineage_id,
-            "job_kind": lineage.job_kind,
+            "job_kind": lineage.job_kind.value,
             "original_job_arn": lineage.original_job_arn,
             "original_job_name": lineage.original_job_name,
             "job_queue": lineage.job_queue,
             "created_at": iso(lineage.created_at),
             "updated_at": iso(now),
             "last_attempt": lineage.last_attempt,
-            "used": dict(lineage.used),
+            "used": {category.value: count for category, count in lineage.used.items()},
             "last_submitted_at": iso(lineage.last_submitted_at),
             "attempts": {str(n): attempt_to_item(r) for n, r in lineage.attempts.items()},
             "version": lineage.version,
@@ -119,13 +123,13 @@ def lineage_from_item(item: Mapping[str, Any]) -> Lineage:
     attempts = {int(n): attempt_from_item(v) for n, v in (item.get("attempts") or {}).items()}
     return Lineage(
         lineage_id=str(item["lineage_id"]),
-        job_kind=str(item["job_kind"]),
+        job_kind=JobKind(item["job_kind"]),
         original_job_arn=str(item["original_job_arn"]),
         original_job_name=str(item["original_job_name"]),
         job_queue=item.get("job_queue"),
         created_at=from_iso(item.get("created_at")) or datetime.fromtimestamp(0, UTC),
         last_attempt=int(item.get("last_attempt", 0)),
-        used={str(k): int(v) for k, v in (item.get("used") or {}).items()},
+        used={Category(k): int(v) for k, v in (item.get("used") or {}).items()},
         last_submitted_at=from_iso(item.get("last_submitted_at")),
         attempts=attempts,
         version=int(item.get("version", 0)),
@@ -138,15 +142,14 @@ class DynamoLineageStore:
     Args:
         client: a boto3 ``dynamodb`` client.
         table: the table name (``BATCHPILOT_STATE_TABLE``).
-        now: UTC clock for ``updated_at`` and TTLs.
+        clock: aware UTC clock for ``updated_at``, ``decided_at`` and TTLs (epoch seconds for
+            DynamoDB's TTL attribute ``expires_at`` are made here, at the adapter edge).
     """
 
-    def __init__(
-        self, client: Any, table: str, now: Callable[[], datetime] = lambda: datetime.now(UTC)
-    ) -> None:
+    def __init__(self, client: Any, table: str, clock: Clock = utc_now) -> None:
         self.client = client
         self.table = table
-        self.now = now
+        self.clock = clock
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         response = self.client.get_item(
@@ -172,7 +175,7 @@ class DynamoLineageStore:
         ``last_attempt``), or absent when ``previous`` is None. Returns False when it is not."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
-            "Item": encode(lineage_to_item(lineage, self.now())),
+            "Item": encode(lineage_to_item(lineage, self.clock())),
         }
         if previous is None:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
@@ -204,13 +207,13 @@ class DynamoLineageStore:
             "ConditionExpression": "attribute_exists(attempts.#a)",
             "ExpressionAttributeNames": {"#a": str(record.attempt), "#v": "version"},
             "ExpressionAttributeValues": encode(
-                {":rec": attempt_to_item(record), ":one": 1, ":now": iso(self.now())}
+                {":rec": attempt_to_item(record), ":one": 1, ":now": iso(self.clock())}
             ),
         }
         if record.new_job_arn is None:
             self.client.update_item(**update)
             return
-        expires = int((self.now() + _POINTER_TTL).timestamp())
+        expires = int((self.clock() + _POINTER_TTL).timestamp())
         pointer = {
             "TableName": self.table,
             "Item": encode(
@@ -225,9 +228,9 @@ class DynamoLineageStore:
         }
         self.client.transact_write_items(TransactItems=[{"Update": update}, {"Put": pointer}])
 
-    def claim_decision(self, job_arn: str, status: str, reason: str) -> bool:
+    def claim_decision(self, job_arn: str, status: str, reason: SkipReason) -> bool:
         """Mark that a skip of this job in this status is being published; False if it already was."""
-        expires = int((self.now() + _SKIP_TTL).timestamp())
+        expires = int((self.clock() + _SKIP_TTL).timestamp())
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -235,8 +238,8 @@ class DynamoLineageStore:
                     {
                         "pk": f"recovery#job#{key_part(job_arn)}",
                         "sk": f"SKIP#{key_part(status)}",
-                        "reason": reason,
-                        "decided_at": iso(self.now()),
+                        "reason": reason.value,
+                        "decided_at": iso(self.clock()),
                         "expires_at": expires,
                     }
                 ),
