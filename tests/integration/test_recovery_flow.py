@@ -12,6 +12,7 @@ from batchpilot.io.clients import client, session
 from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
+from batchpilot.recovery.policy import Row
 from batchpilot.recovery.service import Action, RetryLater
 from batchpilot.shared.own_events import PublishError, SkipReason
 from batchpilot_local.testing.recovery import (
@@ -162,6 +163,15 @@ def test_each_recoverable_failure_is_resubmitted_once_from_its_checkpoint(
         assert again.action is Action.DUPLICATE and again.skip_reason is SkipReason.ALREADY_HANDLED
     assert len(h.submits()) == 1 and len(h.published()) == 1
     assert not h.submits(succeeded=False)
+
+
+def test_a_duplicate_is_decided_on_the_lineage_alone(h: Harness) -> None:
+    # Decision row 9 needs only the lineage: no Describe*, no checkpoint listing, no write.
+    assert h.recoverer().handle(event_of(sample(SPOT))).action is Action.RESUBMITTED
+    h.aws.drain_journal()
+    again = h.recoverer().handle(event_of(sample(SPOT)))
+    assert again.action is Action.DUPLICATE and again.row is Row.ALREADY_HANDLED
+    assert [e.action for e in h.aws.drain_journal()] == ["dynamodb:GetItem", "dynamodb:GetItem"]
 
 
 def test_checkpoint_time_and_lost_instance_hours(h: Harness) -> None:

@@ -4,6 +4,11 @@
 Powertools' ``process_partial_response`` as the record handler. Powertools gives it the Lambda
 context of the invocation with each record (the handler has a ``lambda_context`` parameter), which
 is where the time left comes from; nothing of an invocation is kept between records.
+
+A record handed back (``RetryLater``) is a batch item failure. A batch whose every record is handed
+back (one deferred record, say) is a normal outcome, not a function error: app.py's
+``BatchProcessor`` reports the failures instead of raising (``raise_on_entire_batch_failure=False``),
+so the function's ``Errors`` alarm means a real error.
 """
 
 from __future__ import annotations
