@@ -1,15 +1,16 @@
-"""Alerts handler: per-event cost with local endpoints, and AWS and Slack calls per event.
+"""Alerts handler: per-event cost with local endpoints, and AWS and chat calls per event.
 
 Runs the real ``functions/alerts/app.py`` (imported as Lambda does, with the template's environment)
-inside the embedded AWS (moto: SNS, DynamoDB, Secrets Manager) with the local Slack endpoint (a real
-HTTP server on 127.0.0.1, webhook mode). AWS calls are counted with a botocore ``before-call`` hook
-on the session the handler's clients come from; Slack calls are the requests the endpoint received.
+inside the embedded AWS (moto: SNS, DynamoDB, Secrets Manager) with the local chat endpoint (a real
+HTTP server on 127.0.0.1: Slack in webhook mode, and Teams with ``--teams``). AWS calls are counted
+with a botocore ``before-call`` hook on the session the handler's clients come from; chat calls are
+the requests the endpoint received.
 
 The wall time includes moto answering in-process (no network): it is an upper bound of the
 handler's own CPU cost and says nothing about real AWS latency. The call counts are what matter for
 cost and rate limits in AWS.
 
-Usage: ``.venv/bin/python benchmarks/bench_alerts.py [--events N] [--no-write]``
+Usage: ``.venv/bin/python benchmarks/bench_alerts.py [--events N] [--teams] [--no-write]``
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from typing import Any
 
 from _common import machine, machine_markdown, now, percentile, write_section
 from batchpilot.io.clients import session
+from batchpilot_local.chat_endpoint import LocalChatEndpoint
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.lambda_runtime import FakeLambdaContext
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.slack_endpoint import LocalSlackEndpoint
 from batchpilot_local.testing.harness import load_app, sqs_event, template_environment
 from batchpilot_local.testing.samples import sample
 
@@ -62,13 +63,13 @@ def scenario(
     handler: Any,
     batches: list[list[dict[str, Any]]],
     calls: Calls,
-    slack: LocalSlackEndpoint,
+    chat: LocalChatEndpoint,
     local: LocalAlerts,
 ) -> dict[str, Any]:
     sink = io.StringIO()
     real = sys.stdout
     calls.counter.clear()
-    slack_before = len(slack.requests)
+    chat_before = len(chat.slack.requests) + len(chat.teams.requests)
     per_event: list[float] = []
     events = 0
     try:
@@ -92,7 +93,7 @@ def scenario(
         "median_ms": statistics.median(per_event),
         "p95_ms": percentile(per_event, 95),
         "aws_per_event": aws / events,
-        "slack_per_event": (len(slack.requests) - slack_before) / events,
+        "chat_per_event": (len(chat.slack.requests) + len(chat.teams.requests) - chat_before) / events,
         "by_operation": {k: v / events for k, v in sorted(calls.counter.items())},
     }
 
@@ -100,12 +101,15 @@ def scenario(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200, help="single-event invocations per scenario")
+    parser.add_argument("--teams", action="store_true", help="configure Teams too (Slack and Teams)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not update RESULTS.md")
     args = parser.parse_args(argv)
 
     results = []
-    with EmbeddedAws() as aws, LocalSlackEndpoint() as slack:
-        local = LocalAlerts(aws, environment=template_environment("alerts"), slack=slack).open()
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(
+            aws, environment=template_environment("alerts"), chat=chat, teams=args.teams
+        ).open()
         calls = Calls()
         session().events.register("before-call.*.*", calls)
         os.environ.update(
@@ -120,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
         logger.registered_handler.setStream(io.StringIO())  # its log lines stay out of the report
         n = args.events
+        chats = "Slack + Teams" if args.teams else "Slack"
         critical = sample("service-job/failed-validation")
         info = sample("batch-job/failed-spot-reclaim")
         silent = sample("service-job/running")
@@ -127,15 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         reclaim = sample("batch-job/failed-spot-reclaim")
         pull = sample("batch-job/failed-cannot-pull-container")
         # warm-up: cold start, first secret read (cached 5 minutes afterwards), first clients
-        scenario(
-            "warm-up", handler, [[with_job(info, 10_000_000 + i)] for i in range(5)], calls, slack, local
-        )
+        scenario("warm-up", handler, [[with_job(info, 10_000_000 + i)] for i in range(5)], calls, chat, local)
         plan = [
             (
-                "critical failure (SNS + Slack), 1 event per batch",
+                f"critical failure (SNS + {chats}), 1 event per batch",
                 [[with_job(critical, i)] for i in range(n)],
             ),
-            ("info failure (Slack), 1 event per batch", [[with_job(info, 100_000 + i)] for i in range(n)]),
+            (f"info failure ({chats}), 1 event per batch", [[with_job(info, 100_000 + i)] for i in range(n)]),
             ("duplicate of a sent fact, 1 event per batch", [[with_job(critical, i)] for i in range(n)]),
             (
                 "terminal success (silent), 1 event per batch",
@@ -155,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ]
         for name, batches in plan:
-            results.append(scenario(name, handler, batches, calls, slack, local))
+            results.append(scenario(name, handler, batches, calls, chat, local))
 
-    rows = ["| scenario | events | median ms/event | p95 ms/event | AWS calls/event | Slack calls/event |"]
+    rows = ["| scenario | events | median ms/event | p95 ms/event | AWS calls/event | chat calls/event |"]
     rows.append("|---|---|---|---|---|---|")
     for r in results:
         rows.append(
             f"| {r['name']} | {r['events']} | {r['median_ms']:.2f} | {r['p95_ms']:.2f} | "
-            f"{r['aws_per_event']:.2f} | {r['slack_per_event']:.2f} |"
+            f"{r['aws_per_event']:.2f} | {r['chat_per_event']:.2f} |"
         )
     detail = ["AWS calls per event by operation:", ""]
     for r in results:
@@ -172,14 +175,16 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"## Alerts handler: per-event cost and calls (Python {sys.version.split()[0]})",
             "",
-            f"Run {now()} with `.venv/bin/python benchmarks/bench_alerts.py --events {args.events}`.",
+            f"Run {now()} with `.venv/bin/python benchmarks/bench_alerts.py --events {args.events}"
+            + (" --teams`." if args.teams else "`."),
             "",
             "- What: `functions/alerts/app.py` with the template's environment, in the embedded AWS (moto",
-            "  SNS, DynamoDB, Secrets Manager, in-process) and the local Slack endpoint (HTTP on",
-            "  127.0.0.1, webhook mode). Each event is about a new job unless the scenario says duplicate.",
+            "  SNS, DynamoDB, Secrets Manager, in-process) and the local chat endpoint (HTTP on",
+            f"  127.0.0.1; {'Slack and Teams webhooks' if args.teams else 'Slack webhook'}).",
+            "  Each event is about a new job unless the scenario says duplicate.",
             "- Time per event = wall time of one invocation / events in it; it includes moto and the",
             "  loopback HTTP round trip, so it is an upper bound of the handler's own cost, not AWS latency.",
-            "- Calls are counted with a botocore `before-call` hook (AWS) and by the endpoint (Slack).",
+            "- Calls are counted with a botocore `before-call` hook (AWS) and by the endpoint (chat).",
             "",
             *rows,
             "",
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(body)
     if not args.no_write:
-        write_section("alerts", body)
+        write_section("alerts-teams" if args.teams else "alerts", body)
     return 0
 
 

@@ -170,6 +170,8 @@ class TeamsRequest:
         size: the body's size in bytes.
         authorized: the URL's ``sig`` was the workflow's.
         received_at: ``time.time()`` when it arrived.
+        delay: seconds the answer was held back (the ``timeout`` mode; the client may have given
+            up before it came, so the message may have posted although the client saw no answer).
     """
 
     path: str
@@ -179,6 +181,7 @@ class TeamsRequest:
     size: int = 0
     authorized: bool = True
     received_at: float = 0.0
+    delay: float = 0.0
 
     @property
     def delivered(self) -> bool:
@@ -482,27 +485,27 @@ class LocalTeams(_Side[TeamsRequest]):
 
     def answer(
         self, query: str, payload: Mapping[str, Any], size: int
-    ) -> tuple[int, str, dict[str, str], bool]:
-        """Status, body, headers and authorization for a webhook request."""
+    ) -> tuple[int, str, dict[str, str], bool, float]:
+        """Status, body, headers, authorization and delay (seconds to hold the answer back) for a
+        webhook request."""
         authorized = parse_qs(query).get("sig", [""])[-1] == self.signature
         if not authorized:
-            return (*_teams_error(401, "Unauthorized", "the signature does not match"), False)
+            return (*_teams_error(401, "Unauthorized", "the signature does not match"), False, 0.0)
         script = self._next_failure()
         if script is not None:
             if script.mode == "timeout":
-                time.sleep(script.delay)
-                return 202, "", {}, True
+                return 202, "", {}, True, script.delay
             status, code = _TEAMS_ANSWERS[script.mode]
             status, body, headers = _teams_error(status, code, f"scripted {script.mode}")
             if status == 429:
                 headers["Retry-After"] = str(script.retry_after)
-            return status, body, headers, True
+            return status, body, headers, True, 0.0
         problem = adaptive_card_problem(payload)
         if problem is None and size > TEAMS_MAX_MESSAGE_BYTES:
             problem = f"message of {size} bytes exceeds {TEAMS_MAX_MESSAGE_BYTES}"
         if problem is not None:
-            return (*_teams_error(400, "InvalidRequestContent", problem), True)
-        return 202, "", {}, True
+            return (*_teams_error(400, "InvalidRequestContent", problem), True, 0.0)
+        return 202, "", {}, True, 0.0
 
 
 def _teams_error(status: int, code: str, message: str) -> tuple[int, str, dict[str, str]]:
@@ -525,8 +528,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = parts.path
         slack, teams = endpoint.slack, endpoint.teams
         if path == teams.workflow_path:
-            status, body, headers, authorized = teams.answer(parts.query, payload, len(raw_bytes))
-            teams._record(TeamsRequest(path, payload, status, body, len(raw_bytes), authorized, time.time()))
+            status, body, headers, authorized, delay = teams.answer(parts.query, payload, len(raw_bytes))
+            size = len(raw_bytes)
+            teams._record(TeamsRequest(path, payload, status, body, size, authorized, time.time(), delay))
+            time.sleep(delay)  # recorded first: the client may give up before the answer comes
         else:
             ts: str | None = None
             authorized = True

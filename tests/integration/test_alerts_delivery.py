@@ -11,124 +11,27 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from batchpilot.alerts.channels.slack import SlackNotifier
-from batchpilot.alerts.channels.teams import TeamsNotifier
 from batchpilot.alerts.policy import RoutingPolicy, Severity, load_policy
 from batchpilot.alerts.ports import ClaimState
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import TRUNCATION_MARK
-from batchpilot.alerts.service import AlertService, BatchResult
+from batchpilot.alerts.service import AlertService
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
-from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
 from batchpilot.shared.own_events import JobResubmitted, RecoverySkipped, SkipReason, put_events_entry
 from batchpilot.shared.records import Outcome
-from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams, block_kit_problem
+from batchpilot_local.chat_endpoint import LocalChatEndpoint, block_kit_problem
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.testing.alerts import fact_of
+from batchpilot_local.testing.alerts import ENV, START, Clock, Rig, fact_of, open_rig
 from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-ENV = {
-    "BATCHPILOT_STATE_TABLE": "StateTable",
-    "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
-}
-START = datetime.fromtimestamp(1_800_000_000, UTC)
-
-
-@dataclass
-class Clock:
-    now: datetime = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@dataclass
-class Rig:
-    aws: EmbeddedAws
-    chat: LocalChatEndpoint
-    local: LocalAlerts
-    clock: Clock = field(default_factory=Clock)
-    sleeps: list[float] = field(default_factory=list)
-    remaining: float = 60.0
-    teams_timeout: float = 10.0
-
-    @property
-    def slack(self) -> LocalSlack:
-        return self.chat.slack
-
-    @property
-    def teams(self) -> LocalTeams:
-        return self.chat.teams
-
-    def channels(self, *, real_sleep: bool = False) -> ChannelRegistry:
-        env = self.local.environment
-        secrets = SecretSource(self.aws.client("secretsmanager"))
-        sleep = time.sleep if real_sleep else self.sleeps.append
-        slack = SlackNotifier(
-            secrets,
-            webhook_secret=env.get("BATCHPILOT_SLACK_WEBHOOK_SECRET"),
-            bot_token_secret=env.get("BATCHPILOT_SLACK_BOT_TOKEN_SECRET"),
-            channel=env.get("BATCHPILOT_SLACK_CHANNEL"),
-            api_url=env.get("BATCHPILOT_SLACK_API_URL", "https://slack.com/api/"),
-            sleep=sleep,
-        )
-        teams_secret = env.get("BATCHPILOT_TEAMS_WEBHOOK_SECRET")
-        teams = (
-            TeamsNotifier(secrets, webhook_secret=teams_secret, sleep=sleep, timeout=self.teams_timeout)
-            if teams_secret
-            else None
-        )
-        return ChannelRegistry([slack, teams])
-
-    def service(
-        self,
-        policy: RoutingPolicy | None = None,
-        *,
-        real_sleep: bool = False,
-        channels: ChannelRegistry | None = None,
-    ) -> AlertService:
-        env = self.local.environment
-        return AlertService(
-            policy or RoutingPolicy(),
-            DynamoAlertStore(self.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
-            SnsPublisher(self.aws.client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
-            channels if channels is not None else self.channels(real_sleep=real_sleep),
-            clock=self.clock,
-        )
-
-    def run(
-        self,
-        *events: Any,
-        policy: RoutingPolicy | None = None,
-        real_sleep: bool = False,
-        channels: ChannelRegistry | None = None,
-    ) -> BatchResult:
-        records = [(f"m-{i}", e if isinstance(e, str) else json.dumps(e)) for i, e in enumerate(events)]
-        service = self.service(policy, real_sleep=real_sleep, channels=channels)
-        return service.process(records, time_left=lambda: self.remaining)
-
-    def sns(self) -> list[dict[str, Any]]:
-        return self.local.sns_messages()
-
-    def slack_delivered(self) -> list[dict[str, Any]]:
-        return [r.payload for r in self.slack.delivered()]
-
-
-def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
-    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=ENV, chat=chat, bot=bot, teams=teams).open()
-        yield Rig(aws, chat, local)
 
 
 @pytest.fixture

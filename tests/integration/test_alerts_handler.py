@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -15,6 +16,7 @@ from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
+from batchpilot_local.testing.alerts import template_with_teams
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import sample
@@ -160,4 +162,42 @@ def test_exactly_once_scenario_replays_as_described() -> None:
         [],  # an older RUNNING after the terminal FAILED
         [("sns", "critical"), ("slack", "critical")],  # budget exhausted
         [],
+    ]
+
+
+# ----------------------------------------------------------------------------------------- Teams
+def test_the_handler_posts_to_teams_when_its_secret_is_set(
+    monkeypatch: pytest.MonkeyPatch, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared_metrics.clear_metrics()
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat, teams=True).open()
+        handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
+        chat.teams.fail_next("server_error")  # the first event's card: it falls back to the topic
+        for name in ("batch-job/failed-spot-reclaim", "batch-job/failed-attempt-timeout"):
+            response = handler.lambda_handler(sqs_event([json.dumps(sample(name))], QUEUE), lambda_context)
+            assert response == {"batchItemFailures": []}
+        blobs, _, _ = printed(capsys)
+        assert [r.status for r in chat.teams.requests] == [500, 202]
+        sent = sorted((d["Channel"], d["Severity"]) for _, d in metric_values(blobs, "NotificationsSent"))
+        assert sent == [("slack", "info"), ("slack", "warning"), ("sns", "info"), ("teams", "warning")]
+        failed = {(d["Channel"], d.get("Reason")) for _, d in metric_values(blobs, "NotificationsFailed")}
+        assert failed == {("teams", "http_500"), ("teams", None)}
+    shared_metrics.clear_metrics()
+
+
+def test_replay_shows_teams_beside_slack_when_the_parameter_is_set(tmp_path: Path) -> None:
+    reports = Replayer(template_with_teams(tmp_path)).run(
+        [sample("service-job/failed-validation"), sample("batch-job/failed-attempt-timeout")]
+    )
+    assert [r.errors for r in reports] == [[], []]
+    title = "service job llama-spot-run47 FAILED (MISCONFIGURATION) on sm-training-highpri"
+    assert reports[0].notifications == [
+        {"channel": "sns", "severity": "critical", "title": title},
+        {"channel": "slack", "severity": "critical", "title": title},
+        {"channel": "teams", "severity": "critical", "title": title},
+    ]
+    assert [(n["channel"], n["severity"]) for n in reports[1].notifications] == [
+        ("slack", "warning"),
+        ("teams", "warning"),
     ]

@@ -1,17 +1,46 @@
 """Alerts test support: facts from sample events, decoded the way the alerts service decodes an SQS
-body (:func:`batchpilot.shared.records.decode_any`, then
-:func:`batchpilot.alerts.facts.fact_from_event`)."""
+body (:func:`fact_of`); a rig that runs the real alerts service and adapters against the embedded
+AWS and the local chat endpoint (:class:`Rig`, :func:`open_rig`); and the template with Teams
+turned on, for replays (:func:`template_with_teams`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from batchpilot.alerts.channels.slack import SlackNotifier
+from batchpilot.alerts.channels.teams import TeamsNotifier
 from batchpilot.alerts.facts import AlertFact, fact_from_event
+from batchpilot.alerts.policy import RoutingPolicy
+from batchpilot.alerts.registry import ChannelRegistry
+from batchpilot.alerts.service import AlertService, BatchResult
+from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.io.dynamodb.alerts import DynamoAlertStore
+from batchpilot.io.secrets import SecretSource
+from batchpilot.io.sns import SnsPublisher
 from batchpilot.shared.records import Rejected, decode_any
 
-__all__ = ["fact_of"]
+from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.notifications import LocalAlerts
+from batchpilot_local.testing.paths import TEMPLATE_PATH
+
+__all__ = [
+    "ENV",
+    "START",
+    "TEAMS_PARAMETER_VALUE",
+    "Clock",
+    "Rig",
+    "fact_of",
+    "open_rig",
+    "template_with_teams",
+]
 
 
 def fact_of(event: Mapping[str, Any]) -> AlertFact:
@@ -24,3 +53,137 @@ def fact_of(event: Mapping[str, Any]) -> AlertFact:
     if isinstance(decoded, Rejected):
         raise ValueError(f"{decoded.outcome.value}: {decoded.error}")
     return fact_from_event(decoded, event)
+
+
+ENV = {
+    "BATCHPILOT_STATE_TABLE": "StateTable",
+    "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
+}
+START = datetime.fromtimestamp(1_800_000_000, UTC)
+
+
+@dataclass
+class Clock:
+    """A settable "now" (aware UTC), the service's :data:`batchpilot.shared.clock.Clock`."""
+
+    now: datetime = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
+class Rig:
+    """The alerts service with its real adapters (DynamoDB, SNS, Secrets Manager in the embedded
+    AWS; Slack and Teams at the local chat endpoint). :meth:`run` processes one batch; the clock,
+    the time left and the sleep between 429 retries (recorded in ``sleeps``) are injected."""
+
+    aws: EmbeddedAws
+    chat: LocalChatEndpoint
+    local: LocalAlerts
+    clock: Clock = field(default_factory=Clock)
+    sleeps: list[float] = field(default_factory=list)
+    remaining: float = 60.0
+    teams_timeout: float = 10.0
+
+    @property
+    def slack(self) -> LocalSlack:
+        return self.chat.slack
+
+    @property
+    def teams(self) -> LocalTeams:
+        return self.chat.teams
+
+    def channels(self, *, real_sleep: bool = False) -> ChannelRegistry:
+        env = self.local.environment
+        secrets = SecretSource(self.aws.client("secretsmanager"))
+        sleep = time.sleep if real_sleep else self.sleeps.append
+        slack = SlackNotifier(
+            secrets,
+            webhook_secret=env.get("BATCHPILOT_SLACK_WEBHOOK_SECRET"),
+            bot_token_secret=env.get("BATCHPILOT_SLACK_BOT_TOKEN_SECRET"),
+            channel=env.get("BATCHPILOT_SLACK_CHANNEL"),
+            api_url=env.get("BATCHPILOT_SLACK_API_URL", "https://slack.com/api/"),
+            sleep=sleep,
+        )
+        teams_secret = env.get("BATCHPILOT_TEAMS_WEBHOOK_SECRET")
+        teams = (
+            TeamsNotifier(secrets, webhook_secret=teams_secret, sleep=sleep, timeout=self.teams_timeout)
+            if teams_secret
+            else None
+        )
+        return ChannelRegistry([slack, teams])
+
+    def service(
+        self,
+        policy: RoutingPolicy | None = None,
+        *,
+        real_sleep: bool = False,
+        channels: ChannelRegistry | None = None,
+    ) -> AlertService:
+        env = self.local.environment
+        # The deployed policy: the defaults routed to the chat channels this environment configures.
+        policy = policy or AlertsSettings.from_environ(env, function="alerts").policy
+        return AlertService(
+            policy,
+            DynamoAlertStore(self.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
+            SnsPublisher(self.aws.client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
+            channels if channels is not None else self.channels(real_sleep=real_sleep),
+            clock=self.clock,
+        )
+
+    def run(
+        self,
+        *events: Any,
+        policy: RoutingPolicy | None = None,
+        real_sleep: bool = False,
+        channels: ChannelRegistry | None = None,
+    ) -> BatchResult:
+        records = [(f"m-{i}", e if isinstance(e, str) else json.dumps(e)) for i, e in enumerate(events)]
+        service = self.service(policy, real_sleep=real_sleep, channels=channels)
+        return service.process(records, time_left=lambda: self.remaining)
+
+    def sns(self) -> list[dict[str, Any]]:
+        return self.local.sns_messages()
+
+    def slack_delivered(self) -> list[dict[str, Any]]:
+        return [r.payload for r in self.slack.delivered()]
+
+
+def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
+    """A :class:`Rig` in a fresh embedded AWS and chat endpoint (Slack bot mode with ``bot``,
+    Teams configured with ``teams``), closed when the generator ends."""
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=ENV, chat=chat, bot=bot, teams=teams).open()
+        yield Rig(aws, chat, local)
+
+
+TEAMS_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-AbCdEf"
+"""A placeholder ``TeamsWebhookSecretArn``: any non-empty value turns Teams on in a replay (the local
+run points the variable at its own secret, :class:`batchpilot_local.notifications.LocalAlerts`)."""
+
+
+def template_with_teams(directory: Path, template: Path | None = None) -> Path:
+    """A copy of ``template`` (the repository's) in ``directory`` with the ``TeamsWebhookSecretArn``
+    parameter set, as ``sam deploy --parameter-overrides TeamsWebhookSecretArn=...`` would set it;
+    code folders stay the repository's (``CodeUri``/``ContentUri`` made absolute).
+
+    Raises:
+        ValueError: the template has no ``TeamsWebhookSecretArn`` parameter with an empty default.
+    """
+    source = template or TEMPLATE_PATH
+    text = source.read_text(encoding="utf-8")
+    pattern = re.compile(r'(\n  TeamsWebhookSecretArn:\n    Type: String\n    Default: )""')
+    if not pattern.search(text):
+        raise ValueError(f'{source}: no TeamsWebhookSecretArn parameter with Default ""')
+    text = pattern.sub(lambda m: m.group(1) + TEAMS_PARAMETER_VALUE, text, count=1)
+    root = source.parent.resolve()
+    text = re.sub(
+        r"^(\s+(?:CodeUri|ContentUri): )(?!/)(\S+)$",
+        lambda m: f"{m.group(1)}{root / m.group(2)}/",
+        text,
+        flags=re.M,
+    )
+    copy = directory / "template.yaml"
+    copy.write_text(text, encoding="utf-8")
+    return copy

@@ -100,7 +100,7 @@ _COLOR = {
     Severity.INFO: "Accent",
     Severity.SILENT: "Default",
 }
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
 # ------------------------------------------------------------------------------------- render
