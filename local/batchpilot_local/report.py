@@ -1,8 +1,9 @@
 """The replay report: what each function did with each event, as JSON lines or readable text.
 
 The JSON form (:meth:`EventReport.to_json`) is a stable interface read by tests, benchmarks and
-users' own checks: one object per input event, in input order, with exactly the keys
-``event_id, detail_type, source, functions, job, metrics, notifications, actions, errors``.
+users' own checks: one object per input event, in input order, with the keys
+``event_id, detail_type, source, functions, job, metrics, notifications, actions, errors`` and,
+added later (keys are only ever added at the end), ``own_events``.
 
 :func:`parse_output` turns what a handler printed (EMF blobs and Powertools JSON log lines) into
 :class:`MetricRecord` s and error strings.
@@ -70,6 +71,9 @@ class JobSummary:
         queue: job queue *name*, None for training jobs and preemption events.
         status: Batch status or SageMaker ``TrainingJobStatus``.
         category: failure/blocked/disruption category (``CAPACITY``, ...) or None.
+        share_identifier, quota_share: the fair-share identifier / quota share, when the event has one.
+        reason: the most specific failure or blocked reason the event gives (free text), or None.
+        stopped_at: when the job stopped (ISO-8601 UTC, from the event's detail), or None.
     """
 
     kind: str
@@ -78,9 +82,14 @@ class JobSummary:
     queue: str | None
     status: str
     category: str | None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    reason: str | None = None
+    stopped_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"kind", "arn", "name", "queue", "status", "category"}``."""
+        """``{"kind", "arn", "name", "queue", "status", "category", "share_identifier",
+        "quota_share", "reason", "stopped_at"}``."""
         return {
             "kind": self.kind,
             "arn": self.arn,
@@ -88,6 +97,10 @@ class JobSummary:
             "queue": self.queue,
             "status": self.status,
             "category": self.category,
+            "share_identifier": self.share_identifier,
+            "quota_share": self.quota_share,
+            "reason": self.reason,
+            "stopped_at": self.stopped_at,
         }
 
 
@@ -105,9 +118,12 @@ class EventReport:
             no rule matched (the event is then *ignored*).
         job: the classified job, None for non-job or unparseable events.
         metrics: every metric the functions emitted, in emission order.
-        notifications: messages sent to people (SNS, Slack); empty until alerting exists.
+        notifications: messages sent to people: ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``.
         actions: changes made to the world (resubmissions, capacity); empty until they exist.
         errors: one line each, ``"<function>: <what went wrong>"`` or ``"not an EventBridge event: ..."``.
+        own_events: batchpilot's own events the functions published while handling this event
+            (Job Resubmitted, Recovery Skipped, Capacity Adjusted, ...), each ``{"id",
+            "detail_type", "time", "detail"}``, in the order they were delivered.
     """
 
     index: int
@@ -122,6 +138,7 @@ class EventReport:
     actions: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     is_event: bool = True
+    own_events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def routed(self) -> bool:
@@ -150,6 +167,7 @@ class EventReport:
             "notifications": list(self.notifications),
             "actions": list(self.actions),
             "errors": list(self.errors),
+            "own_events": list(self.own_events),
         }
 
     def to_json(self) -> str:
