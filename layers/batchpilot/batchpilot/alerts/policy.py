@@ -51,6 +51,7 @@ __all__ = [
     "Rule",
     "Selector",
     "Severity",
+    "SnsGrouping",
     "load_policy",
 ]
 
@@ -81,6 +82,15 @@ class Channel(StrEnum):
     def label(self) -> str:
         """The name people read (``Slack``, ``Teams``)."""
         return "on-call topic" if self is Channel.SNS else self.value.capitalize()
+
+
+class SnsGrouping(StrEnum):
+    """How facts routed to the on-call topic are published."""
+
+    EACH = "each"
+    """Every fact on its own."""
+    GROUP = "group"
+    """A burst (a group above ``digest_threshold``) as one message."""
 
 
 class PolicyError(ValueError):
@@ -229,7 +239,7 @@ class RoutingPolicy(_Strict):
     channels: dict[Severity, list[Channel]] = Field(default_factory=_default_channels)
     digest_threshold: int = Field(default=5, ge=1, le=1000)
     digest_max_items: int = Field(default=20, ge=1, le=40)
-    sns_grouping: Literal["each", "group"] = "each"
+    sns_grouping: SnsGrouping = SnsGrouping.EACH
     recovery_expected: bool = True
 
     @field_validator("channels")

@@ -43,7 +43,7 @@ from pydantic_core import from_json
 
 from batchpilot.alerts.facts import AlertFact, fact_from_event
 from batchpilot.alerts.grouping import burst_key, split_bursts
-from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
+from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
 from batchpilot.alerts.ports import (
     AlertStore,
     ClaimState,
@@ -377,7 +377,7 @@ class AlertService:
         wanted = [e for e in entries if e.pending(Channel.SNS)]
         bursts: list[list[_Entry]] = []
         singles = wanted
-        if self.policy.sns_grouping == "group":
+        if self.policy.sns_grouping is SnsGrouping.GROUP:
             bursts, singles = self._bursts(wanted)
         units = [
             (
