@@ -193,3 +193,27 @@ def test_titles_say_what_happened() -> None:
         fact_of(sample("service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded"))
     )
     assert blocked.startswith("job queue sm-quota-queue blocked (MISCONFIGURATION)")
+
+
+def test_out_of_memory_and_quota_alerts_carry_a_hint_and_the_quota() -> None:
+    oom = sns_message(fact_of(sample("batch-job/failed-out-of-memory")), Severity.CRITICAL, "why")
+    assert "Hint:" in oom.body and "more memory" in oom.body and "larger instance type" in oom.body
+    assert oom.attributes["category"] == "OUT_OF_MEMORY"
+    quota = sns_message(
+        fact_of(sample("service-job/failed-resource-limit-exceeded")), Severity.CRITICAL, "why"
+    )
+    assert "Quota:" in quota.body and "ml.p4d.24xlarge for training job usage" in quota.body
+    assert "Service Quotas" in quota.body and quota.attributes["category"] == "QUOTA"
+
+
+def test_sns_attributes_carry_share_and_priority() -> None:
+    message = sns_message(fact_of(sample("batch-job/multi-node-parent-failed")), Severity.CRITICAL, "why")
+    assert message.attributes["share_identifier"] == "pretrain"
+    assert message.attributes["priority"] == "50"
+    assert "Priority:" in message.body
+
+
+def test_a_multi_node_node_event_links_its_log_stream() -> None:
+    fact = fact_of(sample("batch-job/multi-node-node-failed-ecs-properties"))
+    assert fact.log_stream == "llama3-mnp/default/8c1f0a2b3d4e5f60718293a4b5c6d7e8"
+    assert [label for label, _ in console_links(fact)] == ["Batch job", "Logs"]

@@ -35,7 +35,12 @@ EXPECTED: dict[str, Severity] = {
     "batch-job/failed-before-start-no-attempts": C,
     "batch-job/failed-cannot-pull-container": C,
     "batch-job/failed-job-state-time-limit": C,  # capacity on a container job: not recovered
+    "batch-job/failed-eks-oom-killed": C,  # OUT_OF_MEMORY: not recovered
+    "batch-job/failed-out-of-memory": C,
     "batch-job/failed-spot-reclaim": INFO,
+    "batch-job/failed-without-job-arn": C,
+    "batch-job/multi-node-node-failed-ecs-properties": S,  # a node: its parent's event pages
+    "batch-job/multi-node-parent-failed": C,
     "batch-job/replayed-succeeded": S,
     "batch-job/runnable-retrying-after-spot-reclaim": INFO,  # Batch is retrying: no page
     "batch-job/running": S,
@@ -48,6 +53,7 @@ EXPECTED: dict[str, Severity] = {
     "sagemaker/failed-capacity-error": INFO,
     "sagemaker/failed-ec2-insufficient-capacity": INFO,
     "sagemaker/failed-internal-server-error": INFO,
+    "sagemaker/failed-resource-limit-exceeded": C,  # QUOTA: paged at once, never resubmitted
     "sagemaker/in-progress-interrupted": INFO,
     "sagemaker/in-progress-training": S,
     "sagemaker/stopped-by-user": INFO,  # a person stopped it: no page
@@ -57,6 +63,7 @@ EXPECTED: dict[str, Severity] = {
     "service-job/failed-internal-server-error": INFO,
     "service-job/failed-job-state-time-limit": INFO,
     "service-job/failed-preemption-budget-spent": INFO,
+    "service-job/failed-resource-limit-exceeded": C,
     "service-job/failed-sagemaker-capacity": INFO,
     "service-job/failed-user-terminated": INFO,
     "service-job/failed-validation": C,

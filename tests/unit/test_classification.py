@@ -9,9 +9,11 @@ from batchpilot.shared.classification import (
     Category,
     EventKind,
     JobKind,
+    NodeRole,
     category_of_reason,
     classify,
     queue_name,
+    quota_of_reason,
 )
 from batchpilot.shared.events import parse_event
 from batchpilot_local.testing.samples import batch_job, envelope, service_job, training_job
@@ -422,9 +424,140 @@ def test_training_job_created_by_batch_is_marked() -> None:
             C.MISCONFIGURATION,
         ),
         ("something Host EC2 (instance i-1) terminated.", None),  # prefixes only, never substrings
+        ("OutOfMemoryError: Container killed due to memory usage", C.OUT_OF_MEMORY),
+        ("OOMKilled", C.OUT_OF_MEMORY),
+        (
+            "Received status from SageMaker: AlgorithmError: CUDA out of memory. Tried to allocate",
+            C.OUT_OF_MEMORY,
+        ),
+        ("ClientError: Please use an instance type with more memory", C.OUT_OF_MEMORY),
+        ("AlgorithmError: ExecuteUserScriptError: ExitCode 1", C.APPLICATION_ERROR),
+        ("ClientError: Data download failed", C.MISCONFIGURATION),
+        ("Essential container in task exited: out of memory", None),  # markers only behind a known prefix
+        ("ResourceLimitExceeded: The account-level service limit 'x' is 0 Instances", C.QUOTA),
+        ("Received status from SageMaker: ResourceLimitExceeded: limit 'y'", C.QUOTA),
+        ("VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit", C.QUOTA),
+        ("InstanceLimitExceeded: Your quota allows for 0 more running instance(s)", C.QUOTA),
+        ("MaxSpotInstanceCountExceeded", C.QUOTA),
         ("", None),
         (None, None),
     ],
 )
 def test_category_of_reason_matches_prefixes_only(reason: str | None, category: Category | None) -> None:
     assert category_of_reason(reason) == category
+
+
+@pytest.mark.parametrize(
+    ("reason", "quota"),
+    [
+        (
+            "ResourceLimitExceeded: The account-level service limit 'ml.p4d.24xlarge for training job usage'"
+            " is 0 Instances, with current utilization of 0 Instances",
+            "ml.p4d.24xlarge for training job usage",
+        ),
+        ("VcpuLimitExceeded: You have requested more vCPU capacity", "VcpuLimitExceeded"),
+        ("CapacityError: Unable to provision requested ML compute capacity", None),
+        (None, None),
+    ],
+)
+def test_quota_of_reason_names_the_quota(reason: str | None, quota: str | None) -> None:
+    assert quota_of_reason(reason) == quota
+
+
+ECS_NODE = {
+    "taskProperties": [{"containers": [{"name": "trainer", "exitCode": 3, "logStreamName": "s/1"}]}],
+    "startedAt": 1763633100000,
+    "stoppedAt": 1763636700000,
+    "statusReason": "Essential container in task exited",
+}
+
+
+@pytest.mark.parametrize(
+    ("detail", "category", "exit_code", "stopped_ms", "role", "by_batch"),
+    [
+        # ECS properties: exit code under taskProperties[].containers[], no stoppedAt on the job
+        ({"attempts": [ECS_NODE]}, C.APPLICATION_ERROR, 3, 1763636700000, None, False),
+        # EKS: eksAttempts[].containers[]
+        (
+            {
+                "eksAttempts": [
+                    {"containers": [{"exitCode": 137, "reason": "OOMKilled"}], "stoppedAt": 1763636000000}
+                ]
+            },
+            C.OUT_OF_MEMORY,
+            137,
+            1763636000000,
+            None,
+            False,
+        ),
+        # the job-level ecsProperties when the attempt says nothing
+        (
+            {"ecsProperties": {"taskProperties": [{"containers": [{"exitCode": 0}, {"exitCode": 9}]}]}},
+            C.APPLICATION_ERROR,
+            9,
+            None,
+            None,
+            False,
+        ),
+        # a multi-node node (jobId UUID#N): classified, but created by Batch for its parent
+        (
+            {"jobId": "6d1c0c4e-6b7f-4b8a-9f0e-1f2a3b4c5d6e#2", "attempts": [ECS_NODE]},
+            C.APPLICATION_ERROR,
+            3,
+            1763636700000,
+            NodeRole.NODE,
+            True,
+        ),
+        (
+            {"nodeDetails": {"nodeIndex": 0, "isMainNode": True}, "attempts": [ECS_NODE]},
+            C.APPLICATION_ERROR,
+            3,
+            1763636700000,
+            NodeRole.MAIN_NODE,
+            True,
+        ),
+        (
+            {"nodeProperties": {"numNodes": 2, "mainNode": 0}, "attempts": [ECS_NODE]},
+            C.APPLICATION_ERROR,
+            3,
+            1763636700000,
+            NodeRole.PARENT,
+            False,
+        ),
+    ],
+)
+def test_container_job_shapes(
+    detail: dict[str, Any],
+    category: Category,
+    exit_code: int | None,
+    stopped_ms: int | None,
+    role: NodeRole | None,
+    by_batch: bool,
+) -> None:
+    facts = classify(
+        parse_event(batch_job("FAILED", statusReason="Essential container in task exited", **detail))
+    )
+    stopped = int(facts.stopped_at.timestamp() * 1000) if facts.stopped_at else None
+    assert (facts.category, facts.exit_code, stopped, facts.node_role, facts.created_by_batch) == (
+        category,
+        exit_code,
+        stopped_ms,
+        role,
+        by_batch,
+    )
+
+
+def test_job_arn_from_resources_when_the_event_has_none() -> None:
+    event = batch_job("FAILED")
+    arn = event["detail"].pop("jobArn")
+    event["resources"] = [arn]
+    assert classify(parse_event(event)).arn == arn
+    event["resources"] = []
+    assert classify(parse_event(event)).arn == event["detail"]["jobId"]
+
+
+def test_time_limit_action_is_noted() -> None:
+    reason = "Canceled by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+    facts = classify(parse_event(batch_job("FAILED", statusReason=reason)))
+    assert facts.time_limit_action and facts.category is C.CAPACITY
+    assert not classify(parse_event(batch_job("FAILED", statusReason="CAPACITY:X"))).time_limit_action

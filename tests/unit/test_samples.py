@@ -7,7 +7,7 @@ import json
 import pytest
 from batchpilot.shared.classification import Category as C
 from batchpilot.shared.classification import JobKind as K
-from batchpilot.shared.classification import classify
+from batchpilot.shared.classification import NodeRole, classify
 from batchpilot.shared.events import UnsupportedEventError, parse_event
 from batchpilot_local.testing.paths import EVENTS_DIR
 from batchpilot_local.testing.samples import sample, sample_event_paths
@@ -19,8 +19,13 @@ EXPECTED = [
     ("batch-job/failed-attempt-timeout", K.CONTAINER_JOB, True, False, C.TIMEOUT),
     ("batch-job/failed-before-start-no-attempts", K.CONTAINER_JOB, True, False, C.MISCONFIGURATION),
     ("batch-job/failed-cannot-pull-container", K.CONTAINER_JOB, True, False, C.MISCONFIGURATION),
+    ("batch-job/failed-eks-oom-killed", K.CONTAINER_JOB, True, False, C.OUT_OF_MEMORY),
     ("batch-job/failed-job-state-time-limit", K.CONTAINER_JOB, True, False, C.CAPACITY),
+    ("batch-job/failed-out-of-memory", K.CONTAINER_JOB, True, False, C.OUT_OF_MEMORY),
     ("batch-job/failed-spot-reclaim", K.CONTAINER_JOB, True, False, C.SPOT_INTERRUPTION),
+    ("batch-job/failed-without-job-arn", K.CONTAINER_JOB, True, False, C.APPLICATION_ERROR),
+    ("batch-job/multi-node-node-failed-ecs-properties", K.CONTAINER_JOB, True, False, C.APPLICATION_ERROR),
+    ("batch-job/multi-node-parent-failed", K.CONTAINER_JOB, True, False, C.APPLICATION_ERROR),
     ("batch-job/replayed-succeeded", K.CONTAINER_JOB, True, True, None),
     ("batch-job/runnable-retrying-after-spot-reclaim", K.CONTAINER_JOB, False, False, C.SPOT_INTERRUPTION),
     ("batch-job/running", K.CONTAINER_JOB, False, False, None),
@@ -41,19 +46,21 @@ EXPECTED = [
     ),
     ("sagemaker/completed", K.TRAINING_JOB, True, True, None),
     ("sagemaker/created-by-batch-failed", K.TRAINING_JOB, True, False, C.CAPACITY),
-    ("sagemaker/failed-algorithm-error", K.TRAINING_JOB, True, False, C.APPLICATION_ERROR),
+    ("sagemaker/failed-algorithm-error", K.TRAINING_JOB, True, False, C.OUT_OF_MEMORY),
     ("sagemaker/failed-capacity-error", K.TRAINING_JOB, True, False, C.CAPACITY),
     ("sagemaker/failed-ec2-insufficient-capacity", K.TRAINING_JOB, True, False, C.CAPACITY),
     ("sagemaker/failed-internal-server-error", K.TRAINING_JOB, True, False, C.INTERNAL_ERROR),
+    ("sagemaker/failed-resource-limit-exceeded", K.TRAINING_JOB, True, False, C.QUOTA),
     ("sagemaker/in-progress-interrupted", K.TRAINING_JOB, False, False, C.SPOT_INTERRUPTION),
     ("sagemaker/in-progress-training", K.TRAINING_JOB, False, False, None),
     ("sagemaker/stopped-by-user", K.TRAINING_JOB, True, False, C.USER_STOPPED),
     ("sagemaker/stopped-max-runtime-exceeded", K.TRAINING_JOB, True, False, C.TIMEOUT),
     ("sagemaker/stopped-max-wait-time-exceeded", K.TRAINING_JOB, True, False, C.SPOT_INTERRUPTION),
-    ("service-job/failed-algorithm-error", K.SERVICE_JOB, True, False, C.APPLICATION_ERROR),
+    ("service-job/failed-algorithm-error", K.SERVICE_JOB, True, False, C.OUT_OF_MEMORY),
     ("service-job/failed-internal-server-error", K.SERVICE_JOB, True, False, C.INTERNAL_ERROR),
     ("service-job/failed-job-state-time-limit", K.SERVICE_JOB, True, False, C.CAPACITY),
     ("service-job/failed-preemption-budget-spent", K.SERVICE_JOB, True, False, C.PREEMPTION),
+    ("service-job/failed-resource-limit-exceeded", K.SERVICE_JOB, True, False, C.QUOTA),
     ("service-job/failed-sagemaker-capacity", K.SERVICE_JOB, True, False, C.CAPACITY),
     ("service-job/failed-user-terminated", K.SERVICE_JOB, True, False, C.USER_STOPPED),
     ("service-job/failed-validation", K.SERVICE_JOB, True, False, C.MISCONFIGURATION),
@@ -101,6 +108,90 @@ def test_sample_classifies_as_its_case(
         terminal,
         succeeded,
         category,
+    )
+
+
+# file → (arn, exit code, log stream, stopped_at epoch ms, node role, created by Batch): the shapes
+# whose exit code, stop time and ARN live somewhere other than the top-level container and jobArn.
+SHAPES: list[tuple[str, str, int | None, str | None, int | None, NodeRole | None, bool]] = [
+    (
+        "batch-job/multi-node-node-failed-ecs-properties",
+        "arn:aws:batch:us-east-1:111122223333:job/3f6d2b1e-8c4a-4e7b-9d2f-5a1c7e9b0d42#1",
+        1,
+        "llama3-mnp/default/8c1f0a2b3d4e5f60718293a4b5c6d7e8",
+        1795507800000,
+        NodeRole.NODE,
+        True,
+    ),
+    (
+        "batch-job/multi-node-parent-failed",
+        "arn:aws:batch:us-east-1:111122223333:job/3f6d2b1e-8c4a-4e7b-9d2f-5a1c7e9b0d42",
+        1,
+        "llama3-mnp/default/0a9b8c7d6e5f40312233445566778899",
+        1795507810000,
+        NodeRole.PARENT,
+        False,
+    ),
+    (
+        "batch-job/failed-eks-oom-killed",
+        "arn:aws:batch:us-east-1:111122223333:job/a1c3e5f7-2b4d-4f6a-9c8e-3d5f7a9c1e24",
+        137,
+        None,
+        1795505500000,
+        None,
+        False,
+    ),
+    (
+        "batch-job/failed-without-job-arn",
+        "arn:aws:batch:us-east-1:111122223333:job/b2d4f6a8-3c5e-4a7b-8d9f-4e6a8c0e2f35",
+        2,
+        "resnet-nightly/default/5e6f708192a3b4c5d6e7f80123456789",
+        1795503900000,
+        None,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "arn", "exit_code", "stream", "stopped_ms", "role", "by_batch"),
+    SHAPES,
+    ids=[r[0] for r in SHAPES],
+)
+def test_sample_shapes_give_exit_code_stop_time_and_arn(
+    name: str,
+    arn: str,
+    exit_code: int | None,
+    stream: str | None,
+    stopped_ms: int | None,
+    role: NodeRole | None,
+    by_batch: bool,
+) -> None:
+    facts = classify(parse_event(sample(name)))
+    stopped = int(facts.stopped_at.timestamp() * 1000) if facts.stopped_at else None
+    assert (
+        facts.arn,
+        facts.exit_code,
+        facts.log_stream,
+        stopped,
+        facts.node_role,
+        facts.created_by_batch,
+    ) == (
+        arn,
+        exit_code,
+        stream,
+        stopped_ms,
+        role,
+        by_batch,
+    )
+
+
+def test_quota_samples_name_their_quota() -> None:
+    assert classify(parse_event(sample("sagemaker/failed-resource-limit-exceeded"))).quota == (
+        "ml.p5.48xlarge for training job usage"
+    )
+    assert classify(parse_event(sample("service-job/failed-resource-limit-exceeded"))).quota == (
+        "ml.p4d.24xlarge for training job usage"
     )
 
 

@@ -275,6 +275,16 @@ class AlertFact:
         return self.job.stopped_at if self.job else None
 
     @property
+    def priority(self) -> int | None:
+        """Batch ``schedulingPriority`` (0-9999, higher runs first within its share), when known."""
+        return self.job.scheduling_priority if self.job else None
+
+    @property
+    def quota(self) -> str | None:
+        """The account service quota a QUOTA failure names (job events), else None."""
+        return self.job.quota if self.job else None
+
+    @property
     def instance_type(self) -> str | None:
         """SageMaker ``ResourceConfig`` instance type (training jobs)."""
         return self.job.instance_type if self.job else None
@@ -378,8 +388,11 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
             detail = event.detail
             job_id = detail.jobId
             last = detail.attempts[-1] if detail.attempts else None
-            stream = (last.container.logStreamName if last and last.container else None) or (
-                detail.container.logStreamName if detail.container else None
+            # The failed container's stream, in whichever shape the event has it (classification).
+            stream = (
+                facts.log_stream
+                or (last.container.logStreamName if last and last.container else None)
+                or (detail.container.logStreamName if detail.container else None)
             )
             if stream:
                 log_group, log_stream = BATCH_LOG_GROUP, stream

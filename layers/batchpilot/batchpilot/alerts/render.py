@@ -38,6 +38,7 @@ __all__ = [
     "facts_table",
     "format_duration",
     "group_headline",
+    "hint",
     "job_label",
     "plain",
     "sanitize_subject",
@@ -76,8 +77,8 @@ class SnsMessage:
         subject: sanitised subject (ASCII, ≤99 characters).
         body: plain text for email and pager subscribers.
         attributes: SNS ``MessageAttributes`` values (``String``): ``severity``, ``job_queue``,
-            ``category``, ``event_kind`` (and ``fallback_from`` when chat channels failed; and
-            ``group_size`` for a digest); empty values are left out (SNS rejects them).
+            ``category``, ``event_kind``, ``share_identifier``, ``priority`` (and ``fallback_from``
+            when chat channels failed; and ``group_size`` for a digest); empty values are left out (SNS rejects them).
     """
 
     subject: str
@@ -229,6 +230,20 @@ def console_links(fact: AlertFact) -> list[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------------- facts
+def hint(fact: AlertFact) -> str | None:
+    """What a person can do about a failure whose category says it (job events), else None.
+
+    OUT_OF_MEMORY: the container's ``MEMORY`` resource requirement (AWS Batch User Guide, "Memory
+    management") or a larger instance type; QUOTA: a Service Quotas increase for the quota named.
+    """
+    if fact.category is Category.OUT_OF_MEMORY:
+        return "give the job more memory (its MEMORY resource requirement) or a larger instance type"
+    if fact.category is Category.QUOTA:
+        what = f"'{fact.quota}'" if fact.quota else "named in the reason"
+        return f"request an increase of the account service quota {what} in Service Quotas; not resubmitted"
+    return None
+
+
 def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
     """``[(label, value)]`` in display order, without empty values (reason excluded)."""
     rows: list[tuple[str, str | None]] = [
@@ -237,7 +252,10 @@ def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
         ("Share", fact.share_identifier),
         ("Quota share", fact.quota_share),
         ("Status", f"{fact.status}/{fact.secondary_status}" if fact.secondary_status else fact.status),
+        ("Priority", str(fact.priority) if fact.priority is not None else None),
         ("Category", fact.category.value if fact.category else None),
+        ("Quota", fact.quota),
+        ("Hint", hint(fact)),
         ("Attempts", str(fact.attempts) if fact.attempts else None),
         ("Wait time", _span(fact.created_at, fact.started_at)),
         ("Run time", _span(fact.started_at, fact.stopped_at)),
@@ -266,6 +284,8 @@ def _attributes(
             "job_queue": fact.job_queue,
             "category": fact.category.value if fact.category else None,
             "event_kind": fact.event_kind.value,
+            "share_identifier": fact.share_identifier,
+            "priority": str(fact.priority) if fact.priority is not None else None,
         }
     values["fallback_from"] = ",".join(channel.value for channel, _ in fallback) or None
     values |= extra

@@ -7,10 +7,11 @@ fact                                                              severity
 ================================================================  ==========
 terminal success (SUCCEEDED, Completed)                           silent
 terminal failure recovery will resubmit (``recovery_will_handle``) info [#]_
+terminal failure, category QUOTA (an account service quota)      critical, always
 terminal failure, category TIMEOUT                                warning
 terminal failure, category USER_STOPPED (a person stopped it)     info
 any other terminal failure (recovery will not handle it)          critical
-queue blocked, MISCONFIGURATION                                   critical
+queue blocked, MISCONFIGURATION or QUOTA                          critical
 queue blocked, CAPACITY or UNKNOWN (UNDETERMINED)                 warning
 spot interruption Batch/SageMaker is retrying (RUNNABLE, Interrupted) info
 preemption started                                                info
@@ -87,6 +88,10 @@ def _name(category: Category | None) -> str:
     return category.value if category else "UNKNOWN"
 
 
+def _quota(fact: AlertFact) -> str:
+    return f" ({fact.quota})" if fact.quota else ""
+
+
 def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]:
     category = fact.category
     if fact.created_by_batch:
@@ -95,6 +100,11 @@ def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
         case FactKind.QUEUE_BLOCKED:
             if category is Category.MISCONFIGURATION:
                 return Severity.CRITICAL, "the job queue is blocked by a misconfiguration: it will never run"
+            if category is Category.QUOTA:
+                return (
+                    Severity.CRITICAL,
+                    f"the job queue is blocked by an account service quota{_quota(fact)}",
+                )
             return Severity.WARNING, f"the job queue is blocked ({_name(category)})"
         case FactKind.PREEMPTION_STARTED:
             return Severity.INFO, "a preemption: Batch requeues the job itself"
@@ -103,6 +113,8 @@ def _job_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
     if fact.succeeded:
         return Severity.SILENT, "a success"
     if fact.terminal and fact.status in _TERMINAL_FAILURE_STATUSES:
+        if category is Category.QUOTA:  # never resubmitted: only a person can raise the quota
+            return Severity.CRITICAL, f"an account service quota{_quota(fact)} stopped the job"
         if policy.recovery_expected and recovery_will_handle(fact.job_kind, category):
             return (
                 Severity.INFO,

@@ -16,8 +16,8 @@ Recovered categories (row 5): service jobs FAILED with PREEMPTION, SPOT_INTERRUP
 INTERNAL_ERROR; container jobs FAILED with SPOT_INTERRUPTION (Batch's retries are spent: a job with
 retries left goes back to RUNNABLE, row 2); standalone training jobs Failed with CAPACITY or
 INTERNAL_ERROR, or Stopped with ``MaxWaitTimeExceeded`` (SPOT_INTERRUPTION). Never MISCONFIGURATION,
-USER_STOPPED, APPLICATION_ERROR, TIMEOUT or UNKNOWN. A service job's event often lacks what decides
-its category (``preemptionSummary``, ``isTerminated``), so its row 5 waits for DescribeServiceJob.
+USER_STOPPED, APPLICATION_ERROR, OUT_OF_MEMORY, QUOTA, TIMEOUT or UNKNOWN. A service job's event often
+lacks what decides its category (``preemptionSummary``, ``isTerminated``), so its row 5 waits for DescribeServiceJob.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from batchpilot.recovery.pacing import backoff_seconds
 from batchpilot.recovery.settings import NoCheckpoint, RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.classification import Category, JobFacts, JobKind
+from batchpilot.shared.classification import Category, JobFacts, JobKind, NodeRole
 from batchpilot.shared.own_events import SkipReason
 
 __all__ = [
@@ -62,6 +62,8 @@ _WHY_NOT: dict[Category, str] = {
     Category.MISCONFIGURATION: "the job cannot run as configured; resubmitting would fail the same way",
     Category.USER_STOPPED: "a person stopped or terminated it on purpose",
     Category.APPLICATION_ERROR: "the training code failed; resubmitting would fail the same way",
+    Category.OUT_OF_MEMORY: "it ran out of memory; it needs more memory or a larger instance type",
+    Category.QUOTA: "an account service quota is reached; resubmitting hits the same quota",
     Category.TIMEOUT: "it ran out of its own time limit",
     Category.UNKNOWN: "the cause is unknown",
 }
@@ -96,7 +98,8 @@ class Row(Enum):
 
     CREATED_BY_BATCH = (
         1,
-        "a training job AWS Batch created (`AWSBatch*`): its service job decides",
+        "a training job AWS Batch created (`AWSBatch*`) or a node of a multi-node parallel job "
+        "(`jobId` `UUID#N`): its service job or parent job decides",
         "skip",
         Step.SKIP,
         SkipReason.CREATED_BY_BATCH,
@@ -314,6 +317,11 @@ def _job_rows(facts: JobFacts) -> Decision | None:
         return Decision(
             Row.CREATED_BY_BATCH,
             "AWS Batch created this training job for a service job; the service job's own event decides",
+        )
+    if facts.node_role in (NodeRole.MAIN_NODE, NodeRole.NODE):
+        return Decision(
+            Row.CREATED_BY_BATCH,
+            f"node {facts.node_index} of a multi-node parallel job; the parent job's own event decides",
         )
     if not facts.terminal:
         if facts.kind is JobKind.CONTAINER_JOB and facts.status == _RUNNABLE and facts.attempts > 0:

@@ -33,6 +33,7 @@ from pydantic_core import from_json
 
 __all__ = [
     "DETAIL_TYPES",
+    "BatchAttempt",
     "BatchJobDetail",
     "BatchJobQueueBlocked",
     "BatchJobStateChange",
@@ -40,11 +41,18 @@ __all__ = [
     "BatchServiceJobPreemptionStarted",
     "BatchServiceJobQueueBlocked",
     "BatchServiceJobStateChange",
+    "EcsProperties",
+    "EksAttempt",
+    "EksAttemptContainer",
     "InvalidEventError",
     "JobEvent",
+    "NodeDetails",
+    "NodeProperties",
     "PreemptionDetail",
     "SageMakerTrainingJobStateChange",
     "ServiceJobDetail",
+    "TaskContainerDetail",
+    "TaskProperties",
     "Timestamp",
     "TrainingJobDetail",
     "UnsupportedEventError",
@@ -141,13 +149,77 @@ class ContainerAttemptDetail(_Model):
     containerInstanceArn: str | None = None
 
 
+class TaskContainerDetail(_Model):
+    """One container of an ECS-properties job or attempt: ``taskProperties[].containers[]`` of
+    DescribeJobs (``AttemptTaskContainerDetails`` in an attempt, ``TaskContainerDetails`` on the job).
+    Only non-secret fields are kept (no environment, no command)."""
+
+    name: str | None = None
+    exitCode: int | None = None
+    reason: str | None = None
+    logStreamName: str | None = None
+    essential: bool | None = None
+
+
+class TaskProperties(_Model):
+    """One ``taskProperties[]`` entry (an ECS task) of an ECS-properties job or attempt."""
+
+    containers: list[TaskContainerDetail] = Field(default_factory=list)
+
+
 class BatchAttempt(_Model):
-    """One attempt of a Batch container job (DescribeJobs ``AttemptDetail``); times in UTC."""
+    """One attempt of a Batch container job (DescribeJobs ``AttemptDetail``); times in UTC.
+
+    A job with ``containerProperties`` reports its container under ``container``; a job with
+    ``ecsProperties`` (and the nodes of a multi-node parallel job defined that way) under
+    ``taskProperties[].containers[]`` (AWS Batch API Reference, ``AttemptDetail``).
+    """
 
     container: ContainerAttemptDetail | None = None
+    taskProperties: list[TaskProperties] = Field(default_factory=list)
     startedAt: Timestamp | None = None
     stoppedAt: Timestamp | None = None
     statusReason: str | None = None
+
+
+class EksAttemptContainer(_Model):
+    """``eksAttempts[].containers[]`` of a job on Amazon EKS (``EksAttemptContainerDetail``)."""
+
+    name: str | None = None
+    exitCode: int | None = None
+    reason: str | None = None
+
+
+class EksAttempt(_Model):
+    """One attempt of a Batch job on Amazon EKS (DescribeJobs ``EksAttemptDetail``); times in UTC."""
+
+    containers: list[EksAttemptContainer] = Field(default_factory=list)
+    initContainers: list[EksAttemptContainer] = Field(default_factory=list)
+    podName: str | None = None
+    nodeName: str | None = None
+    startedAt: Timestamp | None = None
+    stoppedAt: Timestamp | None = None
+    statusReason: str | None = None
+
+
+class EcsProperties(_Model):
+    """``ecsProperties`` of a job (DescribeJobs ``EcsPropertiesDetail``): its tasks' containers."""
+
+    taskProperties: list[TaskProperties] = Field(default_factory=list)
+
+
+class NodeDetails(_Model):
+    """``nodeDetails`` of one node of a multi-node parallel job (its ``jobId`` is ``UUID#N``)."""
+
+    nodeIndex: int | None = None
+    isMainNode: bool | None = None
+
+
+class NodeProperties(_Model):
+    """``nodeProperties`` of a multi-node parallel job's parent: how many nodes, which is main."""
+
+    numNodes: int | None = None
+    mainNode: int | None = None
 
 
 class RetryStrategy(_Model):
@@ -175,7 +247,12 @@ class ContainerDetail(_Model):
 class BatchJobDetail(_Model):
     """``detail`` of ``Batch Job State Change`` / ``Batch Job Queue Blocked`` (resembles DescribeJobs).
 
-    ``jobId`` of an array child is ``UUID:INDEX`` and is kept intact. Timestamps come as epoch ms.
+    ``jobId`` of an array child is ``UUID:INDEX``, of a multi-node parallel node ``UUID#N``; both are
+    kept intact. Timestamps come as epoch ms. The failed container and its exit code can be under
+    ``container``, ``attempts[].container``, ``attempts[].taskProperties[].containers[]``,
+    ``ecsProperties.taskProperties[].containers[]`` or ``eksAttempts[].containers[]``, depending on
+    how the job was defined (AWS Batch API Reference, ``JobDetail``); ``jobArn`` is missing from
+    events older than that field (the job's ARN is then the envelope's ``resources[0]``).
     """
 
     jobArn: str | None = None
@@ -198,6 +275,10 @@ class BatchJobDetail(_Model):
     arrayProperties: ArrayProperties | None = None
     isCancelled: bool | None = None
     isTerminated: bool | None = None
+    ecsProperties: EcsProperties | None = None
+    eksAttempts: list[EksAttempt] = Field(default_factory=list)
+    nodeDetails: NodeDetails | None = None
+    nodeProperties: NodeProperties | None = None
 
 
 # ------------------------------------------------------------------------------ Batch service jobs
