@@ -1,15 +1,23 @@
 """The ``batchpilot`` console command.
 
-``batchpilot replay PATH... [--format text|json] [--template PATH]`` replays events through the
-functions of ``template.yaml`` (see :mod:`batchpilot_local.replay`) and prints one report per
-event: JSON Lines with ``--format json``, readable blocks and a summary line with ``text``.
+``batchpilot replay PATH... [--format text|json] [--template PATH] [--report FILE.html]
+[--parameter-overrides K=V ...] [--config-env ENV] [--job/--queue/--share/--category PATTERN]
+[--fail-on critical|warning] [--verbose]`` replays events through the functions of
+``template.yaml`` (see :mod:`batchpilot_local.replay`). With ``--format json`` it prints one report
+per event (JSON Lines, as each is ready); with ``text`` (the default) a summary a person reads in
+one screen, a timeline per clock scenario, then the detail of each event
+(:mod:`batchpilot_local.replay_summary`). ``--report`` also writes the HTML report
+(:mod:`batchpilot_local.replay_html`). Inputs of more than 1,000 events show progress on stderr.
 
 ``batchpilot simulate SCENARIO`` (or ``--compare A B``) simulates a fleet with batchpilot's
 policies in the loop (see :mod:`batchpilot_local.simulate.command`); it exits 0 after a run and 2
 for bad usage or a scenario that cannot be simulated.
 
-Exit status: 0 when every event was handled (an event no rule matches is handled: ignored),
-1 when any event has errors, 2 for unreadable input or template and for bad usage.
+Exit status of ``replay``: 0 when every event was handled (an event no rule matches is handled:
+ignored), 1 when any event has errors, 2 for unreadable input or template and for bad usage
+(an unknown filter value, a parameter the template does not declare, a report path that cannot be
+written: one line on stderr, nothing written), 3 when ``--fail-on`` is given and a notification of
+that severity or worse was sent (and no event has errors).
 """
 
 from __future__ import annotations
@@ -17,18 +25,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+import time
 from collections.abc import Sequence
-from typing import TextIO
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TextIO
 
+from batchpilot_local.clock import ClockScenario
 from batchpilot_local.embedded_aws import WorldError
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
-from batchpilot_local.report import EventReport, render_summary, render_text
+from batchpilot_local.replay_options import (
+    Filters,
+    OptionError,
+    failed_on,
+    parse_overrides,
+    samconfig_overrides,
+)
+from batchpilot_local.replay_summary import render_overview, render_timelines, summarise
+from batchpilot_local.report import EventReport, render_text
 from batchpilot_local.simulate.command import add_parser as add_simulate_parser
 from batchpilot_local.simulate.command import run_command as run_simulate
-from batchpilot_local.template import TemplateError
+from batchpilot_local.template import TemplateError, default_template_path
 
-__all__ = ["EXIT_ERRORS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["EXIT_ERRORS", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 EXIT_OK = 0
 """Every event was handled."""
@@ -36,6 +57,18 @@ EXIT_ERRORS = 1
 """At least one event has errors."""
 EXIT_USAGE = 2
 """Bad usage, unreadable input or template."""
+EXIT_FAIL_ON = 3
+"""``--fail-on``: a notification of that severity or worse was sent."""
+PROGRESS_ABOVE = 1_000
+"""Inputs of more events than this show progress on stderr."""
+_PROGRESS_EVERY = 1_000
+
+
+def _version() -> str:
+    try:
+        return metadata.version("batchpilot")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,14 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batchpilot", description="Local tools for batchpilot (never shipped in the Lambda layer)."
     )
+    parser.add_argument("--version", action="version", version=f"batchpilot {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     replay = commands.add_parser(
         "replay",
         help="run events through the functions of template.yaml against an embedded AWS",
         description=(
-            "Run EventBridge events (files, directories, JSON Lines, '-' for stdin, or scenario "
-            "files) through every function whose rule in template.yaml matches, with the real "
-            "handlers, against an embedded AWS; print what each function did."
+            "Run EventBridge events (files, directories, JSON Lines, concatenated JSON, CloudWatch "
+            "Logs and Logs Insights output, SQS messages, '-' for stdin, or scenario files) through "
+            "every function whose rule in template.yaml matches, with the real handlers, against an "
+            "embedded AWS; print what each function did."
         ),
     )
     replay.add_argument("paths", nargs="+", metavar="PATH", help="event file, directory, or '-' for stdin")
@@ -63,6 +98,50 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="SAM template (default: ./template.yaml, else the repository's template.yaml)",
     )
+    replay.add_argument(
+        "--report", metavar="FILE", default=None, help="also write a self-contained HTML report to FILE"
+    )
+    replay.add_argument(
+        "--parameter-overrides",
+        metavar="'K=V ...'",
+        action="append",
+        default=[],
+        help="template parameters, as sam deploy takes them (repeatable; wins over --config-env)",
+    )
+    replay.add_argument(
+        "--config-env",
+        metavar="ENV",
+        default=None,
+        help="use the parameter_overrides of this samconfig.toml environment (see --config-file)",
+    )
+    replay.add_argument(
+        "--config-file",
+        metavar="PATH",
+        default=None,
+        help="samconfig.toml for --config-env (default: the one beside the template)",
+    )
+    for option, what in (
+        ("--job", "job name, ARN or id"),
+        ("--queue", "job queue name"),
+        ("--share", "share identifier or quota share"),
+        ("--category", "failure/blocked category (CAPACITY, MISCONFIGURATION, ...)"),
+    ):
+        replay.add_argument(
+            option,
+            metavar="PATTERN",
+            action="append",
+            default=[],
+            help=f"replay only events whose {what} matches (glob; repeatable)",
+        )
+    replay.add_argument(
+        "--fail-on",
+        choices=("critical", "warning"),
+        default=None,
+        help="exit 3 when a notification of this severity or worse was sent (for CI)",
+    )
+    replay.add_argument(
+        "--verbose", action="store_true", help="text report: also list the functions' own counters"
+    )
     add_simulate_parser(commands)
     return parser
 
@@ -73,34 +152,134 @@ def _fail(stderr: TextIO, message: str) -> int:
     return EXIT_USAGE
 
 
-def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+def _check_writable(path: str) -> None:
+    """Fail before the replay when the report cannot be written (a missing folder, a directory,
+    no permission), by creating and removing a temporary file beside it.
+
+    Raises:
+        OptionError: one line naming the path.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise OptionError(f"--report {path}: is a directory")
+    folder = target.parent if str(target.parent) else Path(".")
     try:
-        replayer = Replayer(args.template)
+        handle, probe = tempfile.mkstemp(prefix=".report-", suffix=".probe", dir=folder)
+    except OSError as exc:
+        raise OptionError(f"--report {path}: cannot write: {exc.strerror or type(exc).__name__}") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+def _parameters(args: argparse.Namespace) -> dict[str, str]:
+    parameters: dict[str, str] = {}
+    if args.config_env is not None:
+        if args.config_file is not None:
+            config = Path(args.config_file)
+        else:
+            template = Path(args.template) if args.template else default_template_path()
+            config = template.parent / "samconfig.toml"
+        parameters.update(samconfig_overrides(config, args.config_env))
+    parameters.update(parse_overrides(args.parameter_overrides))
+    return parameters
+
+
+class _Progress:
+    """``replayed N/M events (R/s)`` on stderr every 1,000 reports, for inputs of more than 1,000."""
+
+    def __init__(self, stderr: TextIO, total: int) -> None:
+        self._stderr = stderr
+        self._total = total
+        self._done = 0
+        self._started = time.monotonic()
+
+    def step(self) -> None:
+        self._done += 1
+        if self._total <= PROGRESS_ABOVE:
+            return
+        if self._done % _PROGRESS_EVERY == 0 or self._done == self._total:
+            rate = self._done / max(time.monotonic() - self._started, 1e-9)
+            self._stderr.write(
+                f"batchpilot replay: replayed {self._done:,}/{self._total:,} events ({rate:,.0f}/s)\n"
+            )
+            self._stderr.flush()
+
+
+def _queue_environments(items: Sequence[Any]) -> dict[str, dict[str, str]]:
+    """Per clock scenario, job queue name → service environment name (from its world and ticks)."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        if not isinstance(item, ClockScenario):
+            continue
+        mapping = out.setdefault(item.origin, {})
+        for world in (item.world, *(tick.world for tick in item.ticks)):
+            for queue in world.get("job_queues") or []:
+                if isinstance(queue, dict) and queue.get("name") and queue.get("serviceEnvironment"):
+                    mapping[str(queue["name"])] = str(queue["serviceEnvironment"])
+    return out
+
+
+def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    filters = Filters(tuple(args.job), tuple(args.queue), tuple(args.share), tuple(args.category))
+    try:
+        parameters = _parameters(args)
+        replayer = Replayer(args.template, parameters)
         replay_input = read_inputs(args.paths)
-    except (TemplateError, InputError) as exc:
+        for world in replay_input.worlds:
+            unknown = sorted(set(world.parameters) - set(replayer.template.parameters))
+            if unknown:
+                raise OptionError(
+                    f"{world.origin}: parameters {', '.join(unknown)}: not declared by the template"
+                )
+        filters.check(replay_input.events)
+        if args.report is not None:
+            _check_writable(args.report)
+    except (TemplateError, InputError, OptionError) as exc:
         return _fail(stderr, str(exc))
+    items = [item for item in replay_input.items if filters.keep(item.value)]
+    total = sum(len(item.value.ticks) if isinstance(item.value, ClockScenario) else 1 for item in items)
+    progress = _Progress(stderr, total)
 
     def emit(report: EventReport) -> None:
+        progress.step()
         if args.format == "json":
             stdout.write(report.to_json() + "\n")
-        else:
-            stdout.write(render_text(report) + "\n")
-        stdout.flush()
+            stdout.flush()
 
     try:
         reports = replayer.run(
-            replay_input.events,
-            origins=[item.origin for item in replay_input.items],
-            scopes=[item.scope for item in replay_input.items],
+            [item.value for item in items],
+            origins=[item.origin for item in items],
+            scopes=[item.scope for item in items],
             scope_worlds={world.origin: world.data for world in replay_input.worlds},
+            scope_parameters={world.origin: world.parameters for world in replay_input.worlds},
             on_report=emit,
         )
     except WorldError as exc:
         return _fail(stderr, f"world: {exc}")
+    summary = summarise(reports, _queue_environments([item.value for item in items]))
     if args.format == "text":
-        stdout.write(render_summary(reports))
+        stdout.write(render_overview(summary))
+        timelines = render_timelines(summary)
+        if timelines:
+            stdout.write("\n" + timelines)
+        stdout.write("\nEvents\n")
+        for report in reports:
+            stdout.write(render_text(report, verbose=args.verbose) + "\n")
         stdout.flush()
-    return EXIT_ERRORS if any(report.errors for report in reports) else EXIT_OK
+    if args.report is not None:
+        from batchpilot_local.replay_html import write_report
+
+        try:
+            write_report(args.report, reports, summary, template=replayer.template)
+        except OSError as exc:
+            return _fail(
+                stderr, f"--report {args.report}: cannot write: {exc.strerror or type(exc).__name__}"
+            )
+    if any(report.errors for report in reports):
+        return EXIT_ERRORS
+    notes = (note for report in reports for note in report.notifications)
+    return EXIT_FAIL_ON if failed_on(args.fail_on, notes) else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -93,6 +93,11 @@ class Page:
         cap = f"<figcaption>{_text(caption)}</figcaption>" if caption else ""
         self._blocks.append(f"<figure>{svg}{cap}</figure>")
 
+    def markup(self, html_text: str) -> None:
+        """A block of ready-made HTML. The caller escapes every text it puts in (``html.escape``);
+        used for previews such as chat messages, which tables cannot show."""
+        self._blocks.append(html_text)
+
     def preformatted(self, text: str) -> None:
         """A block of monospaced text (escaped)."""
         self._blocks.append(f"<pre>{_text(text)}</pre>")

@@ -2,18 +2,30 @@
 
 Each path given to ``batchpilot replay`` is one of:
 
-- a file holding one JSON event object, a JSON array of events, or JSON Lines (one JSON value per
-  line; files named ``*.jsonl`` are always read as JSON Lines, other files when they are not a
-  single JSON document);
+- a file holding one JSON event object, a JSON array of events, or several JSON documents one
+  after another: JSON Lines, or pretty-printed objects concatenated (``cat a.json b.json``), read
+  with :meth:`json.JSONDecoder.raw_decode` document by document;
 - a directory, read recursively: its ``*.json`` and ``*.jsonl`` files in sorted path order
   (compared folder by folder; hidden files and folders, whose names start with ``.``, and all
   other files are skipped);
 - ``-`` for standard input (at most once).
 
-A top-level object with an ``events`` list and no ``detail-type`` is a *scenario*:
-``{"world": {...}, "events": [...]}``; its events are replayed and its world is handed to
-:meth:`batchpilot_local.embedded_aws.EmbeddedAws.seed`. One with ``ticks`` is a *clock scenario*
-(:mod:`batchpilot_local.clock`): its item is a ``ClockScenario`` that the replay runs tick by tick.
+Events arrive as users have them: wrapped values are unwrapped wherever they appear (a document,
+an array element), recursively:
+
+- ``aws logs filter-log-events`` / ``get-log-events`` output (``{"events": [{"timestamp",
+  "message"}], "nextToken" ...}``, pages concatenated): each event's ``message`` is parsed;
+- Logs Insights results: ``aws logs get-query-results`` (``results`` rows of ``{"field",
+  "value"}``) or a console JSON export (rows with ``@message``);
+- SQS messages: ``aws sqs receive-message`` output (``Messages[].Body``), a Lambda SQS event
+  (``Records[].body``), or one message.
+
+A top-level object with an ``events`` list and no ``detail-type`` (and not CloudWatch Logs output)
+is a *scenario*: ``{"world": {...}, "parameters": {...}, "events": [...]}``; its events are
+replayed, its world is handed to :meth:`batchpilot_local.embedded_aws.EmbeddedAws.seed`, and its
+``parameters`` (template parameter name → value) configure the functions for its events.
+One with ``ticks`` is a *clock scenario* (:mod:`batchpilot_local.clock`): its item is a
+``ClockScenario`` that the replay runs tick by tick.
 
 Any unreadable input raises :class:`InputError`, whose one-line message names the file (and the
 line, for JSON Lines) and never quotes the content.
@@ -23,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +47,7 @@ from batchpilot_local.world import json_type
 
 __all__ = ["SCENARIO_KEYS", "InputError", "InputItem", "ReplayInput", "World", "read_inputs"]
 
-SCENARIO_KEYS: frozenset[str] = frozenset({"world", "events", "description", "name"})
+SCENARIO_KEYS: frozenset[str] = frozenset({"world", "events", "description", "name", "parameters"})
 """Keys a scenario object may have (``events`` is required)."""
 
 _SUFFIXES = (".json", ".jsonl")
@@ -65,10 +78,12 @@ class InputItem:
 
 @dataclass(frozen=True)
 class World:
-    """A scenario's ``world`` object and the file it came from."""
+    """A scenario's ``world`` object, the file it came from, and its template ``parameters``
+    (name → text, as ``sam deploy --parameter-overrides`` gives them)."""
 
     data: dict[str, Any]
     origin: str
+    parameters: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,8 +103,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    return _DECODER.decode(text)
 
 
 def _json_error(origin: str, exc: Exception, line: int | None = None) -> InputError:
@@ -104,14 +123,126 @@ def _json_error(origin: str, exc: Exception, line: int | None = None) -> InputEr
     return InputError(f"{prefix}: invalid JSON: {reason}")
 
 
+# ------------------------------------------------------------------------------- wrappers
+# Keys of `aws logs filter-log-events` and `aws logs get-log-events` output beside `events`.
+_LOGS_KEYS = frozenset({"nextToken", "searchedLogStreams", "nextForwardToken", "nextBackwardToken"})
+_MAX_WRAPPING = 4  # a log line holding an SQS body holding an event is 2 levels: 4 is plenty
+
+
+def _is_log_events(value: Mapping[str, Any]) -> bool:
+    """``{"events": [{"timestamp", "message", ...}], "nextToken"?: ...}``: CloudWatch Logs output."""
+    events = value.get("events")
+    if not isinstance(events, list) or "detail-type" in value:
+        return False
+    if any(key in value for key in _LOGS_KEYS):
+        return True
+    return bool(events) and all(
+        isinstance(e, Mapping) and isinstance(e.get("message"), str) and "timestamp" in e for e in events
+    )
+
+
+def _insights_message(row: Any) -> str | None:
+    """The ``@message`` of one Logs Insights result: a ``get-query-results`` row (a list of
+    ``{"field", "value"}``) or a console export row (``{"@timestamp", "@message", ...}``)."""
+    if isinstance(row, list):
+        for cell in row:
+            if isinstance(cell, Mapping) and cell.get("field") == "@message":
+                value = cell.get("value")
+                return value if isinstance(value, str) else None
+        return None
+    if isinstance(row, Mapping) and "detail-type" not in row:
+        value = row.get("@message")
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _sqs_body(message: Any) -> str | None:
+    """The body of an SQS message as ``aws sqs receive-message`` (``Body``) or a Lambda SQS event
+    record (``body``, ``eventSource: aws:sqs``) shows it; None for anything else."""
+    if not isinstance(message, Mapping) or "detail-type" in message:
+        return None
+    if isinstance(message.get("Body"), str) and ("MessageId" in message or "ReceiptHandle" in message):
+        return str(message["Body"])
+    if isinstance(message.get("body"), str) and message.get("eventSource") == "aws:sqs":
+        return str(message["body"])
+    return None
+
+
+def _wrapped(value: Any) -> list[tuple[str, str]] | None:
+    """The texts wrapped in ``value`` as ``(where, text)`` pairs, or None when it wraps nothing.
+
+    Understood: CloudWatch Logs ``filter-log-events``/``get-log-events`` output (each event's
+    ``message``), Logs Insights results (``get-query-results``' ``results`` or a console export's
+    rows: ``@message``), SQS messages (``receive-message`` output ``{"Messages": [...]}``, a Lambda
+    SQS event ``{"Records": [...]}``, or one message) whose body is the event.
+    """
+    if isinstance(value, Mapping):
+        if _is_log_events(value):
+            return [(f"events[{i}].message", str(e.get("message"))) for i, e in enumerate(value["events"])]
+        results = value.get("results")
+        if isinstance(results, list) and "detail-type" not in value and "status" in value:
+            rows = [(i, _insights_message(row)) for i, row in enumerate(results)]
+            return [(f"results[{i}].@message", text) for i, text in rows if text is not None]
+        for key in ("Messages", "Records"):
+            messages = value.get(key)
+            if isinstance(messages, list) and messages and "detail-type" not in value:
+                bodies = [(i, _sqs_body(m)) for i, m in enumerate(messages)]
+                if all(body is not None for _, body in bodies):
+                    return [(f"{key}[{i}].body", str(body)) for i, body in bodies]
+        body = _sqs_body(value)
+        if body is not None:
+            return [("body", body)]
+        message = _insights_message(value)
+        if message is not None and set(value) <= {"@timestamp", "@message", "@logStream", "@log", "@ptr"}:
+            return [("@message", message)]
+        return None
+    if isinstance(value, list) and value and all(_insights_message(row) is not None for row in value):
+        return [(f"[{i}].@message", str(_insights_message(row))) for i, row in enumerate(value)]
+    return None
+
+
+def _unwrap(value: Any, origin: str, label: str, depth: int = 0) -> list[tuple[Any, str]] | None:
+    """The values wrapped in ``value`` (see :func:`_wrapped`), unwrapped recursively, as
+    ``(value, origin)``; None when ``value`` wraps nothing.
+
+    Raises:
+        InputError: a wrapped text is not JSON, naming where it is.
+    """
+    texts = _wrapped(value) if depth < _MAX_WRAPPING else None
+    if texts is None:
+        return None
+    out: list[tuple[Any, str]] = []
+    for where, text in texts:
+        try:
+            inner = _loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise _json_error(f"{label} {where}", exc) from None
+        deeper = _unwrap(inner, f"{origin} {where}", f"{label} {where}", depth + 1)
+        out.extend(deeper if deeper is not None else [(inner, f"{origin} {where}")])
+    return out
+
+
 def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None = None) -> None:
-    """Add one top-level JSON value (a whole file, or one JSON Lines line).
+    """Add one top-level JSON value (a whole file, or one of several concatenated documents).
 
     ``origin`` names the items; ``label`` (default ``origin``) starts error messages.
     """
     label = label or origin
+    unwrapped = _unwrap(value, origin, label)
+    if unwrapped is not None:
+        for inner, where in unwrapped:
+            if isinstance(inner, list):
+                out.items.extend(InputItem(v, f"{where}[{i}]") for i, v in enumerate(inner))
+            else:
+                out.items.append(InputItem(inner, where))
+        return
     if isinstance(value, list):
-        out.items.extend(InputItem(v, f"{origin}[{i}]") for i, v in enumerate(value))
+        for i, element in enumerate(value):
+            inner_items = _unwrap(element, f"{origin}[{i}]", f"{label}[{i}]")
+            if inner_items is None:
+                out.items.append(InputItem(element, f"{origin}[{i}]"))
+            else:
+                out.items.extend(InputItem(v, where) for v, where in inner_items)
         return
     if not isinstance(value, Mapping):
         raise InputError(f"{label}: expected a JSON object or array, got {json_type(value)}")
@@ -127,6 +258,26 @@ def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None 
     out.items.append(InputItem(value, origin))
 
 
+def _parameters(value: Any, label: str) -> dict[str, str]:
+    """A scenario's ``parameters`` object as template parameter name → text (objects and arrays
+    as their JSON text, booleans as ``true``/``false``, as ``sam deploy`` would pass them)."""
+    if not isinstance(value, Mapping):
+        raise InputError(f"{label}: scenario 'parameters' must be an object, got {json_type(value)}")
+    out: dict[str, str] = {}
+    for name, raw in value.items():
+        if isinstance(raw, bool):
+            out[str(name)] = "true" if raw else "false"
+        elif isinstance(raw, str | int | float):
+            out[str(name)] = str(raw)
+        elif isinstance(raw, Mapping | list):
+            out[str(name)] = json.dumps(raw, separators=(",", ":"))
+        else:
+            raise InputError(
+                f"{label}: parameters.{name}: expected a string, number, boolean, object or array"
+            )
+    return out
+
+
 def _add_scenario(value: Mapping[str, Any], origin: str, out: ReplayInput, label: str) -> None:
     unknown = sorted(str(k) for k in value if k not in SCENARIO_KEYS)
     if unknown:
@@ -139,45 +290,64 @@ def _add_scenario(value: Mapping[str, Any], origin: str, out: ReplayInput, label
         EmbeddedAws.check_world(world)
     except WorldError as exc:
         raise InputError(f"{label}: {exc}") from None
-    out.worlds.append(World(dict(world), origin))
+    parameters = _parameters(value.get("parameters", {}), label)
+    out.worlds.append(World(dict(world), origin, parameters))
     out.items.extend(InputItem(v, f"{origin} events[{i}]", scope=origin) for i, v in enumerate(events))
 
 
-def _parse_lines(text: str, origin: str, out: ReplayInput) -> None:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+def _documents(text: str, origin: str) -> list[tuple[Any, int]]:
+    """Every JSON document in ``text``, one after another (JSON Lines, concatenated pretty-printed
+    objects, or a mix), with the line each starts on.
+
+    Raises:
+        InputError: invalid JSON, naming the line.
+    """
+    documents: list[tuple[Any, int]] = []
+    position = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+    line = text.count("\n", 0, position) + 1
+    counted = position
+    while position < len(text):
+        line += text.count("\n", counted, position)
+        counted = position
         try:
-            value = _loads(line)
+            value, end = _DECODER.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            if exc.lineno == line:
+                raise _json_error(origin, exc) from None
+            # Name the document (where it starts) and where the parser stopped in it.
+            raise InputError(
+                f"{origin}: line {line}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+            ) from None
         except (ValueError, RecursionError) as exc:
-            raise _json_error(origin, exc, number) from None
-        _add_top_level(value, f"{origin}:{number}", out, f"{origin}: line {number}")
+            raise _json_error(origin, exc, line) from None
+        documents.append((value, line))
+        position = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+    return documents
 
 
 def parse_text(text: str, origin: str, out: ReplayInput, *, json_lines: bool = False) -> None:
     """Parse one file's (or stdin's) text into ``out``.
 
-    A document that is not one JSON value but whose lines each are is read as JSON Lines.
+    The text is one JSON document or several, one after another: JSON Lines, concatenated
+    pretty-printed objects (``cat a.json b.json``), pages of ``aws logs filter-log-events`` output.
+    Several documents are named ``origin:line`` (the line each starts on); ``json_lines`` (a
+    ``.jsonl`` file) names a single document that way too. Wrappers are unwrapped (see
+    :func:`_wrapped`): CloudWatch Logs output, Logs Insights results, SQS messages.
 
     Raises:
         InputError: invalid JSON, an empty document, or a top-level value that is neither an
             object nor an array.
     """
-    if json_lines:
-        _parse_lines(text, origin, out)
-        return
     if not text.strip():
-        raise InputError(f"{origin}: empty input: expected a JSON object, an array or JSON Lines")
-    try:
-        value = _loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":  # several documents: JSON Lines
-            _parse_lines(text, origin, out)
+        if json_lines:
             return
-        raise _json_error(origin, exc) from None
-    except (ValueError, RecursionError) as exc:
-        raise _json_error(origin, exc) from None
-    _add_top_level(value, origin, out)
+        raise InputError(f"{origin}: empty input: expected a JSON object, an array or JSON Lines")
+    documents = _documents(text, origin)
+    if len(documents) == 1 and not json_lines:
+        _add_top_level(documents[0][0], origin, out)
+        return
+    for value, line in documents:
+        _add_top_level(value, f"{origin}:{line}", out, f"{origin}: line {line}")
 
 
 def _decode(data: bytes, origin: str) -> str:

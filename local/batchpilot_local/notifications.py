@@ -18,7 +18,9 @@ what the alerts function's environment in ``template.yaml`` points at:
 
 :meth:`LocalAlerts.spec_for` gives the alerts function's spec with that environment;
 :meth:`LocalAlerts.collect` returns what was delivered since the previous call, as the replay
-report's ``notifications`` entries ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``.
+report's ``notifications`` entries ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``;
+:meth:`LocalAlerts.deliveries` returns the same with each message as sent (:class:`Delivery`: the
+SNS subject and text, the Slack Block Kit payload, the Teams Adaptive Card), for previews.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from batchpilot_local.template import (
 __all__ = [
     "ALERTS_FUNCTION",
     "INBOX_QUEUE",
+    "Delivery",
     "LocalAlerts",
     "notification_from_slack",
     "notification_from_sns",
@@ -61,6 +64,22 @@ TEAMS_VARIABLE = "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
 
 _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
 _TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Delivery:
+    """One message people would have received.
+
+    Attributes:
+        note: the report's notification entry ``{"channel", "severity", "title"}``.
+        payload: what was sent: for ``sns`` ``{"Subject", "Message", "MessageAttributes"}`` of the
+            SNS envelope; for ``slack`` the webhook or ``chat.postMessage`` JSON body (``text``,
+            ``blocks``, ``thread_ts``); for ``teams`` the webhook body (``attachments`` holding the
+            Adaptive Card).
+    """
+
+    note: dict[str, Any]
+    payload: dict[str, Any]
 
 
 def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,13 +259,24 @@ class LocalAlerts:
         """Notifications delivered since the previous call: on-call topic messages, then the Slack
         messages and the Teams messages the endpoint accepted (failed attempts are not
         notifications)."""
+        return [delivery.note for delivery in self.deliveries()]
+
+    def deliveries(self) -> list[Delivery]:
+        """:meth:`collect`'s notifications with the messages as sent (see :class:`Delivery`);
+        the two share one position: call one or the other."""
         if not self.active:
             return []
-        notes = [notification_from_sns(envelope) for envelope in self.sns_messages()]
+        out = [
+            Delivery(
+                notification_from_sns(envelope),
+                {key: envelope.get(key) for key in ("Subject", "Message", "MessageAttributes")},
+            )
+            for envelope in self.sns_messages()
+        ]
         requests = self.slack.since(self._mark)
         self._mark += len(requests)
-        notes += [notification_from_slack(request) for request in requests if request.delivered]
+        out += [Delivery(notification_from_slack(r), dict(r.payload)) for r in requests if r.delivered]
         posts = self.teams.since(self._teams_mark)
         self._teams_mark += len(posts)
-        notes += [notification_from_teams(post) for post in posts if post.delivered]
-        return notes
+        out += [Delivery(notification_from_teams(p), dict(p.payload)) for p in posts if p.delivered]
+        return out

@@ -38,7 +38,7 @@ from batchpilot.shared.own_events import SOURCE as OWN_SOURCE
 from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
-from batchpilot_local.notifications import LocalAlerts
+from batchpilot_local.notifications import Delivery, LocalAlerts
 from batchpilot_local.report import EventReport, JobSummary, parse_output
 from batchpilot_local.template import DEFAULT_BUS, AppTemplate, Route, default_template_path, load_template
 from batchpilot_local.world import JournalEntry
@@ -73,6 +73,10 @@ def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
         queue=facts.queue,
         status=facts.status,
         category=facts.category.value if facts.category else None,
+        share_identifier=facts.share_identifier,
+        quota_share=facts.quota_share,
+        reason=facts.reason,
+        stopped_at=facts.stopped_at.isoformat().replace("+00:00", "Z") if facts.stopped_at else None,
     )
 
 
@@ -95,6 +99,34 @@ def actions_from_journal(entries: Iterable[JournalEntry]) -> list[dict[str, Any]
     return actions
 
 
+def _add_deliveries(report: EventReport, deliveries: Sequence[Delivery]) -> None:
+    """Add what people were told to the report: the notification entries and their messages."""
+    report.notifications.extend(delivery.note for delivery in deliveries)
+    report.deliveries.extend(deliveries)
+
+
+def _record_own_events(records: Sequence[Mapping[str, Any]], report: EventReport) -> None:
+    """Add the batchpilot events among SQS ``records`` to ``report.own_events`` (once per event id):
+    ``{"detail_type", "time", "detail"}``, what the recovery and capacity functions published."""
+    seen = {entry.get("id") for entry in report.own_events}
+    for record in records:
+        try:
+            event = json.loads(record.get("body") or "")
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("source") != OWN_SOURCE or event.get("id") in seen:
+            continue
+        seen.add(event.get("id"))
+        report.own_events.append(
+            {
+                "id": event.get("id"),
+                "detail_type": event.get("detail-type"),
+                "time": event.get("time"),
+                "detail": event.get("detail"),
+            }
+        )
+
+
 def _not_an_event(item: Any) -> str | None:
     """Why ``item`` is not an EventBridge event, or None when it is one (for routing purposes)."""
     if not isinstance(item, Mapping):
@@ -115,14 +147,22 @@ class Replayer:
 
     Args:
         template_path: the SAM template; default :func:`~batchpilot_local.template.default_template_path`.
+        parameters: template parameter overrides for every event (name → text, as ``sam deploy
+            --parameter-overrides`` gives them); a scenario's own ``parameters`` win over these.
 
     Raises:
-        batchpilot_local.template.TemplateError: the template cannot be read or routed.
+        batchpilot_local.template.TemplateError: the template cannot be read or routed, or a
+            parameter is not declared by it.
     """
 
-    def __init__(self, template_path: str | Path | None = None) -> None:
+    def __init__(
+        self, template_path: str | Path | None = None, parameters: Mapping[str, str] | None = None
+    ) -> None:
         path = Path(template_path) if template_path is not None else default_template_path()
-        self.template: AppTemplate = load_template(path)
+        self._parameters = dict(parameters or {})
+        self.template: AppTemplate = load_template(path, self._parameters)
+        self._default_template = self.template  # self.template changes per scenario while running
+        self._templates: dict[tuple[tuple[str, str], ...], AppTemplate] = {}
         self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
         self._bus: str | None = None  # run(bus=...): the bus input events are put on
 
@@ -136,6 +176,7 @@ class Replayer:
         scopes: Sequence[str | None] | None = None,
         scope_worlds: Mapping[str, Mapping[str, Any]] | None = None,
         bus: str | None = None,
+        scope_parameters: Mapping[str, Mapping[str, str]] | None = None,
     ) -> list[EventReport]:
         """Replay the events, in order, in a fresh embedded AWS (one cold start per function).
 
@@ -157,6 +198,8 @@ class Replayer:
                 (source ``batchpilot``), the bus its functions publish to
                 (:attr:`~batchpilot_local.template.AppTemplate.own_event_bus`), as if batchpilot
                 had published them. ``"default"`` replays a forged own event: it reaches nothing.
+            scope_parameters: per scenario, its template parameter overrides (on top of the
+                replayer's own): its functions run with that configuration.
 
         Returns:
             One report per event, in input order.
@@ -165,8 +208,9 @@ class Replayer:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
         """
         items = list(events)
+        segments: list[tuple[list[Mapping[str, Any]], range, Mapping[str, str]]]
         if scopes is None:
-            segments: list[tuple[list[Mapping[str, Any]], range]] = [(list(worlds), range(len(items)))]
+            segments = [(list(worlds), range(len(items)), {})]
         else:
             segments = []
             start = 0
@@ -174,21 +218,37 @@ class Replayer:
                 if index == len(items) or scopes[index] != scopes[start]:
                     scope = scopes[start]
                     world = (scope_worlds or {}).get(scope) if scope is not None else None
-                    segments.append(([world] if world else [], range(start, index)))
+                    parameters = (scope_parameters or {}).get(scope, {}) if scope is not None else {}
+                    segments.append(([world] if world else [], range(start, index), parameters))
                     start = index
         reports: list[EventReport] = []
         self._bus = bus
-        for segment_worlds, indices in segments:
-            if not indices:
-                continue
-            self._run_segment(
-                [items[i] for i in indices],
-                segment_worlds,
-                [origins[i] if origins is not None and i < len(origins) else None for i in indices],
-                reports,
-                on_report,
-            )
+        default = self._default_template = self.template
+        try:
+            for segment_worlds, indices, parameters in segments:
+                if not indices:
+                    continue
+                self.template = self._template_with(parameters)
+                self._run_segment(
+                    [items[i] for i in indices],
+                    segment_worlds,
+                    [origins[i] if origins is not None and i < len(origins) else None for i in indices],
+                    reports,
+                    on_report,
+                )
+        finally:
+            self.template = default
         return reports
+
+    def _template_with(self, parameters: Mapping[str, str]) -> AppTemplate:
+        """The template loaded with the replayer's parameters and then ``parameters`` (cached)."""
+        if not parameters:
+            return self._default_template
+        merged = {**self._parameters, **parameters}
+        key = tuple(sorted(merged.items()))
+        if key not in self._templates:
+            self._templates[key] = load_template(self._default_template.path, merged)
+        return self._templates[key]
 
     def _run_segment(
         self,
@@ -220,7 +280,7 @@ class Replayer:
 
                             def finish(tick: EventReport) -> None:
                                 self._drain_own_events(aws, runtime, tick)
-                                tick.notifications.extend(alerts.collect())
+                                _add_deliveries(tick, alerts.deliveries())
                                 tick.actions.extend(actions_from_journal(aws.drain_journal()))
 
                             for tick in run_clock(
@@ -232,7 +292,7 @@ class Replayer:
                             continue
                         aws.drain_journal()  # calls made while seeding are not this event's actions
                         report = self._replay_one(aws, runtime, len(reports), event, origin)
-                        report.notifications.extend(alerts.collect())
+                        _add_deliveries(report, alerts.deliveries())
                         report.actions.extend(actions_from_journal(aws.drain_journal()))
                         reports.append(report)
                         if on_report is not None:
@@ -315,6 +375,7 @@ class Replayer:
                 if not sqs_event["Records"]:
                     continue
                 delivered = True
+                _record_own_events(sqs_event["Records"], report)
                 route = readers[queue]
                 if route.function.short_name not in report.functions:
                     report.functions = sorted({*report.functions, route.function.short_name})

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "OWN_COUNTERS",
     "EventReport",
     "JobSummary",
     "MetricRecord",
@@ -25,6 +26,27 @@ __all__ = [
     "render_summary",
     "render_text",
 ]
+
+OWN_COUNTERS: frozenset[str] = frozenset(
+    {
+        "EventsProcessed",
+        "EventsIgnored",
+        "InvalidEvents",
+        "EventsFailed",
+        "ColdStart",
+        "DuplicateEvents",
+        "DuplicateAlertsSuppressed",
+        "StaleAlertsSuppressed",
+        "CapacityRuns",
+        "CapacityAdjustedEvents",
+        "CapacityLimitedEvents",
+        "CapacityErrors",
+        "NotificationsSent",
+        "NotificationsFailed",
+    }
+)
+"""The functions' own health counters: in the text report with ``verbose`` only (they describe
+batchpilot, not the fleet; the JSON report always has them)."""
 
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
 _WARNING_LEVELS = frozenset({"WARNING", "WARN"})
@@ -124,6 +146,9 @@ class EventReport:
         own_events: batchpilot's own events the functions published while handling this event
             (Job Resubmitted, Recovery Skipped, Capacity Adjusted, ...), each ``{"id",
             "detail_type", "time", "detail"}``, in the order they were delivered.
+        deliveries: the notifications' messages as sent
+            (:class:`batchpilot_local.notifications.Delivery`), for the HTML report's previews; not
+            in the JSON report (a Block Kit payload is kilobytes per message).
     """
 
     index: int
@@ -139,6 +164,7 @@ class EventReport:
     errors: list[str] = field(default_factory=list)
     is_event: bool = True
     own_events: list[dict[str, Any]] = field(default_factory=list)
+    deliveries: list[Any] = field(default_factory=list)
 
     @property
     def routed(self) -> bool:
@@ -302,12 +328,14 @@ def _table(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
     return lines
 
 
-def render_text(report: EventReport) -> str:
+def render_text(report: EventReport, *, verbose: bool = False) -> str:
     """A readable block for one event (several lines, ending with a newline).
 
-    Header ``[n] <detail-type>  <id>``; then the job (kind, queue, status, category), the
-    functions it went to (or ``no matching rule: ignored``), a metrics table (name, value, unit,
-    dimensions as ``k=v``), notifications and actions when there are any, and errors.
+    Header ``[n] <detail-type>  <id>``; then the job (kind, queue, share, status, category, name)
+    and its failure reason, the functions it went to (or ``no matching rule: ignored``), a metrics
+    table (name, value, unit, timestamp, dimensions as ``k=v``; the functions' own counters,
+    :data:`OWN_COUNTERS`, only when ``verbose``), notifications, actions and own events when there
+    are any, and errors.
     """
     indent = "    "
     title = report.detail_type or "(no detail-type)"
@@ -317,21 +345,28 @@ def render_text(report: EventReport) -> str:
     if report.job is not None:
         job = report.job
         parts = [job.kind, f"queue={job.queue or '-'}", f"status={job.status}"]
+        share = job.share_identifier or job.quota_share
+        if share:
+            parts.insert(2, f"share={share}")
         if job.category:
             parts.append(f"category={job.category}")
         if job.name:
             parts.append(f"name={job.name}")
         lines.append(f"{indent}job        " + "  ".join(parts))
+        if job.reason:
+            reason = " ".join(job.reason.split())
+            lines.append(f"{indent}reason     " + (reason[:300] + "..." if len(reason) > 300 else reason))
     if report.functions:
         lines.append(f"{indent}functions  " + ", ".join(report.functions))
     elif report.is_event:
         lines.append(f"{indent}functions  no matching rule: ignored")
-    if report.metrics:
+    shown = [m for m in report.metrics if verbose or m.name not in OWN_COUNTERS]
+    if shown:
         lines.append(f"{indent}metrics")
-        rows = [("name", "value", "unit", "dimensions")]
-        for m in report.metrics:
-            dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items())
-            rows.append((m.name, _format_value(m.value), m.unit, dims))
+        rows = [("name", "value", "unit", "timestamp", "dimensions")]
+        for m in shown:
+            dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items() if k != "service")
+            rows.append((m.name, _format_value(m.value), m.unit, m.timestamp or "-", dims))
         lines.extend(_table(rows, indent * 2))
     if report.notifications:
         lines.append(f"{indent}notifications")
@@ -352,6 +387,14 @@ def render_text(report: EventReport) -> str:
             for a in report.actions
         ]
         lines.extend(_table(acts, indent * 2))
+    if report.own_events:
+        lines.append(f"{indent}batchpilot events")
+        for own in report.own_events:
+            raw = own.get("detail")
+            detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            text = detail.get("message") or detail.get("skip_reason") or detail.get("new_job_name") or ""
+            said = " ".join(str(text).split())[:200]
+            lines.append(f"{indent * 2}{own.get('detail_type')}: {said}".rstrip())
     if report.errors:
         lines.append(f"{indent}errors")
         lines.extend(f"{indent * 2}{error}" for error in report.errors)

@@ -11,7 +11,9 @@ Its timeout, memory size and environment come from the function, falling back to
 ``Globals.Function`` (environment variables are merged, the function's own winning).
 
 Intrinsic functions are resolved the way CloudFormation would with every parameter at its
-``Default``: ``Ref`` (parameters, pseudo parameters, resources), ``Fn::GetAtt``, ``Fn::Sub``,
+``Default``, or at the value given to :func:`load_template` (as ``sam deploy
+--parameter-overrides`` would give it; a parameter the template does not declare is an error):
+``Ref`` (parameters, pseudo parameters, resources), ``Fn::GetAtt``, ``Fn::Sub``,
 ``Fn::Join``, ``Fn::Select``, ``Fn::If`` and the condition functions. Resources resolve to the
 physical names the embedded AWS gives them (a queue is named after its logical id).
 
@@ -160,12 +162,17 @@ class AppTemplate:
         tables: every ``AWS::DynamoDB::Table`` by logical id (its physical name in the embedded AWS)
             → the ``CreateTable`` arguments that matter locally (``AttributeDefinitions``,
             ``KeySchema``, ``GlobalSecondaryIndexes``) and ``TimeToLiveAttribute`` when set.
+        parameters: the names of the template's ``Parameters``, in template order.
+        overrides: the parameter values it was loaded with (name → text); the others are at
+            their ``Default``.
     """
 
     path: Path
     routes: tuple[Route, ...]
     functions: dict[str, FunctionSpec]
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    parameters: tuple[str, ...] = ()
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
         """The routes on ``bus`` whose pattern matches the event, in template order."""
@@ -230,11 +237,12 @@ def _parse(path: Path) -> dict[str, Any]:
 
 
 class _Resolver:
-    """Evaluates intrinsic functions with every parameter at its Default."""
+    """Evaluates intrinsic functions with every parameter at its override, else its Default."""
 
-    def __init__(self, template: Mapping[str, Any], path: Path) -> None:
+    def __init__(self, template: Mapping[str, Any], path: Path, overrides: Mapping[str, str]) -> None:
         self.path = path
         self.parameters: Mapping[str, Any] = template.get("Parameters") or {}
+        self.overrides = dict(overrides)
         self.resources: Mapping[str, Any] = template.get("Resources") or {}
         self.conditions: Mapping[str, Any] = template.get("Conditions") or {}
         self._condition_cache: dict[str, bool] = {}
@@ -253,6 +261,8 @@ class _Resolver:
             return NO_VALUE
         if name in _PSEUDO:
             return _PSEUDO[name]
+        if name in self.parameters and name in self.overrides:
+            return self.overrides[name]
         if name in self.parameters:
             param = self.parameters[name]
             if not isinstance(param, Mapping) or "Default" not in param:
@@ -496,20 +506,30 @@ def _bus_name(resolver: _Resolver, rule_id: str, props: Mapping[str, Any]) -> st
     return str(value).rsplit("event-bus/", 1)[-1] or DEFAULT_BUS
 
 
-def load_template(path: Path) -> AppTemplate:
+def load_template(path: Path, parameters: Mapping[str, str] | None = None) -> AppTemplate:
     """Read ``template.yaml`` and derive its routes and functions.
+
+    ``parameters`` (name → text, as ``sam deploy --parameter-overrides`` gives them) replace the
+    parameters' defaults wherever the template refers to them.
 
     Rules that are disabled, have no ``EventPattern`` or target anything but an SQS queue of the
     template are skipped; so are queues no function reads.
 
     Raises:
-        TemplateError: the file is unreadable or not YAML, or a routed function's wiring cannot
-            be resolved (missing ``CodeUri``/``Handler``, an unsupported intrinsic function in its
-            environment, an invalid event pattern).
+        TemplateError: the file is unreadable or not YAML, a parameter is not one the template
+            declares (``<file>: parameter X: not declared by the template``), or a routed
+            function's wiring cannot be resolved (missing ``CodeUri``/``Handler``, an unsupported
+            intrinsic function in its environment, an invalid event pattern).
     """
     path = Path(path)
     data = _parse(path)
-    resolver = _Resolver(data, path)
+    overrides = dict(parameters or {})
+    declared = data.get("Parameters") or {}
+    unknown = sorted(name for name in overrides if name not in declared)
+    if unknown:
+        noun = "parameter" if len(unknown) == 1 else "parameters"
+        raise TemplateError(f"{path}: {noun} {', '.join(unknown)}: not declared by the template")
+    resolver = _Resolver(data, path, overrides)
     globals_section = data.get("Globals") or {}
     globals_fn = globals_section.get("Function") if isinstance(globals_section, Mapping) else None
     template = _Template(path, data, resolver, globals_fn if isinstance(globals_fn, Mapping) else {})
@@ -555,7 +575,14 @@ def load_template(path: Path) -> AppTemplate:
                     )
                 specs[function_id] = spec
                 routes.append(Route(rule_id, bus, pattern, queue, spec))
-    return AppTemplate(path, tuple(routes), {s.short_name: s for s in specs.values()}, _tables(resources))
+    return AppTemplate(
+        path,
+        tuple(routes),
+        {s.short_name: s for s in specs.values()},
+        _tables(resources),
+        tuple(str(name) for name in declared),
+        overrides,
+    )
 
 
 def _tables(resources: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -84,6 +84,7 @@ def test_every_tick_is_a_report_without_errors(reports: dict[str, list[EventRepo
                 "notifications",
                 "actions",
                 "errors",
+                "own_events",
             ]
 
 

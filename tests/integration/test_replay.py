@@ -36,6 +36,7 @@ REPORT_KEYS = [
     "notifications",
     "actions",
     "errors",
+    "own_events",
 ]
 JOB_SOURCES = {"aws.batch", "aws.sagemaker"}
 JOB_DETAIL_TYPES = {
@@ -367,7 +368,7 @@ def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFix
     code, text, _ = run(capsys, "--template", str(TEMPLATE), str(path))
     assert code == 0
     assert "no matching rule: ignored" in text
-    assert text.rstrip().splitlines()[-1] == "1 event, 0 routed, 1 ignored, 0 with errors"
+    assert text.splitlines()[0] == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
 
 
 def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
@@ -407,7 +408,7 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "JobsFailed" in out and "FailureCategory=" in out
     assert "errors" in out and "detail.status" in out
     assert not any(line.lstrip().startswith("{") for line in out.splitlines())
-    assert out.rstrip().splitlines()[-1] == "3 events, 2 routed, 1 ignored, 1 with errors"
+    assert out.splitlines()[0] == "batchpilot replay: 3 events, 2 routed, 1 ignored, 1 with errors"
 
 
 def test_handler_stdout_does_not_leak_into_the_report_stream(

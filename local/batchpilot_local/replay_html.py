@@ -1,0 +1,472 @@
+"""The HTML report of ``batchpilot replay --report FILE``: one self-contained page a person reads.
+
+Built with :mod:`batchpilot_local.html_report` (the module ``batchpilot simulate --report`` uses):
+inline styles, charts drawn by matplotlib as inline SVG, no script, nothing fetched. It shows:
+
+- the summary of :func:`batchpilot_local.replay_summary.summarise` (messages by channel and
+  severity, pages, resubmissions, skips, capacity changes, shares);
+- charts: per clock scenario and service environment, the limit, instances in use and RUNNABLE
+  demand at each tick; per share, instances in use beside its entitlement (the entitlement once
+  the job ledger's metrics exist); queue wait per share;
+- the dashboards' widgets (each ``AWS::CloudWatch::Dashboard`` of the template), drawn from the
+  replayed metrics (:func:`dashboard_charts`);
+- the messages as people would see them: Slack Block Kit and Teams Adaptive Card previews, and
+  the on-call topic's subject and text;
+- errors, if any.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import tempfile
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from batchpilot_local.html_report import Page, figure_svg, line_chart
+from batchpilot_local.notifications import Delivery
+from batchpilot_local.replay_summary import Summary, TickRow, duration, percentile
+from batchpilot_local.report import EventReport, MetricRecord
+from batchpilot_local.template import AppTemplate
+
+__all__ = ["build_report", "write_report"]
+
+_MAX_PREVIEWS = 60  # messages previewed; the rest are counted
+_MAX_TIMELINE_CHARTS = 12
+_PREVIEW_STYLE = """
+<style>
+.previews { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: 1rem; }
+.msg { border: 1px solid #d5dae3; border-radius: 8px; padding: 0.7rem 0.9rem; background: #fff;
+       font-size: 0.9rem; }
+.msg .chan { font-size: 0.75rem; color: #5a6473; text-transform: uppercase; letter-spacing: 0.04em; }
+.msg.slack { border-left: 4px solid #4a154b; }
+.msg.teams { border-left: 4px solid #464eb8; }
+.msg.sns { border-left: 4px solid #d13212; }
+.msg .hdr { font-weight: 700; font-size: 1rem; margin: 0.3rem 0; }
+.msg .fields { display: grid; grid-template-columns: 1fr 1fr; gap: 0.2rem 1rem; margin: 0.4rem 0; }
+.msg .ctx { color: #5a6473; font-size: 0.8rem; margin-top: 0.3rem; }
+.msg .facts td, .msg .facts th { border: none; padding: 0.05rem 0.6rem 0.05rem 0; text-align: left; }
+.msg .btn { display: inline-block; border: 1px solid #8a94a6; border-radius: 4px; padding: 0.1rem 0.5rem;
+            margin: 0.3rem 0.3rem 0 0; font-size: 0.8rem; }
+.msg pre { white-space: pre-wrap; margin: 0.3rem 0 0; }
+.sev-critical { color: #b42318; } .sev-warning { color: #b54708; } .sev-info { color: #175cd3; }
+</style>
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# ------------------------------------------------------------------------------ message previews
+_SLACK_LINK = re.compile(r"<([^|>]+)\|([^>]+)>")
+_BOLD = re.compile(r"\*([^*\n]+)\*")
+
+
+def _mrkdwn(text: Any) -> str:
+    """Slack mrkdwn → escaped HTML: ``*bold*`` and ``<url|label>`` (shown as the label; a preview
+    links nowhere)."""
+    escaped = _e(_SLACK_LINK.sub(lambda m: m.group(2), str(text or "")))
+    return _BOLD.sub(r"<b>\1</b>", escaped).replace("\n", "<br>")
+
+
+def _slack_block(block: Mapping[str, Any]) -> str:
+    kind = block.get("type")
+    raw = block.get("text")
+    text: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    if kind == "header":
+        return f'<div class="hdr">{_e(text.get("text", ""))}</div>'
+    if kind == "section":
+        parts = []
+        if text:
+            parts.append(f"<div>{_mrkdwn(text.get('text'))}</div>")
+        fields = block.get("fields") or []
+        if fields:
+            cells = "".join(f"<div>{_mrkdwn(f.get('text'))}</div>" for f in fields if isinstance(f, Mapping))
+            parts.append(f'<div class="fields">{cells}</div>')
+        return "".join(parts)
+    if kind == "context":
+        elements = block.get("elements") or []
+        texts = " ".join(_mrkdwn(e.get("text")) for e in elements if isinstance(e, Mapping))
+        return f'<div class="ctx">{texts}</div>'
+    if kind == "divider":
+        return "<hr>"
+    if kind == "actions":
+        buttons = block.get("elements") or []
+        labels = [((b.get("text") or {}).get("text")) for b in buttons if isinstance(b, Mapping)]
+        return "".join(f'<span class="btn">{_e(label)}</span>' for label in labels if label)
+    return f'<div class="ctx">[{_e(kind)} block]</div>'
+
+
+def slack_preview(payload: Mapping[str, Any]) -> str:
+    """A Slack message (``text`` + Block Kit ``blocks``) as escaped HTML, roughly as Slack shows it."""
+    blocks = payload.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        return f"<div>{_mrkdwn(payload.get('text'))}</div>"
+    thread = " (in a thread)" if payload.get("thread_ts") else ""
+    body = "".join(_slack_block(b) for b in blocks if isinstance(b, Mapping))
+    return body + (f'<div class="ctx">{_e(thread.strip())}</div>' if thread else "")
+
+
+def _card_element(element: Mapping[str, Any]) -> str:
+    kind = element.get("type")
+    if kind == "TextBlock":
+        weight = "font-weight:700;" if element.get("weight") == "Bolder" else ""
+        size = "font-size:1.05rem;" if element.get("size") in ("Large", "ExtraLarge", "Medium") else ""
+        subtle = " ctx" if element.get("isSubtle") else ""
+        return f'<div class="tb{subtle}" style="{weight}{size}">{_e(element.get("text", ""))}</div>'
+    if kind == "RichTextBlock":
+        runs = []
+        for run in element.get("inlines") or []:
+            if isinstance(run, Mapping):
+                text = _e(run.get("text", ""))
+                runs.append(f"<b>{text}</b>" if run.get("weight") == "Bolder" else text)
+            else:
+                runs.append(_e(run))
+        return f"<div>{''.join(runs)}</div>"
+    if kind == "FactSet":
+        rows = "".join(
+            f"<tr><th>{_e(f.get('title', ''))}</th><td>{_e(f.get('value', ''))}</td></tr>"
+            for f in element.get("facts") or []
+            if isinstance(f, Mapping)
+        )
+        return f'<table class="facts">{rows}</table>'
+    if kind in ("Container", "Column"):
+        return "".join(_card_element(i) for i in element.get("items") or [] if isinstance(i, Mapping))
+    if kind == "ColumnSet":
+        columns = [c for c in element.get("columns") or [] if isinstance(c, Mapping)]
+        return '<div class="fields">' + "".join(f"<div>{_card_element(c)}</div>" for c in columns) + "</div>"
+    if kind == "ActionSet":
+        return _card_actions(element.get("actions"))
+    return f'<div class="ctx">[{_e(kind)}]</div>'
+
+
+def _card_actions(actions: Any) -> str:
+    titles = [a.get("title") for a in actions or [] if isinstance(a, Mapping)]
+    return "".join(f'<span class="btn">{_e(t)}</span>' for t in titles if t)
+
+
+def teams_preview(payload: Mapping[str, Any]) -> str:
+    """A Teams workflow message (``attachments`` with an Adaptive Card) as escaped HTML."""
+    parts: list[str] = []
+    for attachment in payload.get("attachments") or []:
+        card = attachment.get("content") if isinstance(attachment, Mapping) else None
+        if not isinstance(card, Mapping):
+            continue
+        parts.extend(_card_element(e) for e in card.get("body") or [] if isinstance(e, Mapping))
+        parts.append(_card_actions(card.get("actions")))
+    return "".join(parts) or f"<div>{_e(json.dumps(payload)[:500])}</div>"
+
+
+def sns_preview(payload: Mapping[str, Any]) -> str:
+    """An on-call topic message: its subject and plain-text body."""
+    subject = _e(payload.get("Subject") or "(no subject)")
+    return f'<div class="hdr">{subject}</div><pre>{_e(payload.get("Message") or "")}</pre>'
+
+
+def _preview(delivery: Delivery) -> str:
+    channel = str(delivery.note.get("channel"))
+    severity = str(delivery.note.get("severity"))
+    label = {"sns": "on-call topic (SNS)", "slack": "Slack", "teams": "Microsoft Teams"}.get(channel, channel)
+    if channel == "slack":
+        body = slack_preview(delivery.payload)
+    elif channel == "teams":
+        body = teams_preview(delivery.payload)
+    else:
+        body = sns_preview(delivery.payload)
+    head = f'<div class="chan">{_e(label)} · <span class="sev-{_e(severity)}">{_e(severity)}</span></div>'
+    return f'<div class="msg {_e(channel)}">{head}{body}</div>'
+
+
+# ------------------------------------------------------------------------------------ charts
+def _bar_chart(
+    labels: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str, ylabel: str
+) -> str:
+    """Grouped bars, one group per label; an inline SVG element."""
+    from matplotlib.figure import Figure
+
+    height = 3.2 if len(labels) <= 12 else 4.2
+    figure = Figure(figsize=(10.0, height), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(title, fontsize=11, loc="left")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, axis="y", alpha=0.3)
+    width = 0.8 / max(1, len(series))
+    positions = list(range(len(labels)))
+    for i, (name, values) in enumerate(series.items()):
+        axes.bar([p + i * width for p in positions], list(values), width=width, label=name)
+    axes.set_xticks([p + width * (len(series) - 1) / 2 for p in positions])
+    axes.set_xticklabels(list(labels), rotation=30 if len(labels) > 4 else 0, ha="right", fontsize=8)
+    if len(series) > 1:
+        axes.legend(loc="upper right", fontsize=8)
+    axes.set_ylim(bottom=0)
+    return figure_svg(figure)
+
+
+def _minutes(rows: Sequence[TickRow]) -> list[float]:
+    times = [datetime.fromisoformat(r.at.replace("Z", "+00:00")) for r in rows]
+    return [(t - times[0]).total_seconds() / 60.0 for t in times]
+
+
+def _timeline_charts(page: Page, summary: Summary) -> int:
+    drawn = 0
+    for scenario, rows in summary.timelines.items():
+        by_environment: dict[tuple[str, str], list[TickRow]] = defaultdict(list)
+        for row in rows:
+            by_environment[(row.environment, row.unit)].append(row)
+        for (environment, unit), env_rows in sorted(by_environment.items()):
+            if drawn >= _MAX_TIMELINE_CHARTS:
+                page.paragraph(f"(more timelines in the text report: {scenario})")
+                return drawn
+            series = {
+                "limit": [r.limit or 0.0 for r in env_rows],
+                "in use": [r.in_use or 0.0 for r in env_rows],
+                "demand (RUNNABLE instances)": [r.demand or 0.0 for r in env_rows],
+            }
+            name = Path(scenario).name
+            page.figure(
+                line_chart(
+                    _minutes(env_rows),
+                    series,
+                    title=f"{name}: {environment} ({unit})",
+                    ylabel="instances",
+                    xlabel="minutes from the first tick",
+                ),
+                caption=f"{scenario}: the capacity limit, instances in use and RUNNABLE demand at each "
+                "scheduled run (CapacityLimit, InstancesInUse, RunnableInstanceDemand).",
+            )
+            drawn += 1
+    return drawn
+
+
+def _share_charts(page: Page, summary: Summary) -> int:
+    shares = sorted(summary.shares.values(), key=lambda s: (s.queue, s.share))
+    drawn = 0
+    used = [s for s in shares if s.in_use is not None or s.share_of_usage is not None]
+    if used:
+        labels = [f"{s.queue}/{s.share}" for s in used]
+        if any(s.share_of_usage is not None or s.entitlement is not None for s in used):
+            series = {
+                "share of usage %": [100 * (s.share_of_usage or 0.0) for s in used],
+                "entitlement %": [100 * (s.entitlement or 0.0) for s in used],
+            }
+            ylabel = "% of the queue"
+        else:
+            series = {"instances in use": [s.in_use or 0.0 for s in used]}
+            ylabel = "instances"
+        page.figure(
+            _bar_chart(labels, series, title="Usage per share", ylabel=ylabel),
+            caption="Instances in use per share (the capacity function's InstancesInUse gauge, last "
+            "value); beside its entitlement when the job ledger's ShareOfUsage and Entitlement exist.",
+        )
+        drawn += 1
+    waited = [s for s in shares if s.waits_s]
+    if waited:
+        page.figure(
+            _bar_chart(
+                [f"{s.queue}/{s.share}" for s in waited],
+                {
+                    "p50": [(percentile(s.waits_s, 0.5) or 0.0) / 60 for s in waited],
+                    "max": [max(s.waits_s) / 60 for s in waited],
+                },
+                title="Queue wait per share",
+                ylabel="minutes",
+            ),
+            caption="QueueWaitTime (created → first started) of the jobs that ended, per share.",
+        )
+        drawn += 1
+    return drawn
+
+
+# -------------------------------------------------------------------------------- dashboards
+def _dashboard_bodies(template: AppTemplate | None) -> list[tuple[str, dict[str, Any]]]:
+    """``(logical id, DashboardBody)`` of each ``AWS::CloudWatch::Dashboard`` in the template."""
+    if template is None:
+        return []
+    from batchpilot_local.dashboards import dashboard_bodies
+
+    return dashboard_bodies(template.path)
+
+
+def dashboard_charts(
+    page: Page, template: AppTemplate | None, metrics: Sequence[MetricRecord], namespace: str
+) -> int:
+    """Draw each metric widget of the template's dashboards from the replayed ``metrics``: every
+    series of the metric (one per dimension set the replay emitted that the widget's SEARCH or
+    metric selects) over time. Returns the number of charts drawn."""
+    from batchpilot_local.dashboards import widget_series
+
+    drawn = 0
+    for logical_id, body in _dashboard_bodies(template):
+        page.heading(f"Dashboard {logical_id}", level=3)
+        for widget in body.get("widgets") or []:
+            properties = widget.get("properties") or {}
+            if widget.get("type") != "metric":
+                continue
+            title = str(properties.get("title") or "widget")
+            series = widget_series(properties, metrics, namespace)
+            if not series:
+                page.paragraph(f"{title}: no data in this replay")
+                continue
+            start = min(t for points in series.values() for t, _ in points)
+            page.figure(
+                _points_chart(series, start, title=title, ylabel=str(properties.get("yAxisLabel") or "")),
+            )
+            drawn += 1
+    return drawn
+
+
+def _points_chart(
+    series: Mapping[str, Sequence[tuple[datetime, float]]], start: datetime, *, title: str, ylabel: str
+) -> str:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10.0, 2.8), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(title, fontsize=11, loc="left")
+    axes.set_ylabel(ylabel)
+    axes.set_xlabel("minutes from the first point")
+    axes.grid(True, alpha=0.3)
+    for name, points in list(series.items())[:10]:
+        xs = [(t - start).total_seconds() / 60.0 for t, _ in points]
+        axes.plot(xs, [v for _, v in points], marker="o", markersize=3, linewidth=1.2, label=name[:60])
+    axes.legend(loc="upper right", fontsize=7)
+    axes.set_ylim(bottom=0)
+    return figure_svg(figure)
+
+
+# ------------------------------------------------------------------------------------- page
+def _summary_tables(page: Page, summary: Summary) -> None:
+    if summary.notifications:
+        severities = ("critical", "warning", "info")
+        rows = [[c, *[summary.count(c, s) for s in severities], summary.count(c)] for c in summary.channels]
+        page.table(["channel", *severities, "total"], rows, caption="Pages and chat messages")
+    else:
+        page.paragraph("No page or chat message was sent.")
+    if summary.pages:
+        page.paragraph(f"On-call pages ({len(summary.pages)}):")
+        page.bullets(summary.pages[:50])
+    if summary.resubmissions:
+        page.table(
+            ["job", "new job", "queue", "category", "checkpoint age", "lost instance-hours", "resumes from"],
+            [
+                [
+                    r.job + (" (dry run)" if r.dry_run else ""),
+                    r.new_job,
+                    r.queue,
+                    r.category,
+                    duration(r.checkpoint_age_s),
+                    "-" if r.lost_instance_hours is None else f"{r.lost_instance_hours:.2f}",
+                    r.checkpoint_uri or "step zero",
+                ]
+                for r in summary.resubmissions
+            ],
+            caption=f"Resubmissions ({summary.lost_instance_hours:.2f} instance-hours lost since "
+            "checkpoints)",
+        )
+    if summary.skips:
+        page.table(["reason", "jobs"], summary.skips.most_common(), caption="Recovery skipped")
+    if summary.capacity_changes:
+        page.table(
+            ["service environment", "unit", "from", "to", "reason", "time"],
+            [
+                [
+                    c.environment,
+                    c.unit,
+                    c.previous,
+                    c.new,
+                    c.reason + (" (dry run)" if c.dry_run else ""),
+                    c.time,
+                ]
+                for c in summary.capacity_changes
+            ],
+            caption="Capacity changes",
+        )
+    if summary.capacity_refusals:
+        page.table(["reason", "times"], summary.capacity_refusals.most_common(), caption="Capacity limited")
+
+
+def build_report(
+    reports: Sequence[EventReport],
+    summary: Summary,
+    *,
+    template: AppTemplate | None = None,
+    namespace: str = "BatchPilot",
+) -> str:
+    """The replay's HTML document (see the module docstring)."""
+    subtitle = (
+        f"{summary.events:,} events, {summary.routed:,} routed, {summary.ignored:,} ignored, "
+        f"{summary.with_errors:,} with errors"
+    )
+    if template is not None and template.overrides:
+        subtitle += "; parameters: " + ", ".join(sorted(template.overrides))
+    page = Page("batchpilot replay", subtitle=subtitle)
+    page.markup(_PREVIEW_STYLE)
+    page.heading("Summary")
+    _summary_tables(page, summary)
+    page.heading("Charts")
+    drawn = _timeline_charts(page, summary) + _share_charts(page, summary)
+    if not drawn:
+        page.paragraph("No clock scenario or share in this replay: nothing to chart.")
+    all_metrics = [m for r in reports for m in r.metrics]
+    if _dashboard_bodies(template):
+        page.heading("Dashboards, drawn from the replayed metrics")
+        dashboard_charts(page, template, all_metrics, namespace)
+    deliveries: list[Delivery] = [d for r in reports for d in r.deliveries]
+    page.heading(f"Messages ({len(deliveries)})")
+    if deliveries:
+        shown = "".join(_preview(d) for d in deliveries[:_MAX_PREVIEWS])
+        page.markup(f'<div class="previews">{shown}</div>')
+        if len(deliveries) > _MAX_PREVIEWS:
+            page.paragraph(
+                f"... and {len(deliveries) - _MAX_PREVIEWS} more (the text report lists them all)."
+            )
+    errors = [(r.origin or f"event {r.index + 1}", e) for r in reports for e in r.errors]
+    if errors:
+        page.heading(f"Errors ({len(errors)})")
+        page.table(["event", "error"], errors[:200])
+    return page.render()
+
+
+def write_report(
+    path: str | os.PathLike[str],
+    reports: Sequence[EventReport],
+    summary: Summary,
+    *,
+    template: AppTemplate | None = None,
+) -> None:
+    """Write :func:`build_report` to ``path`` atomically (a temporary file beside it, then a rename):
+    a failure leaves no half-written file.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    namespace = "BatchPilot"
+    if template is not None:
+        namespace = next(
+            (
+                s.environment["POWERTOOLS_METRICS_NAMESPACE"]
+                for s in template.functions.values()
+                if s.environment.get("POWERTOOLS_METRICS_NAMESPACE")
+            ),
+            namespace,
+        )
+    text = build_report(reports, summary, template=template, namespace=namespace)
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

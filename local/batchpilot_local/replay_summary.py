@@ -1,0 +1,464 @@
+"""What a replay amounts to, for a person: the figures of the text report's first screen and of
+the HTML report, computed from the per-event :class:`~batchpilot_local.report.EventReport` s.
+
+:func:`summarise` reads only what the reports hold: notifications (what people were told),
+batchpilot's own events (Job Resubmitted, Recovery Skipped, Capacity Adjusted, Capacity Limited:
+their details carry checkpoint times, lost instance-hours, skip reasons and limits from and to),
+and the EMF metrics the functions printed (capacity gauges per tick, queue wait per share, the job
+ledger's share metrics when they are emitted).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from batchpilot_local.report import OWN_COUNTERS, EventReport, MetricRecord
+
+__all__ = [
+    "OWN_COUNTERS",
+    "CapacityChange",
+    "Resubmission",
+    "ShareUsage",
+    "Summary",
+    "TickRow",
+    "duration",
+    "percentile",
+    "render_overview",
+    "render_timelines",
+    "scenario_of",
+    "summarise",
+]
+
+_TICK = re.compile(r"^(?P<scenario>.*) ticks\[(?P<index>\d+)\] (?P<at>\S+)")
+_SEVERITIES = ("critical", "warning", "info")
+_SHARE_KEYS = ("ShareIdentifier", "QuotaShare")
+
+
+@dataclass(frozen=True)
+class Resubmission:
+    """A Job Resubmitted event: the failed job, where it resumes from, and the work lost.
+
+    Attributes:
+        job: the failed job's name (or ARN). new_job: the resubmitted job's name.
+        queue, category: where it ran and why it failed.
+        checkpoint_uri: the checkpoint it resumes from, None when it restarts from step zero.
+        checkpoint_age_s: seconds between the checkpoint's time and the job's stop (None when
+            either is unknown).
+        lost_instance_hours: instance-hours since the checkpoint (recovery's estimate), or None.
+        dry_run: decided but not submitted (``RecoveryDryRun``).
+    """
+
+    job: str
+    new_job: str
+    queue: str | None
+    category: str | None
+    checkpoint_uri: str | None
+    checkpoint_age_s: float | None
+    lost_instance_hours: float | None
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    """A Capacity Adjusted event: a service environment's limit from → to (instances)."""
+
+    environment: str
+    unit: str
+    previous: int
+    new: int
+    reason: str
+    dry_run: bool
+    time: str | None
+
+
+@dataclass(frozen=True)
+class TickRow:
+    """One scheduled capacity run of a clock scenario, for one service environment.
+
+    Attributes:
+        at: the tick's time (ISO-8601 UTC). environment, unit: the service environment and unit.
+        in_use, demand, limit: instances in use (``InstancesInUse``), RUNNABLE instance demand of
+            its job queues (``RunnableInstanceDemand``), the limit seen (``CapacityLimit``); None
+            when the run did not publish it.
+        decision, reason: the ``CapacityDecisions`` dimensions (``RAISE``/``DEMAND``, ...).
+        new_limit: the limit set by this run (``UpdateServiceEnvironment``), None when unchanged.
+    """
+
+    at: str
+    environment: str
+    unit: str
+    in_use: float | None
+    demand: float | None
+    limit: float | None
+    decision: str | None
+    reason: str | None
+    new_limit: int | None = None
+
+
+@dataclass
+class ShareUsage:
+    """One share (share identifier or quota share) of one job queue.
+
+    Attributes:
+        in_use: the last ``InstancesInUse`` gauge of the share (capacity function), or None.
+        share_of_usage, entitlement: the job ledger's ``ShareOfUsage`` / ``Entitlement``
+            (fractions), None until the ledger function emits them.
+        waits_s: every ``QueueWaitTime`` (seconds) of its jobs.
+    """
+
+    queue: str
+    share: str
+    in_use: float | None = None
+    share_of_usage: float | None = None
+    entitlement: float | None = None
+    waits_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    """The figures of one replay (see the module docstring)."""
+
+    events: int = 0
+    routed: int = 0
+    ignored: int = 0
+    with_errors: int = 0
+    notifications: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pages: list[str] = field(default_factory=list)
+    resubmissions: list[Resubmission] = field(default_factory=list)
+    skips: Counter[str] = field(default_factory=Counter)
+    capacity_changes: list[CapacityChange] = field(default_factory=list)
+    capacity_refusals: Counter[str] = field(default_factory=Counter)
+    shares: dict[tuple[str, str], ShareUsage] = field(default_factory=dict)
+    timelines: dict[str, list[TickRow]] = field(default_factory=dict)
+
+    def count(self, channel: str | None = None, severity: str | None = None) -> int:
+        """Notifications sent, for one channel and/or severity (None: all)."""
+        return sum(
+            n
+            for (c, s), n in self.notifications.items()
+            if (channel is None or c == channel) and (severity is None or s == severity)
+        )
+
+    @property
+    def channels(self) -> list[str]:
+        """The channels that received anything, in a fixed order (sns, slack, teams, others)."""
+        order = {"sns": 0, "slack": 1, "teams": 2}
+        return sorted({c for c, _ in self.notifications}, key=lambda c: (order.get(c, 9), c))
+
+    @property
+    def lost_instance_hours(self) -> float:
+        """Instance-hours lost since the checkpoints of every resubmitted job."""
+        return sum(r.lost_instance_hours or 0.0 for r in self.resubmissions)
+
+
+def scenario_of(report: EventReport) -> tuple[str, str] | None:
+    """``(scenario, tick time)`` for a clock scenario's tick report, else None."""
+    match = _TICK.match(report.origin or "") if report.detail_type == "Scheduled Event" else None
+    return (match.group("scenario"), match.group("at")) if match else None
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _value(metric: MetricRecord) -> float:
+    return metric.value if isinstance(metric.value, float) else sum(metric.value)
+
+
+def _resubmission(detail: Mapping[str, Any], stopped_at: str | None) -> Resubmission:
+    checkpoint = _parse_time(detail.get("checkpoint_time"))
+    stopped = _parse_time(stopped_at)
+    age = (stopped - checkpoint).total_seconds() if checkpoint and stopped else None
+    lost = detail.get("lost_instance_hours")
+    restarts = bool(detail.get("restarts_from_step_zero"))
+    return Resubmission(
+        job=str(detail.get("job_name") or detail.get("failed_job_arn") or "-"),
+        new_job=str(detail.get("new_job_name") or "-"),
+        queue=detail.get("job_queue"),
+        category=detail.get("category"),
+        checkpoint_uri=None if restarts else detail.get("checkpoint_uri"),
+        checkpoint_age_s=age if age is None or age >= 0 else None,
+        lost_instance_hours=float(lost) if isinstance(lost, int | float) else None,
+        dry_run=bool(detail.get("dry_run")),
+    )
+
+
+def _own_events(summary: Summary, report: EventReport) -> None:
+    stopped_at = report.job.stopped_at if report.job else None
+    for event in report.own_events:
+        raw = event.get("detail")
+        detail: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        kind = event.get("detail_type")
+        if kind == "Job Resubmitted":
+            summary.resubmissions.append(_resubmission(detail, stopped_at))
+        elif kind == "Recovery Skipped":
+            summary.skips[str(detail.get("skip_reason"))] += 1
+        elif kind == "Capacity Adjusted":
+            summary.capacity_changes.append(
+                CapacityChange(
+                    environment=str(detail.get("service_environment")),
+                    unit=str(detail.get("capacity_unit")),
+                    previous=int(detail.get("previous_max") or 0),
+                    new=int(detail.get("new_max") or 0),
+                    reason=str(detail.get("reason")),
+                    dry_run=bool(detail.get("dry_run")),
+                    time=event.get("time") if isinstance(event.get("time"), str) else None,
+                )
+            )
+        elif kind == "Capacity Limited":
+            summary.capacity_refusals[str(detail.get("limit_reason"))] += 1
+
+
+def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
+    for metric in metrics:
+        queue = metric.dimensions.get("JobQueue")
+        share = next((metric.dimensions[k] for k in _SHARE_KEYS if k in metric.dimensions), None)
+        if queue is None or share is None:
+            continue
+        usage = summary.shares.setdefault((queue, share), ShareUsage(queue, share))
+        if metric.name == "InstancesInUse":
+            usage.in_use = _value(metric)
+        elif metric.name == "ShareOfUsage":
+            usage.share_of_usage = _value(metric)
+        elif metric.name == "Entitlement":
+            usage.entitlement = _value(metric)
+        elif metric.name == "QueueWaitTime":
+            values = metric.value if isinstance(metric.value, list) else [metric.value]
+            usage.waits_s.extend(values)
+
+
+def _tick_rows(
+    report: EventReport, at: str, queue_environments: Mapping[str, Mapping[str, str]], scenario: str
+) -> list[TickRow]:
+    """One row per (service environment, unit) the run published a capacity gauge for."""
+    by_unit: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    demand: dict[str, float] = defaultdict(float)
+    queues = queue_environments.get(scenario, {})
+    for metric in report.metrics:
+        dims = metric.dimensions
+        if "ServiceEnvironment" in dims and "CapacityUnit" in dims:
+            row = by_unit[(dims["ServiceEnvironment"], dims["CapacityUnit"])]
+            if metric.name in ("InstancesInUse", "CapacityLimit"):
+                row[metric.name] = _value(metric)
+            elif metric.name == "CapacityDecisions":
+                row["decision"], row["reason"] = dims.get("Decision"), dims.get("Reason")
+        elif metric.name == "RunnableInstanceDemand" and not any(k in dims for k in _SHARE_KEYS):
+            environment = queues.get(dims.get("JobQueue", ""))
+            if environment is not None:
+                demand[environment] += _value(metric)
+    updates = {
+        str(a.get("request", {}).get("serviceEnvironment")): a.get("request", {}).get("capacityLimits")
+        for a in report.actions
+        if a.get("type") == "update-capacity" and not a.get("error")
+    }
+    rows = []
+    for (environment, unit), row in sorted(by_unit.items()):
+        new_limit = None
+        for limit in updates.get(environment) or []:
+            if isinstance(limit, Mapping) and limit.get("capacityUnit") == unit:
+                new_limit = int(limit.get("maxCapacity") or 0)
+        rows.append(
+            TickRow(
+                at=at,
+                environment=environment,
+                unit=unit,
+                in_use=row.get("InstancesInUse"),
+                demand=demand.get(environment) if environment in demand or queues else None,
+                limit=row.get("CapacityLimit"),
+                decision=row.get("decision"),
+                reason=row.get("reason"),
+                new_limit=new_limit,
+            )
+        )
+    return rows
+
+
+def summarise(
+    reports: Sequence[EventReport], queue_environments: Mapping[str, Mapping[str, str]] | None = None
+) -> Summary:
+    """The figures of a replay.
+
+    Args:
+        reports: every report, in order.
+        queue_environments: per clock scenario (its origin), job queue name → service environment
+            name, from its world: how a queue's RUNNABLE demand adds up per environment in the
+            timeline (without it the timeline's demand is unknown).
+    """
+    summary = Summary()
+    for report in reports:
+        summary.events += 1
+        summary.routed += report.routed
+        summary.ignored += report.ignored
+        summary.with_errors += bool(report.errors)
+        for note in report.notifications:
+            channel, severity = str(note.get("channel")), str(note.get("severity"))
+            summary.notifications[(channel, severity)] += 1
+            if channel == "sns" and severity == "critical":
+                summary.pages.append(str(note.get("title")))
+        _own_events(summary, report)
+        _share_metrics(summary, report.metrics)
+        tick = scenario_of(report)
+        if tick is not None:
+            scenario, at = tick
+            rows = _tick_rows(report, at, queue_environments or {}, scenario)
+            summary.timelines.setdefault(scenario, []).extend(rows)
+    return summary
+
+
+# ------------------------------------------------------------------------------------ text
+_MAX_ROWS = 10  # per list on the first screen; the rest is counted
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [(indent + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row))).rstrip() for row in rows]
+
+
+def _number(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def duration(seconds: float | None) -> str:
+    """``3h 05m``, ``12m 30s``, ``45s``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def _more(lines: list[str], total: int, indent: str = "  ") -> list[str]:
+    if total > _MAX_ROWS:
+        lines.append(f"{indent}... and {total - _MAX_ROWS} more (below, per event)")
+    return lines
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of ``values`` (None when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(fraction * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def render_overview(summary: Summary) -> str:
+    """The first screen of the text report: counts, pages and chat messages by severity,
+    resubmissions, skips, capacity changes and shares (several lines, ending with a newline)."""
+    lines = [
+        f"batchpilot replay: {summary.events:,} {'event' if summary.events == 1 else 'events'}, "
+        f"{summary.routed:,} routed, "
+        f"{summary.ignored:,} ignored, {summary.with_errors:,} with errors",
+        "",
+    ]
+    if summary.notifications:
+        rows = [["messages", *_SEVERITIES, "total"]]
+        for channel in summary.channels:
+            counts = [summary.count(channel, s) for s in _SEVERITIES]
+            rows.append([channel, *[str(c) for c in counts], str(summary.count(channel))])
+        lines.append("Pages and chat messages (sns = the on-call topic)")
+        lines.extend(_table(rows))
+    else:
+        lines.append("Pages and chat messages: none")
+    if summary.pages:
+        lines.append(f"On-call pages ({len(summary.pages)})")
+        lines.extend(f"  - {title}" for title in summary.pages[:_MAX_ROWS])
+        _more(lines, len(summary.pages))
+    if summary.resubmissions:
+        lost = summary.lost_instance_hours
+        lines.append(
+            f"Resubmissions ({len(summary.resubmissions)}; {lost:,.2f} instance-hours lost since checkpoints)"
+        )
+        rows = [["job", "queue", "category", "checkpoint age", "lost inst-h", "resumes from"]]
+        for r in summary.resubmissions[:_MAX_ROWS]:
+            rows.append(
+                [
+                    r.job + (" (dry run)" if r.dry_run else ""),
+                    r.queue or "-",
+                    r.category or "-",
+                    duration(r.checkpoint_age_s),
+                    _number(r.lost_instance_hours, 2),
+                    r.checkpoint_uri or "step zero",
+                ]
+            )
+        lines.extend(_more(_table(rows), len(summary.resubmissions)))
+    if summary.skips:
+        skips = ", ".join(f"{reason} {n}" for reason, n in summary.skips.most_common())
+        lines.append(f"Recovery skipped ({sum(summary.skips.values())}): {skips}")
+    if summary.capacity_changes:
+        lines.append(f"Capacity changes ({len(summary.capacity_changes)})")
+        rows = [["service environment", "unit", "from", "to", "reason"]]
+        for c in summary.capacity_changes[:_MAX_ROWS]:
+            reason = c.reason + (" (dry run)" if c.dry_run else "")
+            rows.append([c.environment, c.unit, str(c.previous), str(c.new), reason])
+        lines.extend(_more(_table(rows), len(summary.capacity_changes)))
+    if summary.capacity_refusals:
+        refusals = ", ".join(f"{reason} {n}" for reason, n in summary.capacity_refusals.most_common())
+        lines.append(f"Capacity limited ({sum(summary.capacity_refusals.values())}): {refusals}")
+    if summary.shares:
+        lines.extend(_share_lines(summary))
+    return "\n".join(lines) + "\n"
+
+
+def _share_lines(summary: Summary) -> list[str]:
+    ledger = any(s.entitlement is not None or s.share_of_usage is not None for s in summary.shares.values())
+    rows = [["job queue", "share", "in use", "share of usage", "entitlement", "wait p50", "wait max"]]
+    shares = sorted(summary.shares.values(), key=lambda s: (s.queue, s.share))
+    for s in shares[:_MAX_ROWS]:
+        rows.append(
+            [
+                s.queue,
+                s.share,
+                _number(s.in_use),
+                "-" if s.share_of_usage is None else f"{100 * s.share_of_usage:.1f} %",
+                "-" if s.entitlement is None else f"{100 * s.entitlement:.1f} %",
+                duration(percentile(s.waits_s, 0.5)),
+                duration(max(s.waits_s) if s.waits_s else None),
+            ]
+        )
+    lines = [f"Shares ({len(shares)})", *_more(_table(rows), len(shares))]
+    if not ledger:
+        lines.append(
+            "  (share of usage and entitlement come from the job ledger's metrics; none in this replay)"
+        )
+    return lines
+
+
+def render_timelines(summary: Summary) -> str:
+    """One table per clock scenario: a line per tick and service environment (time, in use,
+    demand, limit, decision, reason); empty when the replay had no clock scenario."""
+    blocks = []
+    for scenario, rows in summary.timelines.items():
+        table = [["time", "service environment", "in use", "demand", "limit", "decision", "reason"]]
+        for row in rows:
+            decision = row.decision or "-"
+            if row.new_limit is not None:
+                decision += f" -> {row.new_limit}"
+            table.append(
+                [
+                    row.at,
+                    row.environment,
+                    _number(row.in_use),
+                    _number(row.demand),
+                    _number(row.limit),
+                    decision,
+                    row.reason or "-",
+                ]
+            )
+        blocks.append("\n".join([f"Timeline: {scenario}", *_table(table)]) + "\n")
+    return "\n".join(blocks)

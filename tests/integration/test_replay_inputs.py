@@ -1,0 +1,355 @@
+"""`batchpilot replay` with inputs as users have them, and the options that shape a replay.
+
+Concatenated pretty-printed JSON, CloudWatch Logs and Logs Insights output, SQS messages;
+`--version`; filters; `--fail-on`; template parameters from the command line, samconfig.toml and
+scenarios; one-line errors with exit 2 and nothing written.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from batchpilot.shared.classification import classify
+from batchpilot.shared.events import parse_event
+from batchpilot_local.cli import EXIT_FAIL_ON, EXIT_USAGE, main
+from batchpilot_local.inputs import InputError, read_inputs
+from batchpilot_local.testing.paths import repo_root
+
+ROOT = repo_root()
+TEMPLATE = ROOT / "template.yaml"
+
+
+def sample(relative: str, event_id: str | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((ROOT / "events" / relative).read_text(encoding="utf-8"))
+    if event_id is not None:
+        event = copy.deepcopy(event)
+        event["id"] = event_id
+    return event
+
+
+CRITICAL = "service-job/failed-algorithm-error.json"  # APPLICATION_ERROR on sm-training-research
+RUNNING = "batch-job/running.json"
+
+
+def stdin_of(text: str) -> io.StringIO:
+    return io.StringIO(text)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["replay", "--template", str(TEMPLATE), *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ------------------------------------------------------------------------------------- inputs
+def test_concatenated_pretty_printed_objects_from_stdin() -> None:
+    first, second = sample(RUNNING, "a"), sample(CRITICAL, "b")
+    text = json.dumps(first, indent=2) + "\n" + json.dumps(second, indent=4)  # `cat a.json b.json`
+
+    replay_input = read_inputs(["-"], stdin=stdin_of(text))
+
+    assert [e["id"] for e in replay_input.events] == ["a", "b"]
+    second_line = len(json.dumps(first, indent=2).splitlines()) + 1
+    assert [i.origin for i in replay_input.items] == ["<stdin>:1", f"<stdin>:{second_line}"]
+
+
+def test_concatenated_objects_without_separators_and_a_truncated_one_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps({"n": 1}) + json.dumps({"n": 2}) + '\n{"n": \n', encoding="utf-8")
+
+    with pytest.raises(InputError) as error:
+        read_inputs([str(path)])
+
+    message = str(error.value)
+    assert message.startswith(f"{path}: line 2: invalid JSON") and "\n" not in message
+
+
+def log_page(events: list[dict[str, Any]], token: str | None) -> dict[str, Any]:
+    """A page of `aws logs filter-log-events` output."""
+    page: dict[str, Any] = {
+        "events": [
+            {
+                "logStreamName": "stream",
+                "timestamp": 1764000000000 + i,
+                "message": json.dumps(event),
+                "ingestionTime": 1764000000100 + i,
+                "eventId": f"e{i}",
+            }
+            for i, event in enumerate(events)
+        ],
+        "searchedLogStreams": [],
+    }
+    if token:
+        page["nextToken"] = token
+    return page
+
+
+def test_filter_log_events_pages_concatenated(tmp_path: Path) -> None:
+    path = tmp_path / "archive.json"
+    pages = [
+        log_page([sample(RUNNING, "a"), sample(CRITICAL, "b")], "tok"),
+        log_page([sample(RUNNING, "c")], None),
+    ]
+    path.write_text("\n".join(json.dumps(p, indent=2) for p in pages), encoding="utf-8")
+
+    replay_input = read_inputs([str(path)])
+
+    assert [e["id"] for e in replay_input.events] == ["a", "b", "c"]
+    assert replay_input.items[1].origin == f"{path}:1 events[1].message"
+    assert replay_input.worlds == []  # not mistaken for a scenario
+
+
+def test_get_log_events_output() -> None:
+    page = log_page([sample(RUNNING, "a")], None)
+    del page["searchedLogStreams"]
+    page |= {"nextForwardToken": "f/1", "nextBackwardToken": "b/1"}
+
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(page))).events] == ["a"]
+
+
+def test_logs_insights_results_and_console_export() -> None:
+    query_results = {
+        "results": [
+            [
+                {"field": "@timestamp", "value": "2026-11-24 10:00:00.000"},
+                {"field": "@message", "value": json.dumps(sample(RUNNING, "a"))},
+            ],
+            [{"field": "@message", "value": json.dumps(sample(CRITICAL, "b"))}],
+        ],
+        "statistics": {"recordsMatched": 2.0},
+        "status": "Complete",
+    }
+    export = [{"@timestamp": "2026-11-24 10:00:00.000", "@message": json.dumps(sample(RUNNING, "c"))}]
+
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(query_results))).events] == [
+        "a",
+        "b",
+    ]
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(export))).events] == ["c"]
+
+
+def test_sqs_wrapped_bodies() -> None:
+    received = {
+        "Messages": [
+            {
+                "MessageId": "m1",
+                "ReceiptHandle": "r1",
+                "MD5OfBody": "x",
+                "Body": json.dumps(sample(RUNNING, "a")),
+            }
+        ]
+    }
+    lambda_event = {
+        "Records": [{"messageId": "m2", "eventSource": "aws:sqs", "body": json.dumps(sample(CRITICAL, "b"))}]
+    }
+
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(received))).events] == ["a"]
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(lambda_event))).events] == ["b"]
+
+
+def test_a_log_message_that_is_not_json_names_where_it_is() -> None:
+    page = log_page([sample(RUNNING)], None)
+    page["events"][0]["message"] = "START RequestId: 1234"
+
+    with pytest.raises(InputError, match=r"<stdin> events\[0\]\.message: line 1: invalid JSON"):
+        read_inputs(["-"], stdin=stdin_of(json.dumps(page)))
+
+
+def test_filter_log_events_output_replays_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "page.json"
+    path.write_text(json.dumps(log_page([sample(RUNNING, "a")], "tok"), indent=2), encoding="utf-8")
+
+    code, out, err = run(capsys, "--format", "json", str(path))
+
+    assert (code, err) == (0, "")
+    [report] = [json.loads(line) for line in out.splitlines()]
+    assert report["event_id"] == "a" and "metrics" in report["functions"]
+
+
+# ------------------------------------------------------------------------------------ options
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "batchpilot 0.1.0"
+
+
+def write_events(tmp_path: Path, *events: dict[str, Any]) -> Path:
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps(list(events)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        (
+            "--queue",
+            "no-such-queue",
+            "--queue no-such-queue: no input event has it (job queues in the input:",
+        ),
+        ("--job", "nobody", "--job nobody: no input event has it (jobs in the input:"),
+        ("--share", "nobody", "--share nobody: no input event has it"),
+        ("--category", "BOGUS", "--category BOGUS: not a category (one of: SPOT_INTERRUPTION"),
+        ("--category", "CAPACITY", "--category CAPACITY: no input event has it"),
+    ],
+)
+def test_an_unknown_filter_value_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, expected: str
+) -> None:
+    path = write_events(tmp_path, sample(RUNNING), sample(CRITICAL))
+
+    code, out, err = run(capsys, option, value, str(path))
+
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.count("\n") == 1 and expected in err
+
+
+def test_filters_keep_only_matching_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    critical = sample(CRITICAL, "crit")
+    path = write_events(tmp_path, sample(RUNNING, "run"), critical)
+
+    by_queue = run(capsys, "--format", "json", "--queue", "sm-training-*", str(path))
+    category = classify(parse_event(critical)).category
+    assert category is not None
+    by_share = run(capsys, "--format", "json", "--share", "research", "--category", category.value, str(path))
+    by_job = run(
+        capsys, "--format", "json", "--job", critical["detail"]["jobArn"].rsplit("/", 1)[-1], str(path)
+    )
+
+    for code, out, _ in (by_queue, by_share, by_job):
+        assert code == 0
+        assert [json.loads(line)["event_id"] for line in out.splitlines()] == ["crit"]
+
+
+def test_fail_on_sets_the_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    critical = write_events(tmp_path, sample(CRITICAL))
+    quiet_dir = tmp_path / "quiet"
+    quiet_dir.mkdir()
+    quiet = write_events(quiet_dir, sample(RUNNING))
+
+    assert run(capsys, "--fail-on", "critical", str(critical))[0] == EXIT_FAIL_ON
+    assert run(capsys, "--fail-on", "warning", str(critical))[0] == EXIT_FAIL_ON
+    assert run(capsys, "--fail-on", "critical", str(quiet))[0] == 0
+    assert run(capsys, str(critical))[0] == 0  # without --fail-on, pages are not failures
+
+
+def pages(out: str) -> list[dict[str, Any]]:
+    return [
+        n for line in out.splitlines() for n in json.loads(line)["notifications"] if n["channel"] == "sns"
+    ]
+
+
+NEVER_PAGE = json.dumps({"never_page": {"job_queues": ["sm-training-research"]}})
+
+
+def test_parameter_overrides_configure_the_functions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_events(tmp_path, sample(CRITICAL))
+
+    default = run(capsys, "--format", "json", str(path))
+    overridden = run(
+        capsys, "--format", "json", "--parameter-overrides", f"AlertRoutingPolicy='{NEVER_PAGE}'", str(path)
+    )
+
+    assert default[0] == 0 and len(pages(default[1])) == 1
+    assert overridden[0] == 0 and pages(overridden[1]) == []
+
+
+def test_config_env_reads_samconfig_parameter_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_events(tmp_path, sample(CRITICAL))
+    config = tmp_path / "samconfig.toml"
+    policy = NEVER_PAGE.replace('"', '\\"')
+    overrides = f"LogLevel=INFO AlertRoutingPolicy='{policy}'"
+    config.write_text(
+        f'version = 0.1\n[staging.deploy.parameters]\nparameter_overrides = "{overrides}"\n', encoding="utf-8"
+    )
+
+    code, out, err = run(
+        capsys, "--format", "json", "--config-env", "staging", "--config-file", str(config), str(path)
+    )
+    missing = run(capsys, "--config-env", "prod", "--config-file", str(config), str(path))
+
+    assert (code, err) == (0, "") and pages(out) == []
+    assert missing[0] == EXIT_USAGE and missing[2].count("\n") == 1
+    assert "no environment 'prod' (it has: staging)" in missing[2]
+
+
+def test_scenario_parameters_configure_its_events_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quiet = tmp_path / "a-quiet.json"
+    quiet.write_text(
+        json.dumps(
+            {"parameters": {"AlertRoutingPolicy": json.loads(NEVER_PAGE)}, "events": [sample(CRITICAL, "q")]}
+        ),
+        encoding="utf-8",
+    )
+    loud = tmp_path / "b-loud.json"
+    loud.write_text(json.dumps(sample(CRITICAL, "l")), encoding="utf-8")
+
+    code, out, _ = run(capsys, "--format", "json", str(quiet), str(loud))
+
+    reports = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["event_id"] for r in reports] == ["q", "l"]
+    assert [n["channel"] for n in reports[0]["notifications"]] == ["slack"]  # never paged
+    assert "sns" in [n["channel"] for n in reports[1]["notifications"]]
+
+
+@pytest.mark.parametrize("where", ["command line", "scenario"])
+def test_a_parameter_the_template_does_not_declare_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    if where == "scenario":
+        path = tmp_path / "s.json"
+        path.write_text(
+            json.dumps({"parameters": {"NoSuchParameter": 1}, "events": [sample(RUNNING)]}), encoding="utf-8"
+        )
+        code, out, err = run(capsys, str(path))
+    else:
+        path = write_events(tmp_path, sample(RUNNING))
+        code, out, err = run(capsys, "--parameter-overrides", "NoSuchParameter=1", str(path))
+
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.count("\n") == 1 and "NoSuchParameter: not declared by the template" in err
+
+
+@pytest.mark.parametrize("target", ["missing-dir/report.html", "."])
+def test_an_unwritable_report_path_fails_before_the_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    path = write_events(tmp_path, sample(RUNNING))
+    report = tmp_path / target
+
+    code, out, err = run(capsys, "--report", str(report), str(path))
+
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err.count("\n") == 1 and f"--report {report}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.json"]  # nothing half-written
+
+
+def test_progress_on_stderr_above_1000_events() -> None:
+    from batchpilot_local.cli import _Progress
+
+    quiet, loud = io.StringIO(), io.StringIO()
+    small, large = _Progress(quiet, 1_000), _Progress(loud, 2_500)
+    for _ in range(1_000):
+        small.step()
+    for _ in range(2_500):
+        large.step()
+
+    assert quiet.getvalue() == ""
+    lines = loud.getvalue().splitlines()
+    assert [line.split(" events")[0] for line in lines] == [
+        "batchpilot replay: replayed 1,000/2,500",
+        "batchpilot replay: replayed 2,000/2,500",
+        "batchpilot replay: replayed 2,500/2,500",
+    ]
