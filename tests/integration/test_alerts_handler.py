@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -16,7 +15,7 @@ from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
-from batchpilot_local.testing.alerts import template_with_teams
+from batchpilot_local.testing.alerts import TEAMS_PARAMETER_VALUE
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import sample
@@ -186,8 +185,10 @@ def test_the_handler_posts_to_teams_when_its_secret_is_set(
     shared_metrics.clear_metrics()
 
 
-def test_replay_shows_teams_beside_slack_when_the_parameter_is_set(tmp_path: Path) -> None:
-    reports = Replayer(template_with_teams(tmp_path)).run(
+def test_replay_shows_teams_beside_slack_when_the_parameter_is_set() -> None:
+    # As `batchpilot replay --parameter-overrides TeamsWebhookSecretArn=...` sets it.
+    parameters = {"TeamsWebhookSecretArn": TEAMS_PARAMETER_VALUE}
+    reports = Replayer(ROOT / "template.yaml", parameters=parameters).run(
         [sample("service-job/failed-validation"), sample("batch-job/failed-attempt-timeout")]
     )
     assert [r.errors for r in reports] == [[], []]

@@ -1,17 +1,14 @@
 """Alerts test support: facts from sample events, decoded the way the alerts service decodes an SQS
 body (:func:`fact_of`); a rig that runs the real alerts service and adapters against the embedded
-AWS and the local chat endpoint (:class:`Rig`, :func:`open_rig`); and the template with Teams
-turned on, for replays (:func:`template_with_teams`)."""
+AWS and the local chat endpoint (:class:`Rig`, :func:`open_rig`)."""
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from batchpilot.alerts.channels.slack import SlackNotifier
@@ -29,7 +26,6 @@ from batchpilot.shared.records import Rejected, decode_any
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.testing.paths import TEMPLATE_PATH
 
 __all__ = [
     "ENV",
@@ -39,7 +35,6 @@ __all__ = [
     "Rig",
     "fact_of",
     "open_rig",
-    "template_with_teams",
 ]
 
 
@@ -159,31 +154,6 @@ def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
 
 
 TEAMS_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-AbCdEf"
-"""A placeholder ``TeamsWebhookSecretArn``: any non-empty value turns Teams on in a replay (the local
-run points the variable at its own secret, :class:`batchpilot_local.notifications.LocalAlerts`)."""
-
-
-def template_with_teams(directory: Path, template: Path | None = None) -> Path:
-    """A copy of ``template`` (the repository's) in ``directory`` with the ``TeamsWebhookSecretArn``
-    parameter set, as ``sam deploy --parameter-overrides TeamsWebhookSecretArn=...`` would set it;
-    code folders stay the repository's (``CodeUri``/``ContentUri`` made absolute).
-
-    Raises:
-        ValueError: the template has no ``TeamsWebhookSecretArn`` parameter with an empty default.
-    """
-    source = template or TEMPLATE_PATH
-    text = source.read_text(encoding="utf-8")
-    pattern = re.compile(r'(\n  TeamsWebhookSecretArn:\n    Type: String\n    Default: )""')
-    if not pattern.search(text):
-        raise ValueError(f'{source}: no TeamsWebhookSecretArn parameter with Default ""')
-    text = pattern.sub(lambda m: m.group(1) + TEAMS_PARAMETER_VALUE, text, count=1)
-    root = source.parent.resolve()
-    text = re.sub(
-        r"^(\s+(?:CodeUri|ContentUri): )(?!/)(\S+)$",
-        lambda m: f"{m.group(1)}{root / m.group(2)}/",
-        text,
-        flags=re.M,
-    )
-    copy = directory / "template.yaml"
-    copy.write_text(text, encoding="utf-8")
-    return copy
+"""A placeholder ``TeamsWebhookSecretArn`` (``Replayer(parameters=...)``, ``batchpilot replay
+--parameter-overrides``): any non-empty value turns Teams on in a replay (the local run points the
+variable at its own secret, :class:`batchpilot_local.notifications.LocalAlerts`)."""
