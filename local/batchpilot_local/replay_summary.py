@@ -47,8 +47,8 @@ class Resubmission:
         job: the failed job's name (or ARN). new_job: the resubmitted job's name.
         queue, category: where it ran and why it failed.
         checkpoint_uri: the checkpoint it resumes from, None when it restarts from step zero.
-        checkpoint_age_s: seconds between the checkpoint's time and the job's stop (None when
-            either is unknown).
+        checkpoint_age_s: the event's ``checkpoint_age_seconds``, else the seconds between its
+            ``checkpoint_time`` and the job's stop (None when unknown).
         lost_instance_hours: instance-hours since the checkpoint (recovery's estimate), or None.
         dry_run: decided but not submitted (``RecoveryDryRun``).
     """
@@ -179,6 +179,9 @@ def _resubmission(detail: Mapping[str, Any], stopped_at: str | None) -> Resubmis
     checkpoint = _parse_time(detail.get("checkpoint_time"))
     stopped = _parse_time(stopped_at)
     age = (stopped - checkpoint).total_seconds() if checkpoint and stopped else None
+    given = detail.get("checkpoint_age_seconds")  # recovery's own figure, when it publishes one
+    if isinstance(given, int | float) and not isinstance(given, bool):
+        age = float(given)
     lost = detail.get("lost_instance_hours")
     restarts = bool(detail.get("restarts_from_step_zero"))
     return Resubmission(
