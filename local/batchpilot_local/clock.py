@@ -19,9 +19,10 @@ happen. A *clock scenario* is a JSON object with ``ticks``::
   and queues updated), so changes the function made (capacity limits) persist unless a tick sets
   them.
 - each tick invokes the function that ``schedule`` (default: the template's only
-  ``AWS::Scheduler::Schedule``) targets, with that schedule's ``Target.Input`` filled in as
-  Scheduler would, ``<aws.scheduler.scheduled-time>`` being the tick's ``at``. Ticks must be in
-  increasing time order.
+  ``AWS::Scheduler::Schedule``, or :data:`DEFAULT_SCHEDULE` when there are several) targets,
+  with that schedule's ``Target.Input`` filled in as Scheduler would,
+  ``<aws.scheduler.scheduled-time>`` being the tick's ``at``. Ticks must be in increasing time
+  order.
 
 Each tick gives one :class:`~batchpilot_local.report.EventReport` (``detail_type`` ``Scheduled
 Event``, ``source`` ``aws.scheduler``) with the metrics and errors the function printed. A
@@ -62,6 +63,9 @@ __all__ = [
 CLOCK_KEYS: frozenset[str] = frozenset({"name", "description", "parameters", "schedule", "world", "ticks"})
 """Keys a clock scenario may have (``ticks`` is required)."""
 _TICK_KEYS = frozenset({"at", "world", "note"})
+DEFAULT_SCHEDULE = "CapacitySchedule"
+"""The schedule a scenario without ``schedule`` runs when the template has several (the clock
+scenarios were written for the capacity function before the ledger got its own schedule)."""
 _MAX_TICKS = 10_000
 
 
@@ -225,6 +229,8 @@ def _schedule(template: AppTemplate, wanted: str | None) -> _Schedule:
         for name, res in resources.items()
         if isinstance(res, Mapping) and res.get("Type") == "AWS::Scheduler::Schedule"
     }
+    if wanted is None and len(schedules) > 1 and DEFAULT_SCHEDULE in schedules:
+        wanted = DEFAULT_SCHEDULE
     if wanted is None:
         if len(schedules) != 1:
             names = ", ".join(sorted(schedules)) or "none"

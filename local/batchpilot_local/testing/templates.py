@@ -37,12 +37,12 @@ METRICS_DETAIL_TYPES = [
 # Which functions each folder of events/ is meant for. A folder missing here fails the test, so a
 # new kind of sample must state where it goes.
 EXPECTED_BY_FOLDER: dict[str, set[str]] = {
-    "batch-job": {"metrics", "alerts"},
-    "batch-job-queue-blocked": {"metrics", "alerts"},
-    "service-job": {"metrics", "alerts"},
-    "service-job-queue-blocked": {"metrics", "alerts"},
-    "service-job-preemption": {"metrics", "alerts"},
-    "sagemaker": {"metrics", "alerts"},
+    "batch-job": {"metrics", "alerts", "ledger"},
+    "batch-job-queue-blocked": {"metrics", "alerts", "ledger"},
+    "service-job": {"metrics", "alerts", "ledger"},
+    "service-job-queue-blocked": {"metrics", "alerts", "ledger"},
+    "service-job-preemption": {"metrics", "alerts", "ledger"},
+    "sagemaker": {"metrics", "alerts", "ledger"},
     "ignored": set(),
 }
 

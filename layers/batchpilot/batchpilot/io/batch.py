@@ -19,6 +19,9 @@ from batchpilot.capacity.model import (
     RunnableJob,
     ServiceEnvironment,
 )
+from batchpilot.ledger.model import JobDetails
+from batchpilot.ledger.model import JobStatus as LedgerStatus
+from batchpilot.ledger.ports import DescribeError, ListedJob, QueueInfo
 from batchpilot.recovery.ports import SubmitError
 from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
 from batchpilot.recovery.settings import CheckpointSource
@@ -26,9 +29,9 @@ from batchpilot.recovery.snapshot import JobSnapshot, container_job_snapshot, se
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import JobFacts, JobKind
 from batchpilot.shared.events import JobEvent, to_datetime_or_none
-from batchpilot.shared.resources import instances_from_payload
+from batchpilot.shared.resources import UNTYPED, instances_from_payload
 
-__all__ = ["BatchCapacityClient", "BatchJobs"]
+__all__ = ["BatchCapacityClient", "BatchJobs", "BatchLedgerClient"]
 
 _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
 
@@ -163,6 +166,211 @@ class BatchCapacityClient:
                 {"maxCapacity": limit.max_capacity, "capacityUnit": limit.unit} for limit in limits
             ],
         )
+
+
+# ---------------------------------------------------------------------------------------- ledger
+_LEDGER_SERVICE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
+_LEDGER_CONTAINER_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+_NOT_FOUND = ("ClientException", "ResourceNotFoundException")
+
+
+def _requirements(entries: Any) -> tuple[float, int]:
+    """``resourceRequirements`` (``[{type: VCPU|GPU|MEMORY, value}]``) → (vCPUs, GPUs)."""
+    vcpus, gpus = 0.0, 0
+    for entry in entries or []:
+        if not isinstance(entry, Mapping):
+            continue
+        try:
+            value = float(entry.get("value", 0))
+        except (TypeError, ValueError):
+            continue
+        if entry.get("type") == "VCPU":
+            vcpus += value
+        elif entry.get("type") == "GPU":
+            gpus += int(value)
+    return vcpus, gpus
+
+
+def _container_size(job: Mapping[str, Any]) -> tuple[float, int]:
+    """A DescribeJobs job → (vCPUs, GPUs) over its containers and nodes (ECS, Fargate, EKS)."""
+    vcpus, gpus = 0.0, 0
+    container = job.get("container") or {}
+    v, g = _requirements(container.get("resourceRequirements"))
+    vcpus += v or float(container.get("vcpus") or 0)
+    gpus += g
+    for task in (job.get("ecsProperties") or {}).get("taskProperties") or []:
+        for c in task.get("containers") or []:
+            v, g = _requirements(c.get("resourceRequirements"))
+            vcpus, gpus = vcpus + v, gpus + g
+    for c in ((job.get("eksProperties") or {}).get("podProperties") or {}).get("containers") or []:
+        limits = (c.get("resources") or {}).get("limits") or {}
+        try:
+            vcpus += float(limits.get("cpu", 0))
+            gpus += int(limits.get("nvidia.com/gpu", 0))
+        except (TypeError, ValueError):
+            pass
+    nodes = (job.get("nodeProperties") or {}).get("numNodes")
+    factor = int(nodes) if isinstance(nodes, int) and nodes > 1 else 1
+    return vcpus * factor, gpus * factor
+
+
+class BatchLedgerClient:
+    """What the job ledger asks of AWS Batch (implements :class:`batchpilot.ledger.ports.BatchReader`).
+
+    Args:
+        client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
+
+    Job queue → service environment is read with DescribeJobQueues once per queue and kept for
+    the life of the adapter (a queue's environments rarely change; a cold start reads them again).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._queue_environment: dict[str, str] = {}
+
+    def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
+        """One DescribeServiceJob (service jobs) or DescribeJobs (container jobs).
+
+        Returns:
+            Queue, environment, share, priority and size; ``None`` when AWS Batch no longer knows
+            the job (``ClientException``).
+
+        Raises:
+            DescribeError: any other error (throttling already retried by botocore).
+        """
+        try:
+            if kind is JobKind.SERVICE_JOB:
+                job = self._client.describe_service_job(jobId=(resource_name(arn) or arn))
+            else:
+                jobs = self._client.describe_jobs(jobs=[(resource_name(arn) or arn)]).get("jobs") or []
+                if not jobs:
+                    return None
+                job = jobs[0]
+            queue = resource_name(job.get("jobQueue")) or ""
+            environment = self._environment(queue) if kind is JobKind.SERVICE_JOB else ""
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in _NOT_FOUND:
+                return None
+            raise DescribeError(f"describe failed: {exc.response.get('Error', {}).get('Code')}") from exc
+        if kind is JobKind.SERVICE_JOB:
+            by_type = instances_from_payload(job.get("serviceRequestPayload"))
+            types = [t for t in (by_type or {}) if t != UNTYPED]
+            return JobDetails(
+                queue=queue,
+                environment=environment,
+                share_identifier=job.get("shareIdentifier") or None,
+                quota_share=job.get("quotaShareName") or None,
+                priority=job.get("schedulingPriority"),
+                instance_type=types[0] if len(types) == 1 else None,
+                instances=sum(by_type.values()) if by_type else None,
+                sized=True,
+            )
+        vcpus, gpus = _container_size(job)
+        return JobDetails(
+            queue=queue,
+            share_identifier=job.get("shareIdentifier") or None,
+            priority=job.get("schedulingPriority"),
+            vcpus=vcpus or None,
+            gpus=gpus or None,
+            sized=True,
+        )
+
+    def _environment(self, queue: str) -> str:
+        if queue and queue not in self._queue_environment:
+            for info in self._describe_queues([queue]):
+                self._queue_environment[info.name] = info.environment
+        return self._queue_environment.get(queue, "")
+
+    def _describe_queues(self, names: Sequence[str] | None) -> list[QueueInfo]:
+        paginator = self._client.get_paginator("describe_job_queues")
+        kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": _PAGE}}
+        if names:
+            kwargs["jobQueues"] = list(names)
+        out = []
+        for page in paginator.paginate(**kwargs):
+            for item in page.get("jobQueues", []):
+                order = sorted(item.get("serviceEnvironmentOrder") or [], key=lambda e: e.get("order", 0))
+                environment = resource_name(order[0].get("serviceEnvironment")) if order else None
+                out.append(
+                    QueueInfo(
+                        name=str(item["jobQueueName"]),
+                        service=bool(order) or item.get("jobQueueType") == "SAGEMAKER_TRAINING",
+                        environment=environment or "",
+                        scheduling_policy_arn=item.get("schedulingPolicyArn") or None,
+                    )
+                )
+        return out
+
+    def job_queues(self) -> list[QueueInfo]:
+        """DescribeJobQueues, every page (and refreshes the queue → environment map)."""
+        queues = self._describe_queues(None)
+        self._queue_environment.update({q.name: q.environment for q in queues})
+        return queues
+
+    def list_active(self, queue: QueueInfo) -> list[ListedJob]:
+        """ListServiceJobs / ListJobs per active status, every page (100 per page)."""
+        service = queue.service
+        operation = "list_service_jobs" if service else "list_jobs"
+        statuses = _LEDGER_SERVICE_STATUSES if service else _LEDGER_CONTAINER_STATUSES
+        kind = JobKind.SERVICE_JOB if service else JobKind.CONTAINER_JOB
+        paginator = self._client.get_paginator(operation)
+        out: list[ListedJob] = []
+        for status in statuses:
+            pages = paginator.paginate(
+                jobQueue=queue.name, jobStatus=status, PaginationConfig={"PageSize": _PAGE}
+            )
+            for page in pages:
+                for item in page.get("jobSummaryList", []):
+                    arn = item.get("jobArn") or item.get("jobId")
+                    if not arn:
+                        continue
+                    out.append(
+                        ListedJob(
+                            arn=str(arn),
+                            job_id=str(item.get("jobId") or (resource_name(str(arn)) or str(arn))),
+                            kind=kind,
+                            status=LedgerStatus(str(item.get("status") or status)),
+                            share_identifier=item.get("shareIdentifier") or None,
+                            quota_share=item.get("quotaShareName") or None,
+                            created_at=to_datetime_or_none(item.get("createdAt")),
+                            started_at=to_datetime_or_none(item.get("startedAt")),
+                        )
+                    )
+        return out
+
+    def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
+        """DescribeServiceEnvironments → environment → summed ``maxCapacity``."""
+        if not environments:
+            return {}
+        paginator = self._client.get_paginator("describe_service_environments")
+        out: dict[str, int] = {}
+        for chunk in _chunks(list(environments), _PAGE):
+            pages = paginator.paginate(serviceEnvironments=list(chunk), PaginationConfig={"PageSize": _PAGE})
+            for page in pages:
+                for item in page.get("serviceEnvironments", []):
+                    out[str(item["serviceEnvironmentName"])] = sum(
+                        int(limit.get("maxCapacity", 0))
+                        for limit in item.get("capacityLimits", [])
+                        if isinstance(limit, Mapping)
+                    )
+        return out
+
+    def share_weights(self, policy_arn: str) -> dict[str, float] | None:
+        """DescribeSchedulingPolicies → share identifier → ``weightFactor``; ``None`` when the
+        policy cannot be read (any error, or no such policy)."""
+        try:
+            response = self._client.describe_scheduling_policies(arns=[policy_arn])
+        except ClientError:
+            return None
+        policies = response.get("schedulingPolicies") or []
+        if not policies:
+            return None
+        distribution = (policies[0].get("fairsharePolicy") or {}).get("shareDistribution") or []
+        return {
+            str(entry["shareIdentifier"]): float(entry.get("weightFactor", 1.0))
+            for entry in distribution
+            if isinstance(entry, Mapping) and entry.get("shareIdentifier")
+        }
 
 
 # ------------------------------------------------------------------------------------ recovery

@@ -49,6 +49,10 @@ DIMENSIONS: frozenset[str] = frozenset(
         "CapacityUnit",
         "Decision",
         "Reason",
+        # job ledger and fleet metrics: closed enums and share names
+        "Basis",
+        "Drift",
+        "PreemptingShare",
     }
 )
 """The only dimension keys batchpilot ever emits (plus Powertools' ``service``), for every function:

@@ -1,0 +1,38 @@
+"""Ledger function: every job event (SQS) updates the job ledger; a schedule reconciles and publishes.
+
+Triggers: ``LedgerQueue`` (``LedgerRule``) and ``LedgerSchedule`` (every minute). The work is in
+:mod:`batchpilot.ledger.handler`."""
+
+import os
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from batchpilot.io.batch import BatchLedgerClient
+from batchpilot.io.clients import client
+from batchpilot.io.dynamodb.ledger import LedgerStateStore
+from batchpilot.io.emf import EmfPublisher
+from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable_policy
+from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.shared.clock import utc_now
+from batchpilot.shared.observability import configure, logger, metrics
+
+settings = LedgerSettings.from_environ(os.environ, function="ledger")
+configure(settings)
+store = LedgerStateStore(client("dynamodb"), settings.state_table)
+sink = EmfPublisher(settings.namespace, settings.service)
+service = LedgerService(
+    settings, store, BatchLedgerClient(client("batch")), sink, utc_now, warn_unreadable_policy
+)
+processor = LedgerProcessor(service)
+
+
+@logger.inject_lambda_context(log_event=False)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event: Any, context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
+    """SQS batch → ``{"batchItemFailures": [...]}``; schedule event → run summary."""
+    if isinstance(event, dict) and "Records" in event:
+        return process_partial_response(event, processor.record_handler, processor, context)
+    return run_schedule(service, event)

@@ -1,0 +1,307 @@
+"""The job ledger in the shared DynamoDB ``StateTable``, through an injected boto3 client and the
+one codec (:mod:`batchpilot.io.dynamodb.codec`).
+
+Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL attribute):
+
+- ``pk = ledger#job#<job ARN>``, ``sk = job``: the job's record (:class:`LedgerJob`), with
+  ``version`` (optimistic lock). A terminal record expires 7 days after it ended (late events
+  for it are still recognised until then).
+- ``pk = ledger#agg#<job queue>``, ``sk = <environment>#<share>#<status>``: ``jobs``, ``sized``,
+  ``instances``, ``gpus``, ``vcpus`` of the queue's active jobs of that share and status.
+- ``pk = ledger#active#<job queue>``, ``sk = <job ARN>``: the queue's active jobs (what
+  reconciliation compares with AWS Batch's listings).
+- ``pk = ledger#queues``, ``sk = <job queue>``: the queues the ledger has seen, with their
+  service environment.
+- ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled.
+
+A transition is one ``TransactWriteItems`` (DynamoDB Developer Guide, "Amazon DynamoDB
+Transactions"): the record's conditional put, one ``ADD`` update per changed aggregate, the index
+item's put or delete. All succeed or none does, so aggregates stay equal to a recount.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
+from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
+from batchpilot.ledger.ports import ActiveEntry, Aggregate
+from batchpilot.shared.classification import JobKind
+
+__all__ = ["TERMINAL_TTL", "LedgerStateStore"]
+
+TERMINAL_TTL = timedelta(days=7)
+"""How long a finished job's record is kept (to recognise late events for it)."""
+
+_QUEUES_PK = "ledger#queues"
+
+
+def _job_key(arn: str) -> dict[str, Any]:
+    return key(f"ledger#job#{key_part(arn)}", "job")
+
+
+def _agg_pk(queue: str) -> str:
+    return f"ledger#agg#{key_part(queue or '-')}"
+
+
+def _agg_sk(k: AggregateKey) -> str:
+    return f"{key_part(k.environment)}#{key_part(k.share)}#{k.status.value}"
+
+
+def _active_pk(queue: str) -> str:
+    return f"ledger#active#{key_part(queue or '-')}"
+
+
+def _num(value: float) -> Decimal:
+    return Decimal(str(round(value, 3)))
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _job_item(job: LedgerJob, version: int, now: datetime) -> dict[str, Any]:
+    d = job.details
+    item: dict[str, Any] = {
+        "arn": job.arn,
+        "kind": job.kind.value,
+        "queue": d.queue,
+        "environment": d.environment,
+        "share_identifier": d.share_identifier,
+        "quota_share": d.quota_share,
+        "priority": d.priority,
+        "instance_type": d.instance_type,
+        "instances": d.instances,
+        "vcpus": None if d.vcpus is None else _num(d.vcpus),
+        "gpus": d.gpus,
+        "sized": d.sized,
+        "status": job.status.value,
+        "status_at": iso(job.status_at),
+        "runnable_since": iso(job.runnable_since),
+        "attempt_started_at": iso(job.attempt_started_at),
+        "first_started_at": iso(job.first_started_at),
+        "created_at": iso(job.created_at),
+        "attempts": job.attempts,
+        "preemptions": job.preemptions,
+        "preempted_attempt": job.preempted_attempt,
+        "preempting_attempt": job.preempting_attempt,
+        "describe_failures": job.describe_failures,
+        "version": version,
+        "updated_at": iso(now),
+    }
+    if job.terminal:
+        item["expires_at"] = int((now + TERMINAL_TTL).timestamp())
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def job_from_item(item: dict[str, Any]) -> LedgerJob:
+    """A decoded job item → :class:`LedgerJob` (also used by tests to recount)."""
+    status_at = from_iso(item.get("status_at"))
+    assert status_at is not None
+    return LedgerJob(
+        arn=str(item["arn"]),
+        kind=JobKind(str(item["kind"])),
+        details=JobDetails(
+            queue=str(item.get("queue", "")),
+            environment=str(item.get("environment", "")),
+            share_identifier=item.get("share_identifier"),
+            quota_share=item.get("quota_share"),
+            priority=_int(item.get("priority")),
+            instance_type=item.get("instance_type"),
+            instances=_int(item.get("instances")),
+            vcpus=None if item.get("vcpus") is None else float(item["vcpus"]),
+            gpus=_int(item.get("gpus")),
+            sized=bool(item.get("sized", False)),
+        ),
+        status=JobStatus(str(item["status"])),
+        status_at=status_at,
+        runnable_since=from_iso(item.get("runnable_since")),
+        attempt_started_at=from_iso(item.get("attempt_started_at")),
+        first_started_at=from_iso(item.get("first_started_at")),
+        created_at=from_iso(item.get("created_at")),
+        attempts=int(item.get("attempts", 0)),
+        preemptions=int(item.get("preemptions", 0)),
+        preempted_attempt=int(item.get("preempted_attempt", -1)),
+        preempting_attempt=int(item.get("preempting_attempt", -1)),
+        describe_failures=int(item.get("describe_failures", 0)),
+        version=int(item.get("version", 0)),
+    )
+
+
+class LedgerStateStore:
+    """The ledger's items (see the module docstring).
+
+    Args:
+        client: a boto3 ``dynamodb`` client (``batchpilot.io.clients.client("dynamodb")``).
+        table: the ``StateTable`` name.
+
+    Errors: ``botocore.exceptions.ClientError`` for everything but a lost conditional
+    transaction, which :meth:`write` reports as ``False``.
+    """
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def get(self, arn: str) -> LedgerJob | None:
+        """GetItem (strongly consistent) of the job's record."""
+        response = self._client.get_item(TableName=self._table, Key=_job_key(arn), ConsistentRead=True)
+        raw = response.get("Item")
+        return job_from_item(decode(raw)) if raw else None
+
+    def write(self, change: Transition, now: datetime) -> bool:
+        """One TransactWriteItems: record (conditional), aggregates (ADD), index (put/delete).
+
+        Returns:
+            ``False`` when the condition failed or the transaction conflicted with another
+            writer (nothing written; read again and retry).
+        """
+        old, new = change.old, change.new
+        version = (old.version if old else 0) + 1
+        record: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": {**_job_key(new.arn), **encode(_job_item(new, version, now))},
+        }
+        if old is None:
+            record["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            record["ConditionExpression"] = "version = :v"
+            record["ExpressionAttributeValues"] = {":v": {"N": str(old.version)}}
+        items: list[dict[str, Any]] = [{"Put": record}]
+        quota = bool(new.details.quota_share)
+        for agg_key, delta in sorted(change.deltas.items()):
+            items.append({"Update": self._aggregate_update(agg_key, delta, quota)})
+        queue = new.details.queue
+        was_active = old is not None and not old.terminal
+        if not new.terminal:
+            entry = {
+                "pk": _active_pk(queue),
+                "sk": new.arn,
+                "kind": new.kind.value,
+                "status": new.status.value,
+                "sized": new.details.sized,
+                "runnable_since": iso(new.runnable_since),
+                "share": new.share,
+            }
+            items.append({"Put": {"TableName": self._table, "Item": encode(entry)}})
+        if old is not None and was_active and (new.terminal or old.details.queue != queue):
+            # Finished, or its queue became known (a describe): the old index item goes.
+            items.append(
+                {"Delete": {"TableName": self._table, "Key": key(_active_pk(old.details.queue), new.arn)}}
+            )
+        if queue and (old is None or old.details.queue != queue):
+            registry = {"pk": _QUEUES_PK, "sk": queue, "environment": new.details.environment}
+            items.append({"Put": {"TableName": self._table, "Item": encode(registry)}})
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def _aggregate_update(self, agg_key: AggregateKey, delta: Delta, quota: bool) -> dict[str, Any]:
+        values = {
+            ":j": delta.jobs,
+            ":s": delta.sized,
+            ":i": delta.instances,
+            ":g": delta.gpus,
+            ":c": _num(delta.vcpus),
+            ":env": agg_key.environment,
+            ":q": agg_key.queue,
+            ":sh": agg_key.share,
+            ":st": agg_key.status.value,
+            ":quota": quota,
+        }
+        # Every attribute through a placeholder: several (``share``, ``status``) are DynamoDB
+        # reserved words.
+        names = {
+            "#jobs": "jobs",
+            "#sized": "sized",
+            "#inst": "instances",
+            "#gpus": "gpus",
+            "#vcpus": "vcpus",
+            "#env": "environment",
+            "#queue": "job_queue",
+            "#share": "share",
+            "#status": "job_status",
+            "#quota": "quota",
+        }
+        return {
+            "TableName": self._table,
+            "Key": key(_agg_pk(agg_key.queue), _agg_sk(agg_key)),
+            "UpdateExpression": (
+                "ADD #jobs :j, #sized :s, #inst :i, #gpus :g, #vcpus :c "
+                "SET #env = :env, #queue = :q, #share = :sh, #status = :st, #quota = :quota"
+            ),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": encode(values),
+        }
+
+    def _query(self, pk: str, **extra: Any) -> list[dict[str, Any]]:
+        paginator = self._client.get_paginator("query")
+        pages = paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ConsistentRead=True,
+            **extra,
+        )
+        return [decode(raw) for page in pages for raw in page.get("Items", [])]
+
+    def aggregates(self, queue: str) -> list[Aggregate]:
+        """One Query of the queue's aggregate partition."""
+        out = []
+        for item in self._query(_agg_pk(queue)):
+            agg_key = AggregateKey(
+                str(item.get("environment", "")),
+                str(item.get("job_queue", "")),
+                str(item.get("share", "")),
+                JobStatus(str(item["job_status"])),
+            )
+            total = Delta(
+                int(item.get("jobs", 0)),
+                int(item.get("sized", 0)),
+                int(item.get("instances", 0)),
+                int(item.get("gpus", 0)),
+                float(item.get("vcpus", 0)),
+            )
+            out.append(Aggregate(agg_key, total, bool(item.get("quota", False))))
+        return out
+
+    def queues(self) -> dict[str, str]:
+        """Query of ``ledger#queues``."""
+        return {str(item["sk"]): str(item.get("environment", "")) for item in self._query(_QUEUES_PK)}
+
+    def active(self, queue: str) -> list[ActiveEntry]:
+        """Query of the queue's index partition, every page."""
+        return [
+            ActiveEntry(
+                arn=str(item["sk"]),
+                kind=JobKind(str(item["kind"])),
+                status=JobStatus(str(item["status"])),
+                sized=bool(item.get("sized", False)),
+                runnable_since=from_iso(item.get("runnable_since")),
+                share=str(item.get("share", "")),
+            )
+            for item in self._query(_active_pk(queue))
+        ]
+
+    def reconciled_at(self, queue: str) -> datetime | None:
+        """GetItem of the queue's reconciliation marker."""
+        response = self._client.get_item(
+            TableName=self._table,
+            Key=key(f"ledger#reconcile#{key_part(queue)}", "state"),
+            ConsistentRead=True,
+        )
+        raw = response.get("Item")
+        return from_iso(decode(raw).get("at")) if raw else None
+
+    def mark_reconciled(self, queue: str, at: datetime) -> None:
+        """PutItem of the queue's reconciliation marker."""
+        item = {"pk": f"ledger#reconcile#{key_part(queue)}", "sk": "state", "at": iso(at)}
+        self._client.put_item(TableName=self._table, Item=encode(item))

@@ -1,0 +1,183 @@
+"""Fleet metrics from the ledger's aggregates and transitions: pure, no I/O.
+
+:func:`fleet_points` turns one run's aggregates (one Query per job queue) into the per service
+environment and per job queue and share gauges of the README's metric catalog;
+:func:`effect_points` turns one applied transition into its event metrics (queue wait,
+preemptions, lost instance-hours). Every point goes through
+:func:`batchpilot.shared.metrics.dimensions`.
+
+Sizes: a job whose size is unknown (its describe failed or has not happened yet) counts at its
+queue's observed mean (instances of the sized jobs over their number; 1 when none is sized).
+Entitlement of a fair-share share (AWS Batch User Guide, "Fair-share scheduling policies"): the
+share's ``1 / weightFactor`` over the sum of ``1 / weightFactor`` of the *active* shares (with
+RUNNABLE or running jobs); a share the policy does not list has weight 1 (the default
+``weightFactor``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from batchpilot.ledger.model import IN_USE, Basis, Effects, JobStatus, LedgerJob
+from batchpilot.ledger.ports import Aggregate, QueueInfo
+from batchpilot.shared.metrics import MetricPoint, Unit, dimensions
+
+__all__ = ["FleetInputs", "effect_points", "fleet_points", "queue_mean"]
+
+_RUN_HOURS = 1 / 60  # the schedule runs every minute: gauges x 1/60 h = instance-hours per minute
+
+
+@dataclass(frozen=True, slots=True)
+class FleetInputs:
+    """What one scheduled run read.
+
+    Attributes:
+        queues: the job queues, by name.
+        aggregates: queue name → its aggregates.
+        limits: service environment → capacity limit (instances).
+        reserved: service environment → reserved instances (configured or defaulted).
+        weights: queue name → share identifier → ``weightFactor`` (``None``: unreadable or not a
+            fair-share queue).
+        oldest: (queue, share) → when its oldest RUNNABLE job became RUNNABLE (queues reconciled
+            this run only).
+    """
+
+    queues: Mapping[str, QueueInfo]
+    aggregates: Mapping[str, Sequence[Aggregate]]
+    limits: Mapping[str, int]
+    reserved: Mapping[str, int]
+    weights: Mapping[str, Mapping[str, float] | None]
+    oldest: Mapping[tuple[str, str], datetime]
+
+
+def queue_mean(aggregates: Iterable[Aggregate]) -> float:
+    """Mean instances of a queue's sized jobs (1.0 when none is sized)."""
+    sized = instances = 0
+    for agg in aggregates:
+        sized += agg.total.sized
+        instances += agg.total.instances
+    return instances / sized if sized else 1.0
+
+
+def _share_dims(queue: str, share: str, quota: bool) -> dict[str, str | None]:
+    return {"JobQueue": queue or None, "QuotaShare" if quota else "ShareIdentifier": share or None}
+
+
+class _Points:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.out: list[MetricPoint] = []
+
+    def add(self, name: str, unit: Unit, value: float, **dims: str | None) -> None:
+        self.out.append(MetricPoint(name, unit, max(0.0, float(value)), dimensions(**dims), self.now))
+
+
+@dataclass
+class _Tally:
+    runnable_jobs: int = 0
+    runnable_instances: float = 0.0
+    in_use: float = 0.0
+    gpus: int = 0
+    runnable_vcpus: float = 0.0
+    runnable_gpus: int = 0
+    vcpus_in_use: float = 0.0
+    quota: bool = False
+
+
+def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
+    """Every gauge of one run (see the README's metric catalog, "Fleet (ledger function)")."""
+    p = _Points(now)
+    env_in_use: dict[str, float] = defaultdict(float)
+    env_gpus: dict[str, int] = defaultdict(int)
+    env_runnable: dict[str, float] = defaultdict(float)
+    for queue_name, aggregates in sorted(inputs.aggregates.items()):
+        info = inputs.queues.get(queue_name)
+        service = info.service if info else any(a.key.environment for a in aggregates)
+        mean = queue_mean(aggregates)
+        shares: dict[str, _Tally] = defaultdict(_Tally)
+        for agg in aggregates:
+            t = shares[agg.key.share]
+            t.quota = t.quota or agg.quota
+            unsized = agg.total.jobs - agg.total.sized
+            instances = agg.total.instances + unsized * mean
+            if agg.key.status is JobStatus.RUNNABLE:
+                t.runnable_jobs += agg.total.jobs
+                t.runnable_instances += instances
+                t.runnable_vcpus += agg.total.vcpus
+                t.runnable_gpus += agg.total.gpus
+                env_runnable[agg.key.environment] += instances
+            elif agg.key.status in IN_USE:
+                t.in_use += instances
+                t.gpus += agg.total.gpus
+                t.vcpus_in_use += agg.total.vcpus
+                env_in_use[agg.key.environment] += instances
+                env_gpus[agg.key.environment] += agg.total.gpus
+        queue_in_use = (
+            sum(t.in_use for t in shares.values())
+            if service
+            else sum(t.vcpus_in_use for t in shares.values())
+        )
+        weights = inputs.weights.get(queue_name)
+        active = [s for s, t in shares.items() if s and (t.runnable_jobs or t.in_use or t.vcpus_in_use)]
+        inverse = {s: 1 / max(weights.get(s, 1.0), 1e-6) for s in active} if weights is not None else {}
+        for share, t in sorted(shares.items()):
+            dims = _share_dims(queue_name, share, t.quota)
+            p.add("RunnableJobs", "Count", t.runnable_jobs, **dims)
+            if service:
+                p.add("RunnableInstances", "Count", t.runnable_instances, **dims)
+                p.add("InstancesInUse", "Count", t.in_use, **dims)
+                p.add("InstanceHours", "Count", t.in_use * _RUN_HOURS, **dims)
+                used = t.in_use
+            else:
+                p.add("RunnableVcpus", "Count", t.runnable_vcpus, **dims)
+                p.add("RunnableGpus", "Count", t.runnable_gpus, **dims)
+                p.add("VcpusInUse", "Count", t.vcpus_in_use, **dims)
+                used = t.vcpus_in_use
+            if t.gpus:
+                p.add("GpusInUse", "Count", t.gpus, **dims)
+                p.add("GpuHours", "Count", t.gpus * _RUN_HOURS, **dims)
+            if share and queue_in_use > 0:
+                p.add("ShareOfUsage", "Percent", 100 * used / queue_in_use, **dims)
+            if share in inverse:
+                p.add("Entitlement", "Percent", 100 * inverse[share] / sum(inverse.values()), **dims)
+            oldest = inputs.oldest.get((queue_name, share))
+            if oldest is not None and t.runnable_jobs:
+                p.add("OldestRunnableAge", "Seconds", (now - oldest).total_seconds(), **dims)
+    environments = sorted({e for e in (*env_in_use, *env_runnable, *inputs.limits) if e})
+    for env in environments:
+        in_use = env_in_use.get(env, 0.0)
+        limit = inputs.limits.get(env)
+        reserved = inputs.reserved.get(env, limit)
+        if limit is not None:
+            p.add("CapacityLimit", "Count", limit, ServiceEnvironment=env)
+        p.add("InstancesInUse", "Count", in_use, ServiceEnvironment=env)
+        p.add("GpusInUse", "Count", env_gpus.get(env, 0), ServiceEnvironment=env)
+        if reserved:
+            p.add("ReservedInstances", "Count", reserved, ServiceEnvironment=env)
+            p.add("Utilization", "Percent", 100 * in_use / reserved, ServiceEnvironment=env)
+            # Free reserved instances while work waits (at most as many as the waiting work needs).
+            idle = min(max(reserved - in_use, 0.0), env_runnable.get(env, 0.0))
+            p.add("IdleWhileQueued", "Count", idle, ServiceEnvironment=env)
+    return p.out
+
+
+def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[MetricPoint]:
+    """The event metrics of one applied transition of ``job`` (its new record)."""
+    p = _Points(now)
+    d = job.details
+    dims = _share_dims(d.queue, job.share, bool(d.quota_share))
+    if effects.queue_wait is not None:
+        p.add("QueueWaitTime", "Seconds", effects.queue_wait, **dims, JobKind=job.kind.value)
+    # One Preemptions per preempted attempt: at Preemption Started, or at the requeue when no
+    # Started event was seen for that attempt.
+    if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.attempts):
+        p.add("Preemptions", "Count", 1, **dims)
+    if effects.preemption_completed:
+        p.add("PreemptionsCompleted", "Count", 1, **dims)
+    if effects.lost_instance_hours is not None:
+        basis = (effects.basis or Basis.ATTEMPT).value
+        p.add("LostInstanceHours", "Count", effects.lost_instance_hours, **dims, Basis=basis)
+    return p.out

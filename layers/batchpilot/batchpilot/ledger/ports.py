@@ -1,0 +1,169 @@
+"""What the ledger needs from the outside world: its DynamoDB store, AWS Batch, and a metric sink.
+
+Adapters: :class:`batchpilot.io.dynamodb.ledger.LedgerStateStore` (the StateTable's ``ledger#``
+items), :class:`batchpilot.io.batch.BatchLedgerClient` (AWS Batch reads) and
+:class:`batchpilot.io.emf.EmfPublisher` (CloudWatch EMF).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
+from batchpilot.shared.classification import JobKind
+from batchpilot.shared.metrics import MetricPoint
+
+__all__ = [
+    "ActiveEntry",
+    "Aggregate",
+    "BatchReader",
+    "DescribeError",
+    "LedgerStore",
+    "ListedJob",
+    "MetricSink",
+    "QueueInfo",
+]
+
+
+class DescribeError(RuntimeError):
+    """A describe failed for a reason other than "no such job" (throttling left after botocore's
+    retries, an access error): the job is counted at its queue's mean size and read again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """One aggregate item: ``key``'s jobs and their size; ``quota``: the share is a quota share."""
+
+    key: AggregateKey
+    total: Delta
+    quota: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveEntry:
+    """A job the ledger holds as active in a queue (its per-queue index item)."""
+
+    arn: str
+    kind: JobKind
+    status: JobStatus
+    sized: bool
+    runnable_since: datetime | None
+    share: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A job queue (DescribeJobQueues).
+
+    Attributes:
+        name: the queue's name.
+        service: a service-job queue (``serviceEnvironmentOrder``), else a container-job queue.
+        environment: the first service environment of ``serviceEnvironmentOrder`` (``""``).
+        scheduling_policy_arn: ``schedulingPolicyArn`` (fair share), when set.
+    """
+
+    name: str
+    service: bool
+    environment: str = ""
+    scheduling_policy_arn: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """One job summary of ListServiceJobs / ListJobs (times aware UTC)."""
+
+    arn: str
+    job_id: str
+    kind: JobKind
+    status: JobStatus
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+
+
+class LedgerStore(Protocol):
+    """The ledger's items. Every method raises ``botocore.exceptions.ClientError`` for DynamoDB
+    errors other than a lost conditional write (throttling already retried by botocore)."""
+
+    def get(self, arn: str) -> LedgerJob | None:
+        """The job's record (strongly consistent read), or ``None``."""
+        ...
+
+    def write(self, change: Transition, now: datetime) -> bool:
+        """Write ``change.new``, its aggregate deltas and its index item in one transaction,
+        conditioned on the record still being ``change.old`` (its version).
+
+        Returns:
+            ``False`` when the record changed since it was read (nothing written: read again).
+        """
+        ...
+
+    def aggregates(self, queue: str) -> list[Aggregate]:
+        """Every aggregate of ``queue`` (one Query)."""
+        ...
+
+    def queues(self) -> dict[str, str]:
+        """Job queue name → service environment name, for every queue the ledger has seen."""
+        ...
+
+    def active(self, queue: str) -> list[ActiveEntry]:
+        """Every job the ledger holds as active in ``queue`` (Query, every page)."""
+        ...
+
+    def reconciled_at(self, queue: str) -> datetime | None:
+        """When ``queue`` was last reconciled, or ``None``."""
+        ...
+
+    def mark_reconciled(self, queue: str, at: datetime) -> None:
+        """Record that ``queue`` was reconciled at ``at``."""
+        ...
+
+
+class BatchReader(Protocol):
+    """AWS Batch reads. Errors propagate as ``botocore.exceptions.ClientError`` unless a method
+    says otherwise."""
+
+    def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
+        """DescribeServiceJob (service jobs) or DescribeJobs (container jobs) for one job.
+
+        Returns:
+            What is read once per job, or ``None`` when AWS Batch no longer knows the job.
+
+        Raises:
+            DescribeError: any other failure.
+        """
+        ...
+
+    def job_queues(self) -> list[QueueInfo]:
+        """Every job queue of the account and region (DescribeJobQueues, every page)."""
+        ...
+
+    def list_active(self, queue: QueueInfo) -> list[ListedJob]:
+        """Every active job of ``queue``: ListServiceJobs / ListJobs once per active status,
+        every page (botocore paginators)."""
+        ...
+
+    def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
+        """Service environment → its ``NUM_INSTANCES`` (or summed) ``maxCapacity``
+        (DescribeServiceEnvironments); a missing environment is absent."""
+        ...
+
+    def share_weights(self, policy_arn: str) -> dict[str, float] | None:
+        """Share identifier → ``weightFactor`` of a fair-share scheduling policy
+        (DescribeSchedulingPolicies); ``None`` when the policy cannot be read."""
+        ...
+
+
+class MetricSink(Protocol):
+    """Buffers metric points and writes them in one go (:class:`batchpilot.io.emf.EmfPublisher`)."""
+
+    def add(self, points: Iterable[MetricPoint]) -> None:
+        """Buffer ``points`` until :meth:`flush`."""
+
+    def flush(self) -> int:
+        """Write the buffered points; returns the number of EMF blobs written."""
+        ...

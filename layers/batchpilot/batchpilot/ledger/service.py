@@ -1,0 +1,344 @@
+"""The job ledger's work: apply one job event; on schedule, reconcile queues and publish gauges.
+
+Orchestrates through :mod:`batchpilot.ledger.ports` only (no boto3, no Powertools, no
+``os.environ``, no wall clock: a :data:`~batchpilot.shared.clock.Clock` is injected).
+
+Per event (:meth:`LedgerService.record`): one GetItem, at most one describe (only for a job the
+ledger never saw, or one whose earlier describe failed), one TransactWriteItems. A write that lost
+a race is read and tried again (at most :data:`WRITE_ATTEMPTS` times; then the record raises and
+SQS delivers it again).
+
+Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one Query of aggregates per
+queue, one DescribeServiceEnvironments, one DescribeSchedulingPolicies per fair-share policy;
+and, for each queue whose interval has passed, its listing (ListServiceJobs / ListJobs per active
+status, every page) compared with the ledger's index of the queue: drift in both directions is
+corrected through the same transitions as events, and counted in ``LedgerDrift``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from batchpilot.ledger.fleet import FleetInputs, effect_points, fleet_points
+from batchpilot.ledger.model import (
+    JobDetails,
+    JobStatus,
+    LedgerJob,
+    Observation,
+    Source,
+    Transition,
+    transition,
+    with_details,
+)
+from batchpilot.ledger.observe import observe
+from batchpilot.ledger.ports import BatchReader, DescribeError, LedgerStore, MetricSink, QueueInfo
+from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.shared.classification import JobKind
+from batchpilot.shared.clock import Clock
+from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
+from batchpilot.shared.records import Outcome, Rejected, decode
+
+__all__ = ["WRITE_ATTEMPTS", "Drift", "LedgerService", "RecordResult", "RunSummary", "WriteConflict"]
+
+WRITE_ATTEMPTS = 5
+"""Read-modify-write attempts per observation before giving up (the record is retried by SQS)."""
+
+
+class WriteConflict(RuntimeError):
+    """Other writers kept changing the job's record: transient, the record is delivered again."""
+
+
+class Drift(StrEnum):
+    """What a reconciliation corrected (``Drift`` dimension of ``LedgerDrift``)."""
+
+    MISSING = "missing"
+    """AWS Batch lists the job as active; the ledger did not have it (a missed event, or a job
+    submitted before the deploy: AWS Batch sends no event for SUBMITTED)."""
+    STALE = "stale"
+    """The ledger had another status than AWS Batch lists."""
+    GONE = "gone"
+    """The ledger held the job as active; AWS Batch no longer lists it as active (its end was
+    missed). It is closed as FAILED: its final status is not read."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """One record's outcome and the log fields that go with it."""
+
+    outcome: Outcome | Rejected
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """What one scheduled run did (returned to the scheduler, logged).
+
+    Attributes:
+        queues: queues with gauges; ``reconciled``: queues listed this run.
+        drift: drift kind → jobs corrected; ``describes``: describes made; ``points``: gauges.
+    """
+
+    queues: int = 0
+    reconciled: list[str] = field(default_factory=list)
+    drift: Counter[str] = field(default_factory=Counter)
+    describes: int = 0
+    points: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "queues": self.queues,
+            "reconciled": self.reconciled,
+            "drift": dict(self.drift),
+            "describes": self.describes,
+            "points": self.points,
+        }
+
+
+class LedgerService:
+    """The ledger's use cases.
+
+    Args:
+        settings: validated settings.
+        store: the ledger's items.
+        batch: AWS Batch reads.
+        sink: where metric points go.
+        clock: "now" (aware UTC).
+        warn: called once per unreadable scheduling policy with its ARN (the handler logs it).
+    """
+
+    def __init__(
+        self,
+        settings: LedgerSettings,
+        store: LedgerStore,
+        batch: BatchReader,
+        sink: MetricSink,
+        clock: Clock,
+        warn: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.batch = batch
+        self.sink = sink
+        self.clock = clock
+        self._warn = warn
+        # Policies already reported as unreadable: the log says so once, not every minute.
+        self._unreadable: set[str] = set()
+
+    # ------------------------------------------------------------------ events
+    def record(self, body: str | bytes) -> RecordResult:
+        """One SQS body (a job event) → the ledger updated and its event metrics buffered.
+
+        Returns:
+            PROCESSED (the record changed), DUPLICATE (a duplicate or late event: nothing
+            changed), IGNORED (not a job the ledger tracks) or a :class:`Rejected`.
+
+        Raises:
+            WriteConflict: the write kept losing races (transient).
+            botocore.exceptions.ClientError: DynamoDB failed (transient; SQS retries).
+        """
+        event = decode(body)
+        if isinstance(event, Rejected):
+            return RecordResult(event)
+        obs = observe(event)
+        if obs is None:
+            return RecordResult(Outcome.IGNORED, {"event_id": event.id, "detail_type": event.detail_type})
+        change = self.apply(obs)
+        fields = {"event_id": event.id, "job_arn": obs.arn, "status": obs.status.value}
+        if change is None:
+            return RecordResult(Outcome.DUPLICATE, fields)
+        now = self.clock()
+        points = effect_points(change.new, change.effects, metric_timestamp(event.time, now))
+        self.sink.add(points)
+        return RecordResult(Outcome.PROCESSED, fields)
+
+    def apply(self, obs: Observation, *, describe: bool = True) -> Transition | None:
+        """Apply one observation (describing the job first when the ledger lacks its details).
+
+        Returns:
+            The transition written, or ``None`` when it changed nothing.
+
+        Raises:
+            WriteConflict: :data:`WRITE_ATTEMPTS` writes lost their race.
+        """
+        current = self.store.get(obs.arn)
+        described: JobDetails | None = None
+        failed = False
+        needs = current is None or not current.details.sized
+        if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
+            try:
+                described = self.batch.describe(obs.arn, obs.kind)
+            except DescribeError:
+                failed = True  # counted at the queue's mean size; the next observation reads again
+        for _ in range(WRITE_ATTEMPTS):
+            change = self._change(current, obs, described, failed)
+            if change is None:
+                return None
+            if self.store.write(change, self.clock()):
+                return change
+            current = self.store.get(obs.arn)
+        raise WriteConflict(f"job record kept changing after {WRITE_ATTEMPTS} attempts")
+
+    @staticmethod
+    def _change(
+        current: LedgerJob | None, obs: Observation, described: JobDetails | None, failed: bool
+    ) -> Transition | None:
+        if described is not None:
+            obs = dataclasses.replace(obs, details=_prefer(described, obs.details))
+        change = transition(current, obs)
+        if change is None and current is not None and described is not None and not current.terminal:
+            change = with_details(current, described)
+        if change is not None and failed:
+            new = dataclasses.replace(change.new, describe_failures=change.new.describe_failures + 1)
+            change = dataclasses.replace(change, new=new)
+        return change
+
+    # ------------------------------------------------------------------ schedule
+    def run(self, now: datetime) -> RunSummary:
+        """One scheduled run: reconcile the queues whose interval has passed, publish gauges.
+
+        Raises:
+            botocore.exceptions.ClientError: AWS Batch or DynamoDB failed (the run fails; the next
+                minute's run starts over).
+        """
+        summary = RunSummary()
+        wanted = set(self.settings.job_queues)
+        queues = {q.name: q for q in self.batch.job_queues() if not wanted or q.name in wanted}
+        interval = timedelta(minutes=self.settings.reconcile_minutes)
+        due = [
+            q
+            for q in queues.values()
+            if (at := self.store.reconciled_at(q.name)) is None or now - at >= interval
+        ]
+        budget = self.settings.describes_per_run // len(due) if due else 0
+        oldest: dict[tuple[str, str], datetime] = {}
+        for queue in due:
+            self._reconcile(queue, now, budget, summary, oldest)
+        known = self.store.queues()
+        names = sorted(set(queues) | {q for q in known if not wanted or q in wanted})
+        aggregates = {name: self.store.aggregates(name) for name in names}
+        environments = sorted(
+            {q.environment for q in queues.values() if q.environment} | {e for e in known.values() if e}
+        )
+        limits = self.batch.capacity_limits(environments)
+        reserved = {
+            env: self.settings.reserved.get(env, self.settings.policy_max.get(env, limits.get(env, 0)))
+            for env in environments
+        }
+        weights: dict[str, dict[str, float] | None] = {}
+        for name, info in queues.items():
+            if info.scheduling_policy_arn:
+                weights[name] = self._weights(info.scheduling_policy_arn)
+        points = fleet_points(FleetInputs(queues, aggregates, limits, reserved, weights, oldest), now)
+        for drift_queue in summary.reconciled:
+            for kind in Drift:
+                value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
+                dims = dimensions(JobQueue=drift_queue, Drift=kind.value)
+                points.append(MetricPoint("LedgerDrift", "Count", float(value), dims, now))
+        self.sink.add(points)
+        summary.queues = len(aggregates)
+        summary.points = len(points)
+        return summary
+
+    def _weights(self, policy_arn: str) -> dict[str, float] | None:
+        weights = self.batch.share_weights(policy_arn)
+        if weights is None and policy_arn not in self._unreadable:
+            self._unreadable.add(policy_arn)
+            if self._warn is not None:
+                self._warn(policy_arn)
+        return weights
+
+    def _reconcile(
+        self,
+        queue: QueueInfo,
+        now: datetime,
+        budget: int,
+        summary: RunSummary,
+        oldest: dict[tuple[str, str], datetime],
+    ) -> None:
+        listed = {job.arn: job for job in self.batch.list_active(queue)}
+        held = {entry.arn: entry for entry in self.store.active(queue.name)}
+        drift: Counter[Drift] = Counter()
+        for arn, job in listed.items():
+            entry = held.get(arn)
+            if entry is not None and entry.status is job.status:
+                continue
+            details = JobDetails(
+                queue=queue.name,
+                environment=queue.environment,
+                share_identifier=job.share_identifier,
+                quota_share=job.quota_share,
+            )
+            obs = Observation(
+                arn=arn,
+                kind=job.kind,
+                status=job.status,
+                at=now,
+                source=Source.RECONCILE,
+                details=details,
+                created_at=job.created_at,
+                started_at=job.started_at,
+            )
+            describe = budget > 0 and (entry is None or not entry.sized)
+            if self.apply(obs, describe=describe) is not None:
+                drift[Drift.MISSING if entry is None else Drift.STALE] += 1
+            if describe:
+                budget -= 1
+                summary.describes += 1
+        for arn, entry in held.items():
+            if arn in listed:
+                if not entry.sized and budget > 0:
+                    # Known but never sized (its describe failed): read it now.
+                    budget -= 1
+                    summary.describes += 1
+                    self._size(arn, entry.kind)
+                continue
+            obs = Observation(
+                arn=arn, kind=entry.kind, status=JobStatus.FAILED, at=now, source=Source.RECONCILE
+            )
+            if self.apply(obs, describe=False) is not None:
+                drift[Drift.GONE] += 1
+        for entry in self.store.active(queue.name):
+            if entry.status is JobStatus.RUNNABLE and entry.runnable_since is not None:
+                share_key = (queue.name, entry.share)
+                if share_key not in oldest or entry.runnable_since < oldest[share_key]:
+                    oldest[share_key] = entry.runnable_since
+        self.store.mark_reconciled(queue.name, now)
+        summary.reconciled.append(queue.name)
+        for kind, count in drift.items():
+            summary.drift[f"{queue.name}:{kind.value}"] += count
+
+    def _size(self, arn: str, kind: JobKind) -> None:
+        try:
+            described = self.batch.describe(arn, kind)
+        except DescribeError:
+            return
+        if described is None:
+            return
+        for _ in range(WRITE_ATTEMPTS):
+            current = self.store.get(arn)
+            if current is None or current.terminal:
+                return
+            change = with_details(current, described)
+            if change is None or self.store.write(change, self.clock()):
+                return
+        raise WriteConflict(f"job record kept changing after {WRITE_ATTEMPTS} attempts")
+
+    def flush(self) -> int:
+        """Write the buffered metric points (end of a batch or run)."""
+        return self.sink.flush()
+
+
+def _prefer(described: JobDetails, seen: JobDetails) -> JobDetails:
+    """The describe's details, with what the observation knows filling its gaps."""
+    changes = {
+        f.name: getattr(seen, f.name)
+        for f in dataclasses.fields(JobDetails)
+        if getattr(described, f.name) in (None, "") and getattr(seen, f.name) not in (None, "")
+    }
+    return dataclasses.replace(described, **changes)

@@ -1,0 +1,112 @@
+"""Configuration of the ledger function, validated once at cold start (errors name the variable).
+
+- ``BATCHPILOT_STATE_TABLE``: the StateTable (required).
+- ``BATCHPILOT_LEDGER_JOB_QUEUES``: comma-separated job queue names or ARNs to reconcile and
+  publish gauges for; empty (the default) means every job queue of the account and region.
+- ``BATCHPILOT_LEDGER_RECONCILE_MINUTES``: how often each queue is listed and compared with the
+  ledger (default 15; 1-1440). The schedule runs every minute; a queue is listed at most once
+  per interval.
+- ``BATCHPILOT_LEDGER_DESCRIBES_PER_RUN``: describes a scheduled run may make to size jobs the
+  ledger learnt of without a size (default 200; shared evenly across queues).
+- ``BATCHPILOT_LEDGER_RESERVED_INSTANCES``: JSON ``{"<service environment>": instances}``, what
+  each environment has reserved (a training plan, what the team pays for); ``Utilization`` is
+  in-use over it. An environment not named uses the capacity policy's ``max``
+  (``BATCHPILOT_CAPACITY_POLICY``), else its capacity limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from pydantic import Field, ValidationError, field_validator
+
+from batchpilot.shared.arns import resource_name
+from batchpilot.shared.settings import ConfigError, FunctionSettings
+
+__all__ = ["LedgerSettings"]
+
+
+class LedgerSettings(FunctionSettings):
+    """Settings of the ledger function (see the module docstring for the variables).
+
+    Attributes:
+        state_table: DynamoDB table name.
+        job_queues: queue names (ARNs reduced to names); empty: every queue.
+        reconcile_minutes: reconciliation interval per queue, minutes.
+        describes_per_run: describe budget of one scheduled run.
+        reserved: service environment → reserved instances.
+        policy_max: service environment → the capacity policy's ``max`` (read from
+            ``BATCHPILOT_CAPACITY_POLICY`` when set; an unreadable policy is ignored here, the
+            capacity function reports it).
+    """
+
+    state_table: str = Field(min_length=1, max_length=255)
+    job_queues: tuple[str, ...] = ()
+    reconcile_minutes: int = Field(default=15, ge=1, le=1440)
+    describes_per_run: int = Field(default=200, ge=0, le=10_000)
+    reserved: dict[str, int] = Field(default_factory=dict)
+    policy_max: dict[str, int] = Field(default_factory=dict)
+
+    _ENV: ClassVar[dict[str, str]] = {
+        **FunctionSettings._ENV,
+        "state_table": "BATCHPILOT_STATE_TABLE",
+        "job_queues": "BATCHPILOT_LEDGER_JOB_QUEUES",
+        "reconcile_minutes": "BATCHPILOT_LEDGER_RECONCILE_MINUTES",
+        "describes_per_run": "BATCHPILOT_LEDGER_DESCRIBES_PER_RUN",
+        "reserved": "BATCHPILOT_LEDGER_RESERVED_INSTANCES",
+    }
+
+    @field_validator("job_queues", mode="before")
+    @classmethod
+    def _queues(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(resource_name(part.strip()) or "" for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("reserved", mode="before")
+    @classmethod
+    def _reserved(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parsed = json.loads(value) if value.strip() else {}
+            if not isinstance(parsed, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in parsed.values()
+            ):
+                raise ValueError('expected a JSON object {"<service environment>": <instances>}')
+            return parsed
+        return value
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], *, function: str = "ledger") -> Self:
+        """Build the settings from environment variables (names in ``_ENV``).
+
+        Raises:
+            ConfigError: a variable is missing or invalid; the message names it.
+        """
+        values: dict[str, Any] = {"function": function}
+        for name, var in cls._ENV.items():
+            if environ.get(var, "").strip():
+                values[name] = environ[var].strip()
+        values["policy_max"] = _policy_max(environ.get("BATCHPILOT_CAPACITY_POLICY", ""))
+        try:
+            return cls.model_validate(values)
+        except (ValidationError, ValueError) as exc:
+            problems = cls._problems(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise ConfigError(f"invalid {function} function configuration: {problems}") from None
+
+
+def _policy_max(text: str) -> dict[str, int]:
+    """``{"service_environments": {"<env>": {"max": N}}}`` → env → N; anything else → ``{}``."""
+    try:
+        policy = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    envs = policy.get("service_environments") if isinstance(policy, dict) else None
+    if not isinstance(envs, dict):
+        return {}
+    return {
+        str(name): int(config["max"])
+        for name, config in envs.items()
+        if isinstance(config, dict) and isinstance(config.get("max"), int)
+    }

@@ -1,0 +1,166 @@
+"""In-memory ports of the job ledger (:mod:`batchpilot.ledger.ports`) for unit tests, and the
+recount every aggregate must equal.
+
+:class:`MemoryLedgerStore` keeps records, aggregates and the per-queue index exactly as the
+DynamoDB store does (one all-or-nothing write per transition, conditioned on the version);
+:func:`recount` rebuilds the aggregates from records alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, Transition, contribution
+from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, ListedJob, QueueInfo
+from batchpilot.shared.classification import JobKind
+from batchpilot.shared.metrics import MetricPoint
+
+__all__ = ["FakeBatch", "ListSink", "MemoryLedgerStore", "recount"]
+
+
+def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
+    """The aggregates the records imply (zero aggregates dropped)."""
+    out: dict[AggregateKey, Delta] = defaultdict(Delta)
+    for job in jobs:
+        for k, d in contribution(job).items():
+            out[k] = out[k] + d
+    return {k: d for k, d in out.items() if not d.zero}
+
+
+class MemoryLedgerStore:
+    """A :class:`~batchpilot.ledger.ports.LedgerStore` in memory. ``lose_next`` makes the next
+    ``n`` writes lose their race (nothing written), as a concurrent writer would."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, LedgerJob] = {}
+        self.aggs: dict[AggregateKey, Delta] = defaultdict(Delta)
+        self.quota: dict[AggregateKey, bool] = {}
+        self.marks: dict[str, datetime] = {}
+        self.registry: dict[str, str] = {}
+        self.lose_next = 0
+        self.writes = 0
+
+    def get(self, arn: str) -> LedgerJob | None:
+        return self.jobs.get(arn)
+
+    def write(self, change: Transition, now: datetime) -> bool:
+        if self.lose_next:
+            self.lose_next -= 1
+            return False
+        current = self.jobs.get(change.new.arn)
+        if (current.version if current else 0) != (change.old.version if change.old else 0):
+            return False
+        self.writes += 1
+        self.jobs[change.new.arn] = dataclasses.replace(
+            change.new, version=(current.version if current else 0) + 1
+        )
+        for k, d in change.deltas.items():
+            self.aggs[k] = self.aggs[k] + d
+            self.quota[k] = bool(change.new.details.quota_share)
+        if change.new.details.queue:
+            self.registry.setdefault(change.new.details.queue, change.new.details.environment)
+        return True
+
+    def aggregate_map(self) -> dict[AggregateKey, Delta]:
+        """Non-zero aggregates."""
+        return {k: d for k, d in self.aggs.items() if not d.zero}
+
+    def aggregates(self, queue: str) -> list[Aggregate]:
+        return [Aggregate(k, d, self.quota.get(k, False)) for k, d in self.aggs.items() if k.queue == queue]
+
+    def queues(self) -> dict[str, str]:
+        return dict(self.registry)
+
+    def active(self, queue: str) -> list[ActiveEntry]:
+        return [
+            ActiveEntry(j.arn, j.kind, j.status, j.details.sized, j.runnable_since, j.share)
+            for j in self.jobs.values()
+            if j.details.queue == queue and not j.terminal
+        ]
+
+    def reconciled_at(self, queue: str) -> datetime | None:
+        return self.marks.get(queue)
+
+    def mark_reconciled(self, queue: str, at: datetime) -> None:
+        self.marks[queue] = at
+
+
+class FakeBatch:
+    """A :class:`~batchpilot.ledger.ports.BatchReader` over given details and listings.
+
+    Args:
+        details: job ARN → what a describe returns (missing: ``None``, AWS no longer knows it).
+        failing: ARNs whose describe raises :class:`DescribeError`.
+        queues: the job queues; ``listed``: queue → its active jobs; ``limits``: environments'
+            capacity limits; ``weights``: policy ARN → share weights (missing: unreadable).
+    """
+
+    def __init__(
+        self,
+        details: Mapping[str, JobDetails] | None = None,
+        *,
+        failing: Iterable[str] = (),
+        queues: Sequence[QueueInfo] = (),
+        listed: Mapping[str, Sequence[ListedJob]] | None = None,
+        limits: Mapping[str, int] | None = None,
+        weights: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> None:
+        self.details = dict(details or {})
+        self.failing = set(failing)
+        self.queues = list(queues)
+        self.listed = dict(listed or {})
+        self.limits = dict(limits or {})
+        self.weights = dict(weights or {})
+        self.calls: list[tuple[str, Any]] = []
+
+    def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
+        self.calls.append(("describe", arn))
+        if arn in self.failing:
+            raise DescribeError("describe failed: ThrottlingException")
+        return self.details.get(arn)
+
+    def job_queues(self) -> list[QueueInfo]:
+        self.calls.append(("job_queues", None))
+        return list(self.queues)
+
+    def list_active(self, queue: QueueInfo) -> list[ListedJob]:
+        self.calls.append(("list_active", queue.name))
+        return list(self.listed.get(queue.name, []))
+
+    def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
+        self.calls.append(("capacity_limits", tuple(environments)))
+        return {e: self.limits[e] for e in environments if e in self.limits}
+
+    def share_weights(self, policy_arn: str) -> dict[str, float] | None:
+        self.calls.append(("share_weights", policy_arn))
+        found = self.weights.get(policy_arn)
+        return dict(found) if found is not None else None
+
+
+class ListSink:
+    """A :class:`~batchpilot.ledger.ports.MetricSink` that keeps every flushed point."""
+
+    def __init__(self) -> None:
+        self.pending: list[MetricPoint] = []
+        self.points: list[MetricPoint] = []
+
+    def add(self, points: Iterable[MetricPoint]) -> None:
+        self.pending.extend(points)
+
+    def flush(self) -> int:
+        self.points.extend(self.pending)
+        count = len(self.pending)
+        self.pending = []
+        return count
+
+    def values(self, name: str, **dims: str) -> list[float]:
+        """Values of ``name`` (flushed or pending) whose dimensions include ``dims``."""
+        return [
+            p.value
+            for p in (*self.points, *self.pending)
+            if p.name == name and all(dict(p.dimensions).get(k) == v for k, v in dims.items())
+        ]

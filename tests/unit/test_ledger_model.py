@@ -1,0 +1,321 @@
+"""The job ledger's pure core and service with in-memory ports: order rule, exact aggregates
+(property test), requeues, preemptions, describe failures, reconciliation drift, fleet gauges."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from batchpilot.ledger.fleet import FleetInputs, fleet_points
+from batchpilot.ledger.model import (
+    AggregateKey,
+    Delta,
+    JobDetails,
+    JobStatus,
+    Observation,
+    PreemptionPhase,
+    transition,
+)
+from batchpilot.ledger.ports import Aggregate, ListedJob, QueueInfo
+from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.shared.classification import Category, JobKind
+from batchpilot.shared.instances import accelerators
+from batchpilot_local.testing.ledger import FakeBatch, ListSink, MemoryLedgerStore, recount
+from batchpilot_local.testing.samples import envelope, service_job
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+ARN = "arn:aws:batch:us-east-1:111122223333:service-job/"
+SIZED = JobDetails(queue="q", environment="env", share_identifier="HIGHPRI", instances=4, sized=True)
+
+
+def obs(arn: str, status: JobStatus, minute: float, **kw: Any) -> Observation:
+    return Observation(
+        arn=arn, kind=JobKind.SERVICE_JOB, status=status, at=T0 + timedelta(minutes=minute), **kw
+    )
+
+
+def service(store: MemoryLedgerStore, batch: FakeBatch | None = None, **env: str) -> LedgerService:
+    settings_ = LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t", **env})
+    return LedgerService(settings_, store, batch or FakeBatch(), ListSink(), lambda: T0 + timedelta(hours=1))
+
+
+# ---------------------------------------------------------------------------------- order rule
+def test_duplicate_and_late_events_change_nothing() -> None:
+    first = transition(None, obs("a", JobStatus.RUNNABLE, 0, details=SIZED))
+    assert first is not None
+    running = transition(first.new, obs("a", JobStatus.RUNNING, 5))
+    assert running is not None
+    assert transition(running.new, obs("a", JobStatus.RUNNING, 5)) is None  # duplicate
+    assert transition(running.new, obs("a", JobStatus.RUNNABLE, 1)) is None  # late
+    assert transition(running.new, obs("a", JobStatus.STARTING, 5)) is None  # same time, lower rank
+    done = transition(running.new, obs("a", JobStatus.SUCCEEDED, 9))
+    assert done is not None and done.new.terminal
+    assert transition(done.new, obs("a", JobStatus.RUNNING, 20)) is None  # terminal is final
+
+
+def test_requeue_restarts_runnable_age_and_counts_lost_hours() -> None:
+    job = transition(None, obs("a", JobStatus.RUNNABLE, 0, details=SIZED))
+    assert job is not None and job.new.runnable_since == T0
+    job = transition(job.new, obs("a", JobStatus.RUNNING, 10))
+    assert job is not None and job.effects.queue_wait == 600 and job.new.attempts == 1
+    requeued = transition(job.new, obs("a", JobStatus.RUNNABLE, 40, preemption=PreemptionPhase.COMPLETED))
+    assert requeued is not None
+    assert requeued.new.runnable_since == T0 + timedelta(minutes=40)
+    assert requeued.new.preemptions == 1 and requeued.effects.preempted
+    assert requeued.effects.lost_instance_hours == 4 * 0.5  # 4 instances x 30 minutes
+    # The state change for the same requeue, a second later, counts no second preemption.
+    again = transition(requeued.new, obs("a", JobStatus.RUNNABLE, 40.02, category=Category.PREEMPTION))
+    assert again is not None and again.new.preemptions == 1 and not again.effects.preempted
+    assert again.new.runnable_since == T0 + timedelta(minutes=40)
+    second = transition(again.new, obs("a", JobStatus.RUNNING, 50))
+    assert second is not None and second.new.attempts == 2 and second.effects.queue_wait is None
+
+
+def test_preemption_started_is_counted_once_per_attempt() -> None:
+    job = transition(None, obs("a", JobStatus.RUNNING, 0, details=SIZED))
+    assert job is not None
+    started = transition(job.new, obs("a", JobStatus.RUNNING, 1, preemption=PreemptionPhase.STARTED))
+    assert started is not None and started.effects.preemption_started and not started.deltas
+    assert transition(started.new, obs("a", JobStatus.RUNNING, 2, preemption=PreemptionPhase.STARTED)) is None
+
+
+def test_unknown_size_counts_as_unsized_job() -> None:
+    job = transition(None, obs("a", JobStatus.RUNNABLE, 0, details=JobDetails(queue="q")))
+    assert job is not None
+    ((key, delta),) = job.deltas.items()
+    assert key == AggregateKey("", "q", "", JobStatus.RUNNABLE)
+    assert delta == Delta(jobs=1)
+
+
+# ------------------------------------------------------------------------ property: exact aggregates
+STATUSES = [JobStatus.RUNNABLE, JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING]
+
+
+@st.composite
+def populations(draw: st.DrawFn) -> tuple[list[Observation], dict[str, JobDetails], set[str]]:
+    """Random jobs, each with a life of observations; shuffled, with duplicates and late copies."""
+    jobs = draw(st.integers(1, 8))
+    observations: list[Observation] = []
+    details: dict[str, JobDetails] = {}
+    failing: set[str] = set()
+    for j in range(jobs):
+        arn = f"{ARN}{j}"
+        queue = draw(st.sampled_from(["q1", "q2"]))
+        share = draw(st.sampled_from(["HIGHPRI", "MIDPRI", "LOWPRI", ""]))
+        instances = draw(st.sampled_from([None, 1, 2, 8]))
+        details[arn] = JobDetails(
+            queue=queue,
+            environment="env",
+            share_identifier=share or None,
+            instance_type="ml.p5.48xlarge",
+            instances=instances,
+            sized=True,
+        )
+        if draw(st.booleans()):
+            failing.add(arn)
+        steps = draw(st.lists(st.sampled_from(STATUSES), min_size=1, max_size=6))
+        if draw(st.booleans()):
+            steps.append(draw(st.sampled_from([JobStatus.SUCCEEDED, JobStatus.FAILED])))
+        minute = 0.0
+        for status in steps:
+            minute += draw(st.sampled_from([0.0, 0.5, 1.0, 3.0]))
+            preemption = (
+                PreemptionPhase.COMPLETED if status is JobStatus.RUNNABLE and draw(st.booleans()) else None
+            )
+            observations.append(
+                obs(
+                    arn,
+                    status,
+                    minute,
+                    details=JobDetails(queue=queue, share_identifier=share or None),
+                    preemption=preemption,
+                )
+            )
+    seed = draw(st.integers(0, 2**32))
+    rng = random.Random(seed)
+    extra = [rng.choice(observations) for _ in range(rng.randint(0, len(observations)))]
+    shuffled = observations + extra
+    rng.shuffle(shuffled)
+    return shuffled, details, failing
+
+
+@settings(max_examples=300, deadline=None)
+@given(populations())
+def test_aggregates_always_equal_a_recount(
+    case: tuple[list[Observation], dict[str, JobDetails], set[str]],
+) -> None:
+    observations, details, failing = case
+    store = MemoryLedgerStore()
+    ledger = service(store, FakeBatch(details, failing=failing))
+    for i, o in enumerate(observations):
+        if i % 3 == 0:
+            store.lose_next = 1  # a concurrent writer wins now and then: read, decide again
+        ledger.apply(o)
+        assert store.aggregate_map() == recount(store.jobs.values())
+    # Every job ends in the status of its latest observation (ties: the higher rank).
+    for arn, job in store.jobs.items():
+        mine = [o for o in observations if o.arn == arn]
+        assert job.status_at == max(o.at for o in mine)
+
+
+# --------------------------------------------------------------------------------- service
+def test_event_for_unseen_job_is_described_once_and_never_again() -> None:
+    store = MemoryLedgerStore()
+    batch = FakeBatch({f"{ARN}x": SIZED})
+    ledger = service(store, batch)
+    arn = f"{ARN}x"
+    for minute, status in ((0, "RUNNABLE"), (5, "RUNNING"), (5, "RUNNING")):
+        body = service_job(status, jobArn=arn, jobId="x")
+        body["time"] = (T0 + timedelta(minutes=minute)).isoformat()
+        ledger.record(json.dumps(body))
+    assert [c for c in batch.calls if c[0] == "describe"] == [("describe", arn)]
+    job = store.jobs[arn]
+    assert job.details.instances == 4 and job.details.environment == "env" and job.status is JobStatus.RUNNING
+
+
+def test_failed_describe_is_counted_unsized_and_retried_on_the_next_event() -> None:
+    store = MemoryLedgerStore()
+    arn = f"{ARN}y"
+    batch = FakeBatch({arn: SIZED}, failing=[arn])
+    ledger = service(store, batch)
+    ledger.apply(obs(arn, JobStatus.RUNNABLE, 0, details=JobDetails(queue="q")))
+    assert store.jobs[arn].describe_failures == 1 and not store.jobs[arn].details.sized
+    batch.failing.clear()
+    ledger.apply(obs(arn, JobStatus.RUNNING, 1))
+    assert store.jobs[arn].details.instances == 4
+    assert store.aggregate_map() == recount(store.jobs.values())
+
+
+def test_event_metrics() -> None:
+    store = MemoryLedgerStore()
+    arn = f"{ARN}z"
+    sink = ListSink()
+    ledger = LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t"}),
+        store,
+        FakeBatch(
+            {arn: JobDetails(queue="q", environment="env", quota_share="research", instances=2, sized=True)}
+        ),
+        sink,
+        lambda: T0,
+    )
+    for minute, body in (
+        (0, service_job("RUNNABLE", jobArn=arn, jobQueue="q", createdAt=int(T0.timestamp() * 1000))),
+        (2, service_job("RUNNING", jobArn=arn, jobQueue="q")),
+        (32, envelope("Batch Service Job Preemption Started", {"preemptedJobArn": arn, "status": "RUNNING"})),
+        (
+            33,
+            envelope(
+                "Batch Service Job Preemption Completed", {"preemptedJobArn": arn, "status": "RUNNABLE"}
+            ),
+        ),
+    ):
+        body["time"] = (T0 + timedelta(minutes=minute)).isoformat()
+        ledger.record(json.dumps(body))
+    assert sink.values("QueueWaitTime", JobQueue="q", QuotaShare="research") == [120.0]
+    assert sink.values("Preemptions", JobQueue="q", QuotaShare="research") == [1.0]
+    assert sink.values("PreemptionsCompleted", JobQueue="q") == [1.0]
+    assert sink.values("LostInstanceHours", JobQueue="q", Basis="attempt") == [2 * 31 / 60]
+
+
+def test_reconciliation_repairs_drift_both_ways() -> None:
+    store = MemoryLedgerStore()
+    queue = QueueInfo("q", service=True, environment="env")
+    gone, missed, stale = f"{ARN}gone", f"{ARN}missed", f"{ARN}stale"
+    batch = FakeBatch(
+        {a: SIZED for a in (gone, missed, stale)},
+        queues=[queue],
+        listed={
+            "q": [
+                ListedJob(
+                    missed, "missed", JobKind.SERVICE_JOB, JobStatus.RUNNABLE, share_identifier="HIGHPRI"
+                ),
+                ListedJob(stale, "stale", JobKind.SERVICE_JOB, JobStatus.RUNNING, share_identifier="HIGHPRI"),
+            ]
+        },
+        limits={"env": 10},
+    )
+    ledger = service(store, batch)
+    ledger.apply(obs(gone, JobStatus.RUNNING, 0))
+    ledger.apply(obs(stale, JobStatus.RUNNABLE, 0))
+    summary = ledger.run(T0 + timedelta(minutes=30))
+    assert summary.drift == {"q:missing": 1, "q:stale": 1, "q:gone": 1}
+    assert store.jobs[gone].terminal
+    assert store.jobs[missed].status is JobStatus.RUNNABLE and store.jobs[missed].details.instances == 4
+    assert store.jobs[stale].status is JobStatus.RUNNING
+    assert store.aggregate_map() == recount(store.jobs.values())
+    # The next run within the interval lists nothing again.
+    batch.calls.clear()
+    assert ledger.run(T0 + timedelta(minutes=31)).reconciled == []
+    assert not [c for c in batch.calls if c[0] == "list_active"]
+
+
+def test_fleet_gauges_utilisation_and_entitlement() -> None:
+    def agg(share: str, status: JobStatus, jobs: int, instances: int, sized: int | None = None) -> Aggregate:
+        return Aggregate(
+            AggregateKey("env", "q", share, status), Delta(jobs, jobs if sized is None else sized, instances)
+        )
+
+    aggregates = [
+        agg("HIGHPRI", JobStatus.RUNNING, 2, 8),
+        agg("LOWPRI", JobStatus.RUNNING, 1, 2),
+        agg("LOWPRI", JobStatus.RUNNABLE, 3, 2, sized=1),  # two unsized jobs count at the mean
+    ]
+    inputs = FleetInputs(
+        queues={"q": QueueInfo("q", True, "env", "policy")},
+        aggregates={"q": aggregates},
+        limits={"env": 12},
+        reserved={"env": 16},
+        weights={"q": {"HIGHPRI": 0.5, "LOWPRI": 2.0}},
+        oldest={("q", "LOWPRI"): T0},
+    )
+    points = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, T0 + timedelta(minutes=10))}
+    env = (("ServiceEnvironment", "env"),)
+    assert points[("Utilization", env)] == 100 * 10 / 16
+    assert points[("ReservedInstances", env)] == 16
+    assert points[("IdleWhileQueued", env)] == 6  # 6 reserved free while 8 instances of work wait
+    low = (("JobQueue", "q"), ("ShareIdentifier", "LOWPRI"))
+    high = (("JobQueue", "q"), ("ShareIdentifier", "HIGHPRI"))
+    assert points[("RunnableInstances", low)] == 2 + 2 * 3  # queue mean: 12 instances / 4 sized jobs
+    assert points[("ShareOfUsage", high)] == 80
+    assert points[("Entitlement", high)] == 80  # 1/0.5 over 1/0.5 + 1/2
+    assert points[("OldestRunnableAge", low)] == 600
+    assert points[("GpusInUse", env)] == 0
+
+
+def test_unreadable_policy_omits_entitlement_and_warns_once() -> None:
+    store = MemoryLedgerStore()
+    warned: list[str] = []
+    queue = QueueInfo("q", True, "env", "arn:policy")
+    ledger = LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t"}),
+        store,
+        FakeBatch(
+            {f"{ARN}a": SIZED},
+            queues=[queue],
+            listed={"q": [ListedJob(f"{ARN}a", "a", JobKind.SERVICE_JOB, JobStatus.RUNNING)]},
+            limits={"env": 8},
+        ),
+        ListSink(),
+        lambda: T0,
+        warned.append,
+    )
+    ledger.apply(obs(f"{ARN}a", JobStatus.RUNNING, 0))
+    ledger.run(T0)
+    ledger.run(T0 + timedelta(minutes=1))
+    assert warned == ["arn:policy"]
+    assert ledger.sink.pending and not [p for p in ledger.sink.pending if p.name == "Entitlement"]  # type: ignore[attr-defined]
+    assert [p for p in ledger.sink.pending if p.name == "Utilization"]  # type: ignore[attr-defined]
+
+
+def test_gpu_table() -> None:
+    assert accelerators("ml.p5.48xlarge") == 8
+    assert accelerators("ml.g5.12xlarge") == 4 and accelerators("g6e.xlarge") == 1
+    assert accelerators("ml.trn1.32xlarge") == 16 and accelerators("ml.trn2.48xlarge") == 16
+    assert accelerators("ml.p4de.24xlarge") == 8 and accelerators("ml.p5en.48xlarge") == 8
+    assert accelerators("ml.m5.xlarge") is None and accelerators(None) is None
