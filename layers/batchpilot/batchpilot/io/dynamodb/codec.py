@@ -14,12 +14,22 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 __all__ = ["MAX_KEY_PART", "decode", "encode", "from_iso", "is_conditional_failure", "iso", "key", "key_part"]
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
+
+@cache
+def _types() -> tuple[TypeSerializer, TypeDeserializer]:
+    # Imported at the first item, not at import: boto3.dynamodb pulls in boto3 (cold start).
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer(), TypeDeserializer()
+
 
 MAX_KEY_PART = 512
 """Longest identifier kept as it is in a key, in characters. DynamoDB allows 2,048 bytes for a
@@ -51,12 +61,14 @@ def encode(item: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         TypeError: a value boto3 cannot serialise (e.g. ``float``: use ``Decimal``).
     """
-    return {name: _serializer.serialize(value) for name, value in item.items()}
+    serializer = _types()[0]
+    return {name: serializer.serialize(value) for name, value in item.items()}
 
 
 def decode(item: Mapping[str, Any]) -> dict[str, Any]:
     """DynamoDB attribute values → a plain mapping (numbers as ``Decimal``)."""
-    return {name: _deserializer.deserialize(value) for name, value in item.items()}
+    deserializer = _types()[1]
+    return {name: deserializer.deserialize(value) for name, value in item.items()}
 
 
 def iso(value: datetime | None) -> str | None:
