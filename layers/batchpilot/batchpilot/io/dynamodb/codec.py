@@ -12,10 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
-
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
