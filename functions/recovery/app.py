@@ -16,7 +16,8 @@ from batchpilot.shared.observability import configure, logger, metrics
 
 settings = RecoverySettings.from_environ(os.environ, function="recovery")
 configure(settings)
-batch_jobs = batch.BatchJobs(aws("batch"), settings.container_checkpoint)
+submit_batch = aws("batch", max_attempts=1)  # SubmitJob has no client token: see io/batch.py
+batch_jobs = batch.BatchJobs(aws("batch"), settings.container_checkpoint, submit_client=submit_batch)
 handler = RecoveryHandler(  # built once per execution environment: clients, pacer (see pacing.py)
     Recoverer(
         settings,

@@ -243,7 +243,12 @@ class Harness:
         return Recoverer(
             settings,
             jobs=[
-                BatchJobs(batch or client("batch"), settings.container_checkpoint),
+                BatchJobs(
+                    batch or client("batch"),
+                    settings.container_checkpoint,
+                    submit_client=batch or client("batch", max_attempts=1),
+                    sleep=self.time.sleep,
+                ),
                 TrainingJobs(sagemaker or client("sagemaker")),
             ],
             checkpoints=S3Checkpoints(client("s3"), settings.checkpoint_max_pages),

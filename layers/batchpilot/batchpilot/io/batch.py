@@ -8,7 +8,8 @@ throttling and transient errors are retried by botocore's standard retry mode (t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -384,24 +385,46 @@ def _submit_error(exc: ClientError) -> SubmitError:
     return SubmitError(str(info.get("Code") or "Unknown"), str(info.get("Message") or ""), http_status=status)
 
 
+SUBMIT_JOB_SENDS = 3
+"""Times one delivery sends ``SubmitJob`` at most (the first send included); each resend comes
+after a ``ListJobs`` look-up of the job's deterministic name found nothing."""
+SUBMIT_JOB_BACKOFF_SECONDS = 0.5
+"""Wait before the first resend of ``SubmitJob`` (doubled before the next)."""
+
+
 class BatchJobs:
     """What the recovery function asks of AWS Batch: the
     :class:`batchpilot.recovery.ports.JobGateway` of service jobs and container jobs.
 
     - ``describe``: DescribeServiceJob (payload and tags included) or DescribeJobs.
     - ``submit``: SubmitServiceJob (its ``clientToken`` makes a repeat return the same job) or
-      SubmitJob (on a repeat, ListJobs by the deterministic name first).
+      SubmitJob, which has no client token: it is sent through ``submit_client``, a client without
+      botocore's automatic retries, and before any resend (a later try in this delivery, or a later
+      delivery of the record) ``ListJobs`` with a ``JOB_NAME`` filter on the job queue looks the
+      deterministic name up; a job found is the answer, never a second job.
 
     Args:
         client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
         checkpoint_sources: where container jobs keep their checkpoint URI (settings).
+        submit_client: the ``batch`` client for ``SubmitJob``, with botocore's retries off
+            (``batchpilot.io.clients.client("batch", max_attempts=1)``).
+        sleep: how to wait between ``SubmitJob`` sends (``time.sleep``; tests inject a fake).
     """
 
     kinds = frozenset({JobKind.SERVICE_JOB, JobKind.CONTAINER_JOB})
 
-    def __init__(self, client: Any, checkpoint_sources: tuple[tuple[CheckpointSource, str], ...]) -> None:
+    def __init__(
+        self,
+        client: Any,
+        checkpoint_sources: tuple[tuple[CheckpointSource, str], ...],
+        *,
+        submit_client: Any,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._client = client
         self._checkpoint_sources = checkpoint_sources
+        self._submit_client = submit_client
+        self._sleep = sleep
 
     def describe(self, event: JobEvent, facts: JobFacts) -> JobSnapshot | None:
         """The failed job as Batch describes it: ``DescribeServiceJob`` or one ``DescribeJobs``
@@ -429,26 +452,54 @@ class BatchJobs:
         return shape
 
     def submit(self, request: RebuiltRequest, *, resume: bool) -> str:
-        """``SubmitServiceJob`` or ``SubmitJob``; returns the new job's ARN. With ``resume``, a
-        container job already submitted under the request's name (``ListJobs``) is returned instead.
+        """``SubmitServiceJob`` or ``SubmitJob``; returns the new job's ARN. For ``SubmitJob``, a job
+        already submitted under the request's name is returned instead of sending again (looked up
+        first with ``resume``, and before every resend).
 
         Raises:
-            SubmitError: Batch refused it (``transient`` for throttling and server errors).
+            SubmitError: Batch refused it (``transient`` for throttling, server errors and
+                timeouts: the record comes back and the look-up runs first then).
             ValueError: not a Batch operation.
         """
         try:
             if request.operation is Operation.SUBMIT_SERVICE_JOB:
                 return str(self._client.submit_service_job(**request.request)["jobArn"])
             if request.operation is Operation.SUBMIT_JOB:
-                queue = request.request["jobQueue"]
-                if resume and (existing := self._job_named(queue, request.new_job_name)):
-                    return existing
-                return str(self._client.submit_job(**request.request)["jobArn"])
+                return self._submit_job(request, look_up_first=resume)
         except ClientError as exc:
             raise _submit_error(exc) from None
         except BotoCoreError as exc:  # connection errors, timeouts after botocore's retries
             raise SubmitError(type(exc).__name__, str(exc), transient=True) from None
         raise ValueError(f"not a Batch operation: {request.operation}")
+
+    def _submit_job(self, request: RebuiltRequest, *, look_up_first: bool) -> str:
+        """Send ``SubmitJob`` at most :data:`SUBMIT_JOB_SENDS` times, each resend after a look-up.
+
+        A 5xx or a timeout does not say whether Batch made the job, so botocore must not resend on
+        its own (``submit_client`` has its retries off): only a look-up that finds nothing allows it.
+
+        Raises:
+            SubmitError: the last send's error (a refusal at once: it is not transient).
+            botocore.exceptions.ClientError: the look-up (``ListJobs``) failed after its retries.
+        """
+        queue, name = request.request["jobQueue"], request.new_job_name
+        error: SubmitError | None = None
+        for send in range(SUBMIT_JOB_SENDS):
+            if send or look_up_first:
+                if send:
+                    self._sleep(SUBMIT_JOB_BACKOFF_SECONDS * 2 ** (send - 1))
+                if existing := self._job_named(queue, name):
+                    return existing
+            try:
+                return str(self._submit_client.submit_job(**request.request)["jobArn"])
+            except ClientError as exc:
+                error = _submit_error(exc)
+            except BotoCoreError as exc:  # a read timeout: the job may exist
+                error = SubmitError(type(exc).__name__, str(exc), transient=True)
+            if not error.transient:
+                raise error
+        assert error is not None
+        raise error
 
     def _job_named(self, queue: str, name: str) -> str | None:
         """The ARN of the job named ``name`` in ``queue`` (``ListJobs`` with a ``JOB_NAME`` filter)."""

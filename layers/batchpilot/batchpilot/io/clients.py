@@ -32,12 +32,20 @@ def session() -> boto3.Session:
     return boto3.Session()
 
 
-def client(service: str, **kwargs: Any) -> Any:
-    """A new boto3 client for ``service`` with standard-mode retries and bounded timeouts."""
+def client(service: str, *, max_attempts: int = RETRY_ATTEMPTS, **kwargs: Any) -> Any:
+    """A new boto3 client for ``service`` with standard-mode retries and bounded timeouts.
+
+    Args:
+        service: the boto3 service name (``batch``, ``dynamodb``, ...).
+        max_attempts: total attempts per call, first try included. ``1`` turns botocore's automatic
+            retries off: for a call that is not safe to repeat blindly (``batch:SubmitJob`` has no
+            client token; :class:`batchpilot.io.batch.BatchJobs` looks its job up before resending).
+        kwargs: passed to ``Session.client`` (``endpoint_url``, ``region_name``).
+    """
     from botocore.config import Config
 
     config = Config(  # type: ignore[call-arg]  # user_agent_appid: botocore-stubs lag botocore
-        retries={"mode": "standard", "total_max_attempts": RETRY_ATTEMPTS},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=5,
         read_timeout=20,
         user_agent_appid="batchpilot",
