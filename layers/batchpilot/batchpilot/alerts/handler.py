@@ -30,6 +30,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.alerts.ports import TimeLeft
 from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, Suppressed
+from batchpilot.shared.metrics import dimensions
 from batchpilot.shared.observability import count_outcome, logger, metrics
 
 __all__ = ["NO_CONTEXT_SECONDS", "AlertsProcessor", "NotificationNotDeliveredError", "report"]
@@ -50,7 +51,8 @@ def _time_left(context: LambdaContext | None) -> TimeLeft:
     return lambda: context.get_remaining_time_in_millis() / 1000.0
 
 
-def _count(name: str, value: int, **dimensions: str) -> None:
+def _count(name: str, value: int, **values: str) -> None:
+    # One value with its own dimension set (through the one allow-list), beside the batch's counters.
     with single_metric(
         name=name,
         unit=MetricUnit.Count,
@@ -58,7 +60,7 @@ def _count(name: str, value: int, **dimensions: str) -> None:
         namespace=metrics.namespace,
         default_dimensions=dict(metrics.default_dimensions),
     ) as metric:
-        for key, dimension in dimensions.items():
+        for key, dimension in dimensions(**values):
             metric.add_dimension(name=key, value=dimension)
 
 

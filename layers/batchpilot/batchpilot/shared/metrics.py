@@ -44,6 +44,9 @@ DIMENSIONS: frozenset[str] = frozenset(
         "BlockedCategory",
         # recovery outcomes: a closed enum of a dozen values
         "SkipReason",
+        # the alerts function's delivery counters: closed enums
+        "Channel",
+        "Severity",
         # capacity gauges and decisions
         "ServiceEnvironment",
         "CapacityUnit",
