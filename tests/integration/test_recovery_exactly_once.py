@@ -24,10 +24,12 @@ from batchpilot.recovery.service import Action, RetryLater
 from batchpilot_local.testing.recovery import (
     BUCKET,
     Harness,
+    checkpoint_item,
     container_job_item,
     event_of,
     harness,
     service_job_item,
+    world,
 )
 from batchpilot_local.testing.samples import sample
 from hypothesis import HealthCheck, given, settings
@@ -41,7 +43,9 @@ _ids = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def h() -> Iterator[Harness]:
-    with harness(backoff_base_seconds=60, backoff_max_seconds=600) as opened:
+    # The checkpoint bucket exists (empty): a listing that fails is retried, never "no checkpoint".
+    seed = world(checkpoints=[checkpoint_item(f"s3://{BUCKET}/fleet/")])
+    with harness(seed, backoff_base_seconds=60, backoff_max_seconds=600) as opened:
         yield opened
 
 

@@ -13,7 +13,7 @@ from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.policy import Row
-from batchpilot.recovery.service import Action, RetryLater
+from batchpilot.recovery.service import Action, RetryLater, RetryReason
 from batchpilot.shared.own_events import PublishError, SkipReason
 from batchpilot_local.testing.recovery import (
     BUCKET,
@@ -433,3 +433,77 @@ def test_tags_over_the_limit_are_left_off_and_reported() -> None:
         assert result.dropped_tags == ["team-tag-48", "team-tag-49"]
         (submit,) = h.submits()
         assert len(submit.params["tags"]) == 50 and submit.params["tags"][LINEAGE_TAG] == result.lineage_id
+
+
+# ------------------------------------------------------------------------ checkpoints that count
+SWEEP = f"s3://{BUCKET}/lr-sweep/sweep-2026-11-23/"  # the array child's checkpoint_uri parameter
+
+
+def _resubmit_with(checkpoints: list[dict[str, Any]], name: str = PREEMPTED, **settings: Any) -> Any:
+    seed = world(
+        service_jobs=[service_job_item(PREEMPTED, checkpoint_uri=CKPT)],
+        jobs=[container_job_item(ARRAY)],
+        checkpoints=checkpoints,
+    )
+    with harness(seed) as opened:
+        result = opened.recoverer(**settings).handle(event_of(sample(name)))
+        return result, opened.published(), opened.submits()
+
+
+def test_a_checkpoint_from_before_the_first_attempt_is_foreign() -> None:
+    # The job's first attempt started 2026-11-21T18:06:40Z; the only object is two months older.
+    result, published, _ = _resubmit_with([checkpoint_item(CKPT, "2026-09-21T10:00:00Z")])
+    assert result.action is Action.RESUBMITTED and "foreign" in (result.message or "")
+    (event,) = published
+    assert event["restarts_from_step_zero"] is True and "checkpoint_object" not in event
+    refused, published, submits = _resubmit_with(
+        [checkpoint_item(CKPT, "2026-09-21T10:00:00Z")], no_checkpoint="refuse"
+    )
+    assert refused.skip_reason is SkipReason.NO_CHECKPOINT and submits == []
+    (skip,) = published
+    assert "foreign" in skip["message"] and f"{CKPT}step-1000/model.pt" in skip["message"]
+
+
+def test_a_checkpoint_older_than_the_maximum_age_is_stale() -> None:
+    # Newest object 2026-11-22T00:10:00Z, failure at 00:19:55: 10 minutes old.
+    fresh, published, _ = _resubmit_with(
+        [checkpoint_item(CKPT, "2026-11-22T00:10:00Z")], checkpoint_max_age_seconds=3600
+    )
+    assert fresh.action is Action.RESUBMITTED
+    (event,) = published
+    assert event["checkpoint_object"] == f"{CKPT}step-1000/model.pt"
+    assert event["checkpoint_age_seconds"] == pytest.approx(9 * 60 + 55.23, abs=0.01)
+    stale, published, _ = _resubmit_with(
+        [checkpoint_item(CKPT, "2026-11-21T20:00:00Z")], checkpoint_max_age_seconds=3600
+    )
+    assert "stale" in (stale.message or "")
+    (event,) = published
+    assert event["restarts_from_step_zero"] is True
+
+
+def test_an_array_child_counts_only_objects_under_its_own_index() -> None:
+    # array-child-failed is index 7; its first attempt started 2026-11-23T03:14:27Z.
+    own, published, _ = _resubmit_with([checkpoint_item(f"{SWEEP}7/", "2026-11-23T03:50:00Z")], ARRAY)
+    assert own.action is Action.RESUBMITTED
+    (event,) = published
+    assert event["checkpoint_object"] == f"{SWEEP}7/step-1000/model.pt"
+    assert event["checkpoint_uri"] == SWEEP and event["restarts_from_step_zero"] is False
+    # a sibling's writes (index 3) and objects at the shared prefix do not vouch for index 7
+    _, published, _ = _resubmit_with(
+        [
+            checkpoint_item(f"{SWEEP}3/", "2026-11-23T03:55:00Z"),
+            checkpoint_item(SWEEP, "2026-11-23T03:56:00Z"),
+        ],
+        ARRAY,
+    )
+    (event,) = published
+    assert event["restarts_from_step_zero"] is True and "checkpoint_object" not in event
+
+
+def test_a_checkpoint_listing_that_fails_is_retried_never_no_checkpoint() -> None:
+    seed = world(service_jobs=[service_job_item(PREEMPTED, checkpoint_uri=CKPT)])  # no such bucket
+    with harness(seed) as opened:
+        with pytest.raises(RetryLater) as caught:
+            opened.recoverer(no_checkpoint="refuse").handle(event_of(sample(PREEMPTED)))
+        assert caught.value.why is RetryReason.CHECKPOINT_UNREADABLE and "NoSuchBucket" in caught.value.reason
+        assert opened.submits() == [] and opened.published() == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from batchpilot.recovery import policy
-from batchpilot.recovery.checkpoint import CheckpointState, parse_s3_uri
+from batchpilot.recovery.checkpoint import CheckpointState, counted, for_array_index, parse_s3_uri
 from batchpilot.recovery.lineage import (
     AttemptRecord,
     AttemptState,
@@ -399,9 +399,53 @@ def test_row_14_no_checkpoint() -> None:
         do_plan(None, "arn:orig", 0, checkpoint=CheckpointState(None), settings=refuse).row
         is Row.NO_CHECKPOINT
     )
-    denied = CheckpointState(LOCATION, error="AccessDenied")
-    refused = do_plan(None, "arn:orig", 0, checkpoint=denied, settings=refuse)
-    assert refused.row is Row.NO_CHECKPOINT and "AccessDenied" in refused.message
+    # A listing that failed is no longer a state: the adapter raises CheckpointListError and the
+    # record is retried (tests/integration/test_recovery_flow.py). A checkpoint that does not count
+    # says why in the skip message.
+    stale = CheckpointState(LOCATION, newest_key="run/step-10.pt", rejected="stale: 30.0 h old")
+    refused = do_plan(None, "arn:orig", 0, checkpoint=stale, settings=refuse)
+    assert refused.row is Row.NO_CHECKPOINT and "stale: 30.0 h old" in refused.message
+    restarted = do_plan(None, "arn:orig", 0, checkpoint=stale)
+    assert restarted.row is Row.RESUBMIT and "stale" in restarted.message
+
+
+# ------------------------------------------------------------------------ which checkpoint counts
+_START = NOW - timedelta(hours=10)
+
+
+@pytest.mark.parametrize(
+    ("written", "not_before", "counts", "why"),
+    [
+        (NOW - timedelta(hours=1), _START, True, None),
+        (_START - timedelta(days=60), _START, False, "foreign"),  # before the lineage's first attempt
+        (NOW - timedelta(hours=30), NOW - timedelta(days=3), False, "stale"),  # older than 24 h
+        (NOW - timedelta(hours=30), None, False, "stale"),
+        (NOW - timedelta(hours=23), None, True, None),
+    ],
+)
+def test_a_checkpoint_counts_when_written_after_the_first_attempt_and_fresh(
+    written: datetime, not_before: datetime | None, counts: bool, why: str | None
+) -> None:
+    listed = CheckpointState(LOCATION, newest=written, objects=4, newest_key="run/step-10.pt")
+    state = counted(listed, not_before=not_before, failed_at=NOW, max_age_seconds=86_400)
+    assert (state.newest is not None) is counts
+    assert state.age_seconds == (NOW - written).total_seconds()
+    assert state.object_uri == "s3://ckpt/run/step-10.pt"
+    if why:
+        assert state.rejected is not None and state.rejected.startswith(why)
+        assert "s3://ckpt/run/step-10.pt" in state.rejected
+    else:
+        assert state.rejected is None
+
+
+def test_an_array_child_looks_under_its_own_index() -> None:
+    assert for_array_index(LOCATION, 7).uri == "s3://ckpt/run/7/"
+    assert for_array_index(LOCATION, 7).prefix == "run/7/"
+    no_slash = parse_s3_uri("s3://ckpt/run", "parameter:checkpoint_uri")
+    assert no_slash is not None and for_array_index(no_slash, 0).prefix == "run/0/"
+    templated = parse_s3_uri("s3://ckpt/sweep/${AWS_BATCH_JOB_ARRAY_INDEX}/ckpt/", "parameter:checkpoint_uri")
+    assert templated is not None
+    assert for_array_index(templated, 3).prefix == "sweep/3/ckpt/"
 
 
 def test_the_checkpoint_is_listed_last_and_only_for_a_resubmission() -> None:

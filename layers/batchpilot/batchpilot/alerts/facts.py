@@ -461,6 +461,11 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
     )
 
 
+def _age(seconds: float | None) -> str | None:
+    """``2.5 h old at the failure`` (seconds → hours), or None."""
+    return None if seconds is None else f"{seconds / 3600:.1f} h old at the failure"
+
+
 def _number(value: int | None) -> str | None:
     return None if value is None else str(value)
 
@@ -525,6 +530,8 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                         ("Budget", budget),
                         ("Checkpoint", event.checkpoint_uri or "none: restarts from step 0"),
                         ("Checkpoint time", _iso(event.checkpoint_time) if event.checkpoint_time else None),
+                        ("Checkpoint object", event.checkpoint_object),
+                        ("Checkpoint age", _age(event.checkpoint_age_seconds)),
                         ("Lost instance-hours", f"{hours:.1f}" if hours is not None else None),
                         ("Dry run", "yes: nothing was submitted" if event.dry_run else None),
                     ]

@@ -78,7 +78,8 @@ class SnsMessage:
         body: plain text for email and pager subscribers.
         attributes: SNS ``MessageAttributes`` values (``String``): ``severity``, ``job_queue``,
             ``category``, ``event_kind``, ``share_identifier``, ``priority`` (and ``fallback_from``
-            when chat channels failed; and ``group_size`` for a digest); empty values are left out (SNS rejects them).
+            when chat channels failed; and ``group_size`` for a digest); empty values are left out
+            (SNS rejects them).
     """
 
     subject: str

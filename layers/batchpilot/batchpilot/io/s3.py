@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState
+from batchpilot.recovery.checkpoint import CheckpointListError, CheckpointLocation, CheckpointState
 
 __all__ = ["S3Checkpoints"]
 
@@ -32,14 +32,18 @@ class S3Checkpoints:
         self.max_pages = max_pages
 
     def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
-        """The newest ``LastModified`` under ``location`` (ListObjectsV2, paginated).
+        """The newest object (``Key``, ``LastModified``) under ``location`` (ListObjectsV2,
+        paginated, at most ``max_pages`` pages of 1000 keys).
 
-        Never raises for S3 errors: a prefix that cannot be listed (``AccessDenied``,
-        ``NoSuchBucket``) is reported in ``error`` and counts as "no checkpoint found".
+        Raises:
+            CheckpointListError: S3 refused or failed the listing (``AccessDenied``,
+                ``NoSuchBucket``, throttling after botocore's retries, a connection error): the
+                caller retries; a failed listing is never "no checkpoint".
         """
         if location is None:
             return CheckpointState(None)
         newest: datetime | None = None
+        newest_key: str | None = None
         count = 0
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(
@@ -53,9 +57,9 @@ class S3Checkpoints:
                     modified = item.get("LastModified")
                     if isinstance(modified, datetime) and (newest is None or modified > newest):
                         newest = modified
+                        newest_key = str(item.get("Key") or "") or None
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code") or "Unknown")
-            return CheckpointState(location, None, count, code)
+            raise CheckpointListError(str(exc.response.get("Error", {}).get("Code") or "Unknown")) from None
         except BotoCoreError as exc:
-            return CheckpointState(location, None, count, type(exc).__name__)
-        return CheckpointState(location, newest, count)
+            raise CheckpointListError(type(exc).__name__) from None
+        return CheckpointState(location, newest, count, newest_key=newest_key)

@@ -7,22 +7,32 @@
   variable of the (container / ECS / EKS) container, or a tag (``BATCHPILOT_RECOVERY_CONTAINER_CHECKPOINT``).
 
 Before a resubmission the checkpoint prefix is listed (an adapter calls ListObjectsV2) and the
-newest object's ``LastModified`` is the checkpoint time.
+newest object's ``LastModified`` is the checkpoint time. That object counts (:func:`counted`) only
+when it was written after the lineage's first attempt started (older objects belong to another job
+or an earlier run: "foreign") and is no older than the configured maximum age at the failure
+("stale"); anything else is "no checkpoint". An array child counts only objects under its own index
+(:func:`for_array_index`): array children share their parent's parameters and environment, so one
+child's writes must not vouch for another. A listing that fails raises
+:class:`CheckpointListError`: the record is retried, never read as "no checkpoint".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from batchpilot.recovery.settings import CheckpointSource
 
 __all__ = [
+    "ARRAY_INDEX_VARIABLES",
+    "CheckpointListError",
     "CheckpointLocation",
     "CheckpointState",
     "container_checkpoint",
+    "counted",
+    "for_array_index",
     "lost_instance_hours",
     "newest_object",
     "parse_s3_uri",
@@ -47,22 +57,40 @@ class CheckpointLocation:
     source: str
 
 
+class CheckpointListError(Exception):
+    """Listing a checkpoint location failed (S3 error code or client error name in ``code``).
+
+    Always handled as transient: the record is handed back to SQS and listed again, so an outage
+    or a missing permission is never mistaken for "no checkpoint" (and, past the queue's
+    ``maxReceiveCount``, the record lands in the dead-letter queue where a person sees it).
+    """
+
+    def __init__(self, code: str) -> None:
+        super().__init__(f"checkpoint listing failed: {code}")
+        self.code = code
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointState:
     """What listing a checkpoint location found.
 
     Attributes:
         location: the location listed, or None when the job has no checkpoint configured.
-        newest: ``LastModified`` of the newest object under the prefix (UTC), or None when the
-            prefix is empty, missing or could not be listed.
+        newest: ``LastModified`` of the newest object that counts as the job's checkpoint (UTC), or
+            None when there is none (empty prefix, or the newest object does not count).
         objects: how many objects were seen (the listing stops after the configured page limit).
-        error: the S3 error code when the listing failed (e.g. ``AccessDenied``), else None.
+        newest_key: the key of that newest object (S3 ``Key``), when there is one; kept when it
+            does not count, so the message can name it.
+        rejected: why the newest object found does not count (foreign, stale), else None.
+        age_seconds: the checkpoint's age at the failure, in seconds, once :func:`counted` ran.
     """
 
     location: CheckpointLocation | None
     newest: datetime | None = None
     objects: int = 0
-    error: str | None = None
+    newest_key: str | None = None
+    rejected: str | None = None
+    age_seconds: float | None = None
 
     @property
     def restarts_from_step_zero(self) -> bool:
@@ -73,6 +101,79 @@ class CheckpointState:
     def uri(self) -> str | None:
         """The checkpoint URI, or None."""
         return self.location.uri if self.location else None
+
+    @property
+    def object_uri(self) -> str | None:
+        """``s3://bucket/key`` of the newest object, or None."""
+        if self.location is None or self.newest_key is None:
+            return None
+        return f"s3://{self.location.bucket}/{self.newest_key}"
+
+
+ARRAY_INDEX_VARIABLES = ("${AWS_BATCH_JOB_ARRAY_INDEX}", "$AWS_BATCH_JOB_ARRAY_INDEX")
+"""How a checkpoint URI can name the array index the job substitutes at run time (AWS Batch User
+Guide, "Array jobs": each child gets ``AWS_BATCH_JOB_ARRAY_INDEX``)."""
+
+
+def for_array_index(location: CheckpointLocation, index: int) -> CheckpointLocation:
+    """The location an array child with ``index`` writes to: the URI with
+    ``${AWS_BATCH_JOB_ARRAY_INDEX}`` replaced by the index when it names it, else
+    ``<prefix>/<index>/`` (the per-index layout; a job that does not write per index has no
+    checkpoint of its own there)."""
+    text = str(index)
+    for variable in ARRAY_INDEX_VARIABLES:
+        if variable in location.uri:
+            uri = location.uri.replace(variable, text)
+            found = parse_s3_uri(uri, location.source)
+            if found is not None:
+                return found
+    prefix = location.prefix
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    prefix += f"{text}/"
+    return CheckpointLocation(
+        uri=f"s3://{location.bucket}/{prefix}", bucket=location.bucket, prefix=prefix, source=location.source
+    )
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def counted(
+    state: CheckpointState,
+    *,
+    not_before: datetime | None,
+    failed_at: datetime,
+    max_age_seconds: float,
+) -> CheckpointState:
+    """``state`` with its newest object kept only when it counts as the failed job's checkpoint.
+
+    Args:
+        state: what the listing found.
+        not_before: when the lineage's first attempt started (aware UTC); an object written before
+            belongs to another job or an earlier run. None: not known, not checked.
+        failed_at: when the failed attempt stopped (aware UTC).
+        max_age_seconds: the oldest a checkpoint may be at ``failed_at``, in seconds.
+
+    Returns:
+        The same state with ``age_seconds`` set, or with ``newest`` None and ``rejected`` saying
+        why (the object's key and time are kept).
+    """
+    if state.newest is None:
+        return state
+    age = max(0.0, (failed_at - state.newest).total_seconds())
+    where = state.object_uri or state.uri or "the checkpoint location"
+    written = state.newest.isoformat(timespec="seconds")
+    if not_before is not None and state.newest < not_before:
+        started = not_before.isoformat(timespec="seconds")
+        why = f"foreign: the newest object {where} ({written}) predates the job's first attempt ({started})"
+        return replace(state, newest=None, rejected=why, age_seconds=age)
+    if age > max_age_seconds:
+        limit = _hours(max_age_seconds)
+        why = f"stale: the newest object {where} was {_hours(age)} old at the failure (max {limit})"
+        return replace(state, newest=None, rejected=why, age_seconds=age)
+    return replace(state, age_seconds=age)
 
 
 def parse_s3_uri(uri: str | None, source: str) -> CheckpointLocation | None:

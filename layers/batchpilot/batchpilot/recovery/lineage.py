@@ -59,6 +59,8 @@ class AttemptRecord:
         new_job_arn: set once AWS accepted the submit.
         client_token: SubmitServiceJob ``clientToken`` (service jobs).
         checkpoint_uri / checkpoint_time: the checkpoint the new job resumes from, when any.
+        checkpoint_object / checkpoint_age_seconds: its newest object (``s3://bucket/key``) and
+            that object's age at the failure in seconds, when a checkpoint counted.
         restarts_from_step_zero: no checkpoint was found.
         lost_instance_hours: work the failed attempt lost (instance-hours).
         published: the ``Job Resubmitted`` (or final ``Recovery Failed``) event was published.
@@ -78,6 +80,8 @@ class AttemptRecord:
     client_token: str | None = None
     checkpoint_uri: str | None = None
     checkpoint_time: datetime | None = None
+    checkpoint_object: str | None = None
+    checkpoint_age_seconds: float | None = None
     restarts_from_step_zero: bool = False
     lost_instance_hours: float = 0.0
     published: bool = False
@@ -101,6 +105,8 @@ class Lineage:
         last_submitted_at: when the latest resubmission was decided (for the backoff).
         attempts: every resubmission, by number.
         version: incremented by every write; writes are conditional on it.
+        first_started_at: when the original job's first attempt started (aware UTC), when known:
+            a checkpoint object written before it is not this lineage's.
     """
 
     lineage_id: str
@@ -114,6 +120,7 @@ class Lineage:
     last_submitted_at: datetime | None = None
     attempts: dict[int, AttemptRecord] = field(default_factory=dict)
     version: int = 0
+    first_started_at: datetime | None = None
 
     def with_attempt(self, record: AttemptRecord) -> Lineage:
         """A copy with ``record`` as the newest resubmission (budget and backoff clock advanced)."""

@@ -16,8 +16,9 @@ Recovered categories (row 5): service jobs FAILED with PREEMPTION, SPOT_INTERRUP
 INTERNAL_ERROR; container jobs FAILED with SPOT_INTERRUPTION (Batch's retries are spent: a job with
 retries left goes back to RUNNABLE, row 2); standalone training jobs Failed with CAPACITY or
 INTERNAL_ERROR, or Stopped with ``MaxWaitTimeExceeded`` (SPOT_INTERRUPTION). Never MISCONFIGURATION,
-USER_STOPPED, APPLICATION_ERROR, OUT_OF_MEMORY, QUOTA, TIMEOUT or UNKNOWN. A service job's event often
-lacks what decides its category (``preemptionSummary``, ``isTerminated``), so its row 5 waits for DescribeServiceJob.
+USER_STOPPED, APPLICATION_ERROR, OUT_OF_MEMORY, QUOTA, TIMEOUT or UNKNOWN. A service job's event
+often lacks what decides its category (``preemptionSummary``, ``isTerminated``), so its row 5 waits
+for DescribeServiceJob.
 """
 
 from __future__ import annotations
@@ -184,7 +185,9 @@ class Row(Enum):
     )
     NO_CHECKPOINT = (
         14,
-        "no checkpoint found and `RecoveryNoCheckpoint=refuse`",
+        "no checkpoint that counts (none; written before the lineage's first attempt; older than "
+        "`RecoveryCheckpointMaxAgeSeconds` at the failure; an array child's not under its own index) "
+        "and `RecoveryNoCheckpoint=refuse`",
         "skip",
         Step.SKIP,
         SkipReason.NO_CHECKPOINT,
@@ -390,11 +393,14 @@ def _checkpoint_rows(checkpoint: CheckpointState, plan: Decision, settings: Reco
     """Rows 14-16, for a job rows 1-13 let through (``plan``: its attempt and budget)."""
     if checkpoint.restarts_from_step_zero and settings.no_checkpoint is NoCheckpoint.REFUSE:
         where = checkpoint.uri or "no checkpoint location configured"
-        detail = f" ({checkpoint.error})" if checkpoint.error else ""
+        detail = f" ({checkpoint.rejected})" if checkpoint.rejected else ""
         message = f"no checkpoint to resume from at {where}{detail}; BATCHPILOT_RECOVERY_NO_CHECKPOINT=refuse"
         return Decision(Row.NO_CHECKPOINT, message, plan.attempt, plan.used, plan.limit)
     row = Row.DRY_RUN if settings.dry_run else Row.RESUBMIT
-    message = "restarts from step 0 (no checkpoint)" if checkpoint.restarts_from_step_zero else ""
+    message = ""
+    if checkpoint.restarts_from_step_zero:
+        why = f": {checkpoint.rejected}" if checkpoint.rejected else ""
+        message = f"restarts from step 0 (no checkpoint{why})"
     return Decision(row, message, plan.attempt, plan.used, plan.limit)
 
 

@@ -148,11 +148,13 @@ class CheckpointStore(Protocol):
     """Lists checkpoint locations (S3)."""
 
     def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
-        """The newest object under ``location`` (ListObjectsV2, a bounded number of pages).
+        """The newest object (key and ``LastModified``) under ``location`` (ListObjectsV2, a
+        bounded number of pages). ``None`` (the job has no checkpoint configured) gives an empty
+        :class:`CheckpointState`.
 
-        Never raises for S3 errors: a prefix that cannot be listed (``AccessDenied``,
-        ``NoSuchBucket``) comes back with ``error`` set and no checkpoint found. ``None`` (the job
-        has no checkpoint configured) gives an empty :class:`CheckpointState`.
+        Raises:
+            CheckpointListError: the prefix could not be listed (``AccessDenied``,
+                ``NoSuchBucket``, throttling, a connection error); the caller retries the record.
         """
         ...
 

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from batchpilot.recovery.checkpoint import CheckpointState, lost_instance_hours
+from batchpilot.recovery.checkpoint import (
+    CheckpointListError,
+    CheckpointState,
+    counted,
+    for_array_index,
+    lost_instance_hours,
+)
 from batchpilot.recovery.lineage import (
     AttemptRecord,
     AttemptState,
@@ -96,6 +102,7 @@ class RetryReason(StrEnum):
     SUBMIT_FAILED = "submit-failed"  # throttling or a server error after botocore's retries
     NOT_PUBLISHED = "not-published"  # PutEvents failed
     LINEAGE_CHANGED = "lineage-changed"  # a concurrent writer changed the lineage while deciding
+    CHECKPOINT_UNREADABLE = "checkpoint-unreadable"  # ListObjectsV2 failed: never "no checkpoint"
 
 
 class RetryLater(Exception):
@@ -190,6 +197,14 @@ def _truncate(text: str | None, limit: int = _REASON_MAX) -> str | None:
     if text is None:
         return None
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _step_zero_message(decision: Decision, new: bool) -> str:
+    """Why a resubmission restarts from step 0: the decision's words (which say why no checkpoint
+    counted) for a new one, else the short form."""
+    if new and decision.message:
+        return decision.message
+    return "restarts from step 0 (no checkpoint)"
 
 
 _CONCURRENT_ANSWERS = (Row.ALREADY_HANDLED, Row.SUBMIT_NOT_CONFIRMED, Row.NOT_PUBLISHED)
@@ -309,9 +324,37 @@ class Recoverer:
             if job is not None and case.lineage is not UNKNOWN and not case.lineage.pinned:
                 case = replace(case, lineage=self._locate(case))  # its tags may name its lineage
             return case
-        if not isinstance(case.job, JobSnapshot):
-            raise RuntimeError("the checkpoint is listed only for a described job")
-        return replace(case, checkpoint=self.checkpoints.inspect(case.job.checkpoint))
+        if not isinstance(case.job, JobSnapshot) or case.lineage is UNKNOWN:
+            raise RuntimeError("the checkpoint is listed only for a described job and its lineage")
+        return replace(case, checkpoint=self._checkpoint(case.job, case.lineage))
+
+    def _checkpoint(self, job: JobSnapshot, lineage: LineageView) -> CheckpointState:
+        """The checkpoint that counts for ``job`` (see :func:`~batchpilot.recovery.checkpoint.counted`):
+        listed under the array child's own index, newer than the lineage's first attempt, and no
+        older than ``checkpoint_max_age_seconds`` at the failure.
+
+        Raises:
+            RetryLater: the listing failed (hand the record back; never "no checkpoint").
+        """
+        location = job.checkpoint
+        index = job.array_index
+        if location is not None and index is not None:
+            location = for_array_index(location, index)
+        try:
+            state = self.checkpoints.inspect(location)
+        except CheckpointListError as exc:
+            raise RetryLater(RetryReason.CHECKPOINT_UNREADABLE, str(exc)) from None
+        if lineage.record is not None:
+            not_before = lineage.record.first_started_at
+        else:  # the original job (attempt 0) starts the lineage; a tagged resubmission does not
+            not_before = job.first_started_at if lineage.ref.attempt == 0 else None
+        failed_at = job.stopped_at or job.facts.stopped_at or self.clock()
+        return counted(
+            state,
+            not_before=not_before,
+            failed_at=failed_at,
+            max_age_seconds=self.settings.checkpoint_max_age_seconds,
+        )
 
     def _locate(self, case: Case) -> LineageView:
         """The failed job's lineage: by the pointer batchpilot wrote when it submitted the job, else
@@ -420,8 +463,11 @@ class Recoverer:
             new_job_name=request.new_job_name,
             state=AttemptState.DRY_RUN if decision.row is Row.DRY_RUN else AttemptState.SUBMITTING,
             client_token=request.client_token,
-            checkpoint_uri=checkpoint.uri,
+            # The location the new job is given (an array child's listing was under its index).
+            checkpoint_uri=job.checkpoint.uri if job.checkpoint else checkpoint.uri,
             checkpoint_time=checkpoint.newest,
+            checkpoint_object=checkpoint.object_uri if checkpoint.newest else None,
+            checkpoint_age_seconds=checkpoint.age_seconds if checkpoint.newest else None,
             restarts_from_step_zero=checkpoint.restarts_from_step_zero,
             lost_instance_hours=lost_instance_hours(
                 job.instances, job.attempt_started_at, job.stopped_at, checkpoint.newest
@@ -444,6 +490,7 @@ class Recoverer:
                 created_at=self.clock(),
                 last_attempt=lineage.ref.attempt,
                 used={attempt.category: lineage.ref.attempt} if lineage.ref.attempt else {},
+                first_started_at=job.first_started_at if lineage.ref.attempt == 0 else None,
             )
         return self.lineage.reserve(base.with_attempt(attempt), previous=record)
 
@@ -478,6 +525,8 @@ class Recoverer:
             operation=attempt.operation,
             checkpoint_uri=attempt.checkpoint_uri,
             checkpoint_time=attempt.checkpoint_time,
+            checkpoint_object=attempt.checkpoint_object,
+            checkpoint_age_seconds=attempt.checkpoint_age_seconds,
             restarts_from_step_zero=attempt.restarts_from_step_zero,
             lost_instance_hours=round(attempt.lost_instance_hours, 4),
             budget_used=decision.used + (1 if new else 0),
@@ -497,7 +546,7 @@ class Recoverer:
             lineage_id,
             attempt,
             new_job_arn=attempt.new_job_arn,
-            message="restarts from step 0 (no checkpoint)" if attempt.restarts_from_step_zero else None,
+            message=_step_zero_message(decision, new) if attempt.restarts_from_step_zero else None,
             metrics=points,
         )
 

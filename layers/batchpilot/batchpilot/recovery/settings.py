@@ -145,6 +145,9 @@ class RecoverySettings(FunctionSettings):
             queue's visibility timeout).
         checkpoint_max_pages: how many ListObjectsV2 pages (1000 keys each) to read per
             checkpoint prefix (``BATCHPILOT_RECOVERY_CHECKPOINT_MAX_PAGES``, default 20).
+        checkpoint_max_age_seconds: the oldest a checkpoint object may be at the failure, in
+            seconds, to count (``BATCHPILOT_RECOVERY_CHECKPOINT_MAX_AGE_SECONDS``, default 86400:
+            24 h; at least 60, at most 30 days).
     """
 
     function: str = Field(default="recovery", min_length=1, max_length=64)
@@ -166,6 +169,7 @@ class RecoverySettings(FunctionSettings):
     max_concurrency: int = Field(default=2, ge=1, le=1000)
     queue_url: str | None = Field(default=None, min_length=1, max_length=2048, pattern=r"^\S+$")
     checkpoint_max_pages: int = Field(default=20, ge=1, le=1000)
+    checkpoint_max_age_seconds: float = Field(default=86_400.0, ge=60, le=30 * 86_400)
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -183,6 +187,7 @@ class RecoverySettings(FunctionSettings):
         "max_concurrency": "BATCHPILOT_RECOVERY_MAX_CONCURRENCY",
         "queue_url": "BATCHPILOT_RECOVERY_QUEUE_URL",
         "checkpoint_max_pages": "BATCHPILOT_RECOVERY_CHECKPOINT_MAX_PAGES",
+        "checkpoint_max_age_seconds": "BATCHPILOT_RECOVERY_CHECKPOINT_MAX_AGE_SECONDS",
     }
 
     @field_validator("job_queues")

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from batchpilot.recovery.checkpoint import CheckpointLocation, container_checkpoint, sagemaker_checkpoint
+from batchpilot.recovery.naming import ARRAY_INDEX_TAG
 from batchpilot.recovery.requests import payload_of, tag_map
 from batchpilot.recovery.settings import CheckpointSource
 from batchpilot.shared.classification import JobFacts, JobKind, classify
@@ -58,6 +59,8 @@ class JobSnapshot:
         attempt_started_at / stopped_at: start and stop of the failed attempt (UTC), when known.
         checkpoint: where the job keeps its checkpoint, when it has one.
         job_queue: the job queue ARN (Batch kinds).
+        first_started_at: when the job's first attempt started (UTC): the earliest ``startedAt``
+            of its attempts (Batch retries), else ``attempt_started_at``.
     """
 
     kind: JobKind
@@ -72,6 +75,16 @@ class JobSnapshot:
     stopped_at: datetime | None = None
     checkpoint: CheckpointLocation | None = None
     job_queue: str | None = None
+    first_started_at: datetime | None = None
+
+    @property
+    def array_index(self) -> int | None:
+        """The array index of an array child (``arrayProperties.index``), or of a child batchpilot
+        resubmitted alone (its ``batchpilot:array-index`` tag); else None."""
+        if self.facts.array_index is not None:
+            return self.facts.array_index
+        tag = self.tags.get(ARRAY_INDEX_TAG, "")
+        return int(tag) if tag.isdigit() else None
 
 
 def _first_time(*values: Any) -> datetime | None:
@@ -126,6 +139,17 @@ def _batch_job_snapshot(
     (``jobArn``, ``jobName``, ``tags``, ``attempts``, ``startedAt``, ``stoppedAt``, ``jobQueue``)."""
     facts = reclassify(event, described)
     last = _last_attempt(described)
+    attempts = described.get("attempts")
+    starts = [
+        t
+        for t in (
+            to_datetime_or_none(a.get("startedAt"))
+            for a in (attempts if isinstance(attempts, Sequence) else [])
+            if isinstance(a, Mapping)
+        )
+        if t is not None
+    ]
+    attempt_started = _first_time(last.get("startedAt"), described.get("startedAt"))
     return JobSnapshot(
         kind=kind,
         arn=str(described.get("jobArn") or facts.arn),
@@ -135,10 +159,11 @@ def _batch_job_snapshot(
         tags=tag_map(described.get("tags")),
         role_arn=role_arn,
         instances=instances,
-        attempt_started_at=_first_time(last.get("startedAt"), described.get("startedAt")),
+        attempt_started_at=attempt_started,
         stopped_at=_first_time(last.get("stoppedAt"), described.get("stoppedAt")),
         checkpoint=checkpoint,
         job_queue=described.get("jobQueue") or facts.queue_arn,
+        first_started_at=min(starts, default=attempt_started),
     )
 
 
@@ -193,4 +218,5 @@ def training_job_snapshot(event: JobEvent, described: Mapping[str, Any], tags: A
         attempt_started_at=_first_time(described.get("TrainingStartTime")),
         stopped_at=_first_time(described.get("TrainingEndTime"), described.get("LastModifiedTime")),
         checkpoint=sagemaker_checkpoint(described),
+        first_started_at=_first_time(described.get("TrainingStartTime")),
     )

@@ -97,6 +97,8 @@ class JobResubmitted(_OwnEvent):
     operation: str  # batch:SubmitServiceJob | batch:SubmitJob | sagemaker:CreateTrainingJob
     checkpoint_uri: str | None = None
     checkpoint_time: Timestamp | None = None
+    checkpoint_object: str | None = None  # s3://bucket/key of the newest checkpoint object
+    checkpoint_age_seconds: float | None = Field(default=None, ge=0)  # its age at the failure
     restarts_from_step_zero: bool = False
     lost_instance_hours: float | None = Field(default=None, ge=0)
     budget_used: int = Field(default=0, ge=0)

@@ -63,6 +63,12 @@ def attempt_to_item(record: AttemptRecord) -> dict[str, Any]:
             "client_token": record.client_token,
             "checkpoint_uri": record.checkpoint_uri,
             "checkpoint_time": iso(record.checkpoint_time),
+            "checkpoint_object": record.checkpoint_object,
+            "checkpoint_age_seconds": (
+                None
+                if record.checkpoint_age_seconds is None
+                else Decimal(str(round(record.checkpoint_age_seconds, 3)))
+            ),
             "restarts_from_step_zero": record.restarts_from_step_zero,
             "lost_instance_hours": Decimal(str(round(record.lost_instance_hours, 6))),
             "published": record.published,
@@ -88,6 +94,10 @@ def attempt_from_item(item: Mapping[str, Any]) -> AttemptRecord:
         client_token=item.get("client_token"),
         checkpoint_uri=item.get("checkpoint_uri"),
         checkpoint_time=from_iso(item.get("checkpoint_time")),
+        checkpoint_object=item.get("checkpoint_object"),
+        checkpoint_age_seconds=(
+            float(item["checkpoint_age_seconds"]) if item.get("checkpoint_age_seconds") is not None else None
+        ),
         restarts_from_step_zero=bool(item.get("restarts_from_step_zero", False)),
         lost_instance_hours=float(item.get("lost_instance_hours", 0)),
         published=bool(item.get("published", False)),
@@ -114,6 +124,7 @@ def lineage_to_item(lineage: Lineage, now: datetime) -> dict[str, Any]:
             "last_submitted_at": iso(lineage.last_submitted_at),
             "attempts": {str(n): attempt_to_item(r) for n, r in lineage.attempts.items()},
             "version": lineage.version,
+            "first_started_at": iso(lineage.first_started_at),
         }
     )
 
@@ -133,6 +144,7 @@ def lineage_from_item(item: Mapping[str, Any]) -> Lineage:
         last_submitted_at=from_iso(item.get("last_submitted_at")),
         attempts=attempts,
         version=int(item.get("version", 0)),
+        first_started_at=from_iso(item.get("first_started_at")),
     )
 
 
