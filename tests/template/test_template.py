@@ -47,8 +47,9 @@ SQS_POLLING_AND_LOGGING_ACTIONS = {
     "logs:PutLogEvents",
 }
 
+# AlarmActionTopicArn when given, else the on-call topic batchpilot creates: every alarm reaches someone.
 CONDITIONAL_ALARM_ACTIONS = {
-    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsOnCallTopic"}]]
 }
 
 
@@ -253,7 +254,9 @@ def test_metrics_function_alarms(translated: dict[str, Any], alarm: str, metric:
     assert p["TreatMissingData"] == "notBreaching"
 
 
-def test_every_alarm_notifies_the_optional_topic_and_says_what_to_do(translated: dict[str, Any]) -> None:
+def test_every_alarm_notifies_the_given_topic_or_the_on_call_topic_and_says_what_to_do(
+    translated: dict[str, Any],
+) -> None:
     alarms = resources_of_type(translated, "AWS::CloudWatch::Alarm")
     assert alarms
     for name, alarm in alarms.items():
