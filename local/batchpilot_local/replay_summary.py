@@ -231,10 +231,11 @@ def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
         usage = summary.shares.setdefault((queue, share), ShareUsage(queue, share))
         if metric.name == "InstancesInUse":
             usage.in_use = _value(metric)
+        # The ledger publishes both in CloudWatch's Percent unit (0-100); kept here as fractions.
         elif metric.name == "ShareOfUsage":
-            usage.share_of_usage = _value(metric)
+            usage.share_of_usage = _value(metric) / 100
         elif metric.name == "Entitlement":
-            usage.entitlement = _value(metric)
+            usage.entitlement = _value(metric) / 100
         elif metric.name == "QueueWaitTime":
             values = metric.value if isinstance(metric.value, list) else [metric.value]
             usage.waits_s.extend(values)

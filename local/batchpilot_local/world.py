@@ -11,6 +11,8 @@ A world is a JSON object with any of the keys in :data:`WORLD_KEYS` (all lists):
     jobs                  [DescribeJobs "jobs" entries (container jobs)]
     training_jobs         [DescribeTrainingJob responses, plus "Tags"]
     checkpoints           [{uri: "s3://bucket/prefix/", objects: [{key, last_modified, size}]}]
+    scheduling_policies   [CreateSchedulingPolicy requests: {name, fairsharePolicy}] (a queue's
+                            schedulingPolicyArn is arn:aws:batch:REGION:ACCOUNT:scheduling-policy/NAME)
 
 The first two are checked by pydantic models; the API-shaped ones member by member against
 botocore's own shapes (unknown members, wrong types and bad enum values are errors). Every error is
@@ -66,6 +68,7 @@ WORLD_KEYS: frozenset[str] = frozenset(
         "jobs",
         "training_jobs",
         "checkpoints",
+        "scheduling_policies",
     }
 )
 """Keys a scenario's ``world`` may have."""
@@ -209,6 +212,7 @@ class _WorldModel(_Model):
     jobs: list[dict[str, Any]] = Field(default_factory=list)
     training_jobs: list[dict[str, Any]] = Field(default_factory=list)
     checkpoints: list[CheckpointSpec] = Field(default_factory=list)
+    scheduling_policies: list[dict[str, Any]] = Field(default_factory=list)
 
 
 @dataclass
@@ -235,6 +239,7 @@ class World:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     training_jobs: list[TrainingJobSeed] = field(default_factory=list)
     checkpoints: list[CheckpointSpec] = field(default_factory=list)
+    scheduling_policies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _loc(parts: Sequence[Any]) -> str:
@@ -309,7 +314,22 @@ def parse_world(world: object) -> World:
         tags = [_coerce(tag_shape, t, f"{where}.Tags[{i}]") for i, t in enumerate(tags_raw)]
         detail = _coerce(training_shape, item, where)
         parsed.training_jobs.append(TrainingJobSeed(detail, tags))
+    policy_shape = batch.operation_model("CreateSchedulingPolicy").input_shape
+    for index, raw in enumerate(model.scheduling_policies):
+        where = f"world.scheduling_policies[{index}]"
+        _require(raw, where, "name")
+        parsed.scheduling_policies.append(_coerce(policy_shape, dict(raw), where))
     return parsed
+
+
+def _put_scheduling_policy(client: Any, policy: Mapping[str, Any]) -> None:
+    """CreateSchedulingPolicy, or UpdateSchedulingPolicy when one of that name exists (moto)."""
+    listed = client.list_scheduling_policies().get("schedulingPolicies", [])
+    arns = [p["arn"] for p in listed if str(p.get("arn", "")).endswith(f"/{policy['name']}")]
+    if arns:
+        client.update_scheduling_policy(arn=arns[0], fairsharePolicy=policy.get("fairsharePolicy", {}))
+    else:
+        client.create_scheduling_policy(**policy)
 
 
 def _require(item: Mapping[str, Any], where: str, *keys: str) -> None:
@@ -449,6 +469,8 @@ def seed(aws: EmbeddedAws, world: Mapping[str, Any], *, replace: bool = False) -
             detail["schedulingPolicyArn"] = queue.schedulingPolicyArn
         batch.put_job_queue(detail, queue.scheduling)
     client = aws.client("batch")
+    for policy in parsed.scheduling_policies:
+        _put_scheduling_policy(client, policy)
     for job_def in parsed.job_definitions:
         _register(client, job_def)
     if replace and "service_jobs" in parsed.keys:

@@ -128,9 +128,23 @@ def test_world_keys_are_the_documented_ones() -> None:
         "jobs",
         "training_jobs",
         "checkpoints",
+        "scheduling_policies",
     } == WORLD_KEYS
     readme = (Path(__file__).resolve().parents[2] / "local/batchpilot_local/README.md").read_text()
     assert all(f"`{key}`" in readme for key in WORLD_KEYS)
+
+
+def test_scheduling_policies_are_created_and_described(aws: EmbeddedAws) -> None:
+    policy = {
+        "name": "shares",
+        "fairsharePolicy": {"shareDistribution": [{"shareIdentifier": "HIGHPRI", "weightFactor": 0.5}]},
+    }
+    aws.seed({"scheduling_policies": [policy]})
+    aws.seed({"scheduling_policies": [policy]})  # seeding again updates, never duplicates
+    arn = "arn:aws:batch:us-east-1:111122223333:scheduling-policy/shares"
+    (found,) = aws.client("batch").describe_scheduling_policies(arns=[arn])["schedulingPolicies"]
+    distribution = found["fairsharePolicy"]["shareDistribution"]
+    assert distribution == [{"shareIdentifier": "HIGHPRI", "weightFactor": 0.5}]
 
 
 def test_a_queue_on_a_missing_service_environment_is_refused(aws: EmbeddedAws) -> None:

@@ -406,7 +406,10 @@ def _apply(old: LedgerJob | None, job: LedgerJob, obs: Observation, *, fresh: bo
     if ends_attempt:
         attempt_started = None
     if status is JobStatus.RUNNABLE and (fresh or prev is not JobStatus.RUNNABLE):
-        runnable_since = at
+        # A job first seen in a listing has been RUNNABLE since at most its creation (listings do
+        # not say when it became RUNNABLE); an event or a requeue says exactly when.
+        listed = fresh and obs.source is Source.RECONCILE and obs.created_at is not None
+        runnable_since = obs.created_at if listed and obs.created_at and obs.created_at <= at else at
     counts_preemption = obs.preemption is PreemptionPhase.COMPLETED or (
         ends_attempt and obs.category is Category.PREEMPTION
     )

@@ -285,8 +285,11 @@ class LedgerService:
                 started_at=job.started_at,
             )
             describe = budget > 0 and (entry is None or not entry.sized)
-            if self.apply(obs, describe=describe) is not None:
+            change = self.apply(obs, describe=describe)
+            if change is not None:
                 drift[Drift.MISSING if entry is None else Drift.STALE] += 1
+                # A missed requeue found here still costs its lost attempt (LostInstanceHours).
+                self.sink.add(effect_points(change.new, change.effects, now))
             if describe:
                 budget -= 1
                 summary.describes += 1

@@ -1,0 +1,74 @@
+"""The ledger's sample scenario (events/scenarios/ledger/) replayed as `make run` does: utilisation
+against reserved capacity, each share's usage beside its entitlement, a requeue's restarted age."""
+
+from __future__ import annotations
+
+import pytest
+from batchpilot_local.clock import ClockScenario
+from batchpilot_local.inputs import read_inputs
+from batchpilot_local.replay import Replayer
+from batchpilot_local.report import EventReport
+from batchpilot_local.testing.paths import EVENTS_DIR
+
+SCENARIO = EVENTS_DIR / "scenarios" / "ledger" / "fair-share-fleet.json"
+
+
+@pytest.fixture(scope="module")
+def ticks() -> list[EventReport]:
+    replay_input = read_inputs([str(SCENARIO)])
+    assert all(isinstance(item.value, ClockScenario) for item in replay_input.items)
+    return Replayer().run(replay_input.events, origins=[i.origin for i in replay_input.items])
+
+
+def gauge(report: EventReport, name: str, **dims: str) -> float:
+    found = [
+        m.value
+        for m in report.metrics
+        if m.name == name
+        and {k: v for k, v in m.dimensions.items() if k not in ("service", "Function")} == dims
+    ]
+    assert len(found) == 1, (name, dims, found)
+    assert isinstance(found[0], float)
+    return found[0]
+
+
+def test_ticks_run_the_ledger_without_errors(ticks: list[EventReport]) -> None:
+    assert len(ticks) == 3
+    for report in ticks:
+        assert report.errors == [] and report.functions == ["ledger"]
+
+
+def test_utilisation_is_against_reserved_capacity_and_idle_capacity_is_shown(
+    ticks: list[EventReport],
+) -> None:
+    first = ticks[0]
+    env = {"ServiceEnvironment": "article-env"}
+    assert gauge(first, "CapacityLimit", **env) == 16
+    assert gauge(first, "ReservedInstances", **env) == 24
+    assert gauge(first, "InstancesInUse", **env) == 12
+    assert gauge(first, "Utilization", **env) == 50
+    assert gauge(first, "IdleWhileQueued", **env) == 8  # 12 reserved free while 8 instances wait
+    assert gauge(first, "GpusInUse", **env) == 4 * 8 + 2 * 8 + 6 * 8
+    assert gauge(first, "LedgerDrift", JobQueue="article-q", Drift="missing") == 6
+
+
+def test_each_share_usage_beside_its_entitlement(ticks: list[EventReport]) -> None:
+    first = ticks[0]
+    share = {"JobQueue": "article-q"}
+    assert gauge(first, "ShareOfUsage", **share, ShareIdentifier="LOWPRI") == 50
+    assert round(gauge(first, "Entitlement", **share, ShareIdentifier="LOWPRI"), 1) == 14.3
+    assert round(gauge(first, "Entitlement", **share, ShareIdentifier="HIGHPRI"), 1) == 57.1
+    assert gauge(ticks[1], "ShareOfUsage", **share, ShareIdentifier="HIGHPRI") == 80
+
+
+def test_a_requeued_jobs_age_restarts_and_its_attempt_is_lost(ticks: list[EventReport]) -> None:
+    low = {"JobQueue": "article-q", "ShareIdentifier": "LOWPRI"}
+    assert gauge(ticks[1], "OldestRunnableAge", **low) == 0
+    assert gauge(ticks[2], "OldestRunnableAge", **low) == 300  # not 2 h since it was created
+    assert gauge(ticks[1], "LostInstanceHours", **low, Basis="attempt") == 6 * 95 / 60
+    assert (
+        gauge(
+            ticks[1], "QueueWaitTime", JobKind="service-job", JobQueue="article-q", ShareIdentifier="HIGHPRI"
+        )
+        == 840
+    )
