@@ -1,7 +1,5 @@
-"""Capacity function: queue gauges, and service-environment capacity limits that follow demand.
-
-Triggers: ``CapacitySchedule`` (EventBridge Scheduler, every minute) and ``CapacityQueue`` (SQS:
-``Batch Service Job Queue Blocked`` events). The work is in :mod:`batchpilot.capacity.handler`."""
+"""Capacity function: queue gauges, and service-environment limits that follow demand (from the job
+ledger). Triggers: ``CapacitySchedule``, ``CapacityQueue``; the work: :mod:`batchpilot.capacity.handler`."""
 
 import os
 from typing import Any
@@ -15,6 +13,7 @@ from batchpilot.capacity.settings import CapacitySettings
 from batchpilot.io.batch import BatchCapacityClient
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.capacity import CapacityStateStore
+from batchpilot.io.dynamodb.ledger import LedgerDemandReader
 from batchpilot.io.emf import EmfPublisher
 from batchpilot.io.eventbridge import EventBridgePublisher
 from batchpilot.shared.observability import configure, logger, metrics
@@ -27,6 +26,7 @@ service = CapacityService(
     CapacityStateStore(client("dynamodb"), settings.state_table),
     EventBridgePublisher(client("events"), settings.event_bus),
     EmfPublisher(settings.namespace, settings.service),
+    ledger=LedgerDemandReader(client("dynamodb"), settings.state_table),
 )
 processor = CapacityProcessor(service)
 

@@ -114,11 +114,20 @@ def test_the_schedule_role_may_only_invoke_the_function_and_dead_letter(template
 def test_the_function_role_is_least_privilege(template: dict[str, Any]) -> None:
     role = resource(template, "CapacityFunctionRole", "AWS::IAM::Role")
     by_action: dict[str, dict[str, Any]] = {}
+    ledger: list[dict[str, Any]] = []
     for statement in statements(role):
         assert statement["Effect"] == "Allow"
+        if statement.get("Sid") == "ReadLedgerAggregatesAndJobs":
+            ledger.append(statement)  # the same read actions on other keys: checked below
+            continue
         for action in as_list(statement["Action"]):
             assert action not in by_action, f"{action} granted twice"
             by_action[action] = statement
+    (read_ledger,) = ledger
+    assert as_list(read_ledger["Action"]) == ["dynamodb:GetItem", "dynamodb:Query"]
+    assert getatt(read_ledger["Resource"], "Arn") == "StateTable"
+    leading = read_ledger["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    assert leading == ["ledger#agg#*", "ledger#job#*"]
     assert set(by_action) == {
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",

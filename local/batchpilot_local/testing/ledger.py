@@ -19,7 +19,7 @@ from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, Liste
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint
 
-__all__ = ["FakeBatch", "ListSink", "MemoryLedgerStore", "recount"]
+__all__ = ["FakeBatch", "ListSink", "MemoryLedgerStore", "recount", "seed_aggregates"]
 
 
 def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
@@ -164,3 +164,15 @@ class ListSink:
             for p in (*self.points, *self.pending)
             if p.name == name and all(dict(p.dimensions).get(k) == v for k, v in dims.items())
         ]
+
+
+def seed_aggregates(
+    dynamodb: Any, table: str, aggregates: Mapping[AggregateKey, Delta], quota: bool = False
+) -> None:
+    """Write ledger aggregate items directly (as many events would have left them), for tests and
+    benchmarks of readers at a scale moto's TransactWriteItems cannot reach."""
+    from batchpilot.io.dynamodb.ledger import LedgerStateStore
+
+    store = LedgerStateStore(dynamodb, table)
+    for agg_key, delta in aggregates.items():
+        dynamodb.update_item(**store._aggregate_update(agg_key, delta, quota))

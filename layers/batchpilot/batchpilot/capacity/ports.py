@@ -9,6 +9,8 @@
   (:class:`batchpilot.io.eventbridge.EventBridgePublisher`).
 - :class:`GaugeSink`: CloudWatch Embedded Metric Format on stdout, no API call
   (:class:`batchpilot.io.emf.EmfPublisher`).
+- :class:`LedgerDemand`: RUNNABLE demand from the job ledger's aggregates, ``ledger#`` keys
+  (:class:`batchpilot.io.dynamodb.ledger.LedgerDemandReader`), optional.
 
 Counts are instances (of a capacity unit: ``NUM_INSTANCES`` or, in a quota-management
 environment, an instance type); times are aware UTC datetimes. AWS errors surface as whatever the
@@ -25,10 +27,11 @@ from typing import Protocol
 
 from batchpilot.capacity.model import CapacityLimit, QueueSnapshot, RunnableJob, ServiceEnvironment
 from batchpilot.capacity.policy import EnvironmentState
+from batchpilot.capacity.sampling import QueueSample
 from batchpilot.shared.metrics import MetricPoint
 from batchpilot.shared.own_events import OwnEvent
 
-__all__ = ["BatchCapacityApi", "EventPublisher", "GaugeSink", "StateStore"]
+__all__ = ["BatchCapacityApi", "EventPublisher", "GaugeSink", "LedgerDemand", "StateStore"]
 
 
 class BatchCapacityApi(Protocol):
@@ -113,4 +116,15 @@ class GaugeSink(Protocol):
         """Write ``points`` at once (each carries its allow-listed dimensions and aware UTC
         timestamp; the sink adds ``service`` and the namespace); returns the blobs written.
         Raises only for a malformed blob (a bug)."""
+        ...
+
+
+class LedgerDemand(Protocol):
+    """A queue's demand and use from the job ledger: a constant number of reads per queue (one
+    DynamoDB Query, plus one GetItem per job a blocked event named), whatever its job count."""
+
+    def sample(self, queue: str, environment: str, blocked_arns: Sequence[str]) -> QueueSample | None:
+        """The queue's sample: RUNNABLE demand and instances in use (SCHEDULED, STARTING,
+        RUNNING), jobs of unknown size at the queue's mean; ``None`` when the ledger holds nothing
+        for the queue yet (the run then lists the queue and reads its snapshot as before)."""
         ...

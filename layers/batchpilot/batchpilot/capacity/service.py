@@ -30,9 +30,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from batchpilot.capacity.model import MAX_RESOURCE_REASON, JobDemand, RunnableJob, ServiceEnvironment
+from batchpilot.capacity.model import (
+    MAX_RESOURCE_REASON,
+    NUM_INSTANCES,
+    JobDemand,
+    RunnableJob,
+    ServiceEnvironment,
+)
 from batchpilot.capacity.policy import EnvironmentDecision, decide, notices
-from batchpilot.capacity.ports import BatchCapacityApi, EventPublisher, GaugeSink, StateStore
+from batchpilot.capacity.ports import BatchCapacityApi, EventPublisher, GaugeSink, LedgerDemand, StateStore
 from batchpilot.capacity.sampling import (
     QueueSample,
     environment_gauges,
@@ -248,6 +254,8 @@ class CapacityService:
             CloudWatch accepts (:func:`batchpilot.shared.metrics.metric_timestamp`); a run's "now"
             comes from its trigger.
         memory: the Lambda instance's demand memory (a new one when not given).
+        ledger: the job ledger's demand (optional): a ``NUM_INSTANCES`` environment's queues
+            are then read from it instead of listed, so a run costs the same whatever the job count.
     """
 
     def __init__(
@@ -260,6 +268,7 @@ class CapacityService:
         *,
         clock: Clock = utc_now,
         memory: DemandMemory | None = None,
+        ledger: LedgerDemand | None = None,
     ) -> None:
         self.settings = settings
         self.batch = batch
@@ -268,6 +277,7 @@ class CapacityService:
         self.gauges = gauges
         self.clock = clock
         self.memory = memory if memory is not None else DemandMemory()
+        self.ledger = ledger
 
     def run_schedule(self, event: Any) -> RunReport:
         """A schedule event → a run of every managed environment at the event's ``time``.
@@ -362,11 +372,16 @@ class CapacityService:
         settings = self.settings
         config = settings.environment(environment.name)
         samples: list[QueueSample] = []
+        # The ledger holds no per-instance-type demand: quota-management environments keep listing.
+        ledger = self.ledger if all(limit.unit == NUM_INSTANCES for limit in environment.limits) else None
         for queue in config.job_queues:
-            jobs = self.batch.runnable_jobs(queue)
-            snapshot = self.batch.snapshot(queue)
-            demands = self._demands(queue, jobs, budget, now, report)
-            sample = sample_queue(queue, environment.name, jobs, demands, snapshot, blocked.get(queue, ()))
+            queue_blocked = list(blocked.get(queue, ()))
+            sample = ledger.sample(queue, environment.name, queue_blocked) if ledger else None
+            if sample is None:
+                jobs = self.batch.runnable_jobs(queue)
+                snapshot = self.batch.snapshot(queue)
+                demands = self._demands(queue, jobs, budget, now, report)
+                sample = sample_queue(queue, environment.name, jobs, demands, snapshot, queue_blocked)
             samples.append(sample)
             report.samples.append(sample)
             report.gauges.extend(queue_gauges(sample, now, ts, settings.max_share_gauges))

@@ -21,18 +21,22 @@ item's put or delete. All succeed or none does, so aggregates stay equal to a re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from batchpilot.capacity.model import NUM_INSTANCES
+from batchpilot.capacity.sampling import QueueSample
 from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
+from batchpilot.ledger.demand import ledger_sample
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
 from batchpilot.ledger.ports import ActiveEntry, Aggregate
 from batchpilot.shared.classification import JobKind
 
-__all__ = ["TERMINAL_TTL", "LedgerStateStore"]
+__all__ = ["TERMINAL_TTL", "LedgerDemandReader", "LedgerStateStore"]
 
 TERMINAL_TTL = timedelta(days=7)
 """How long a finished job's record is kept (to recognise late events for it)."""
@@ -305,3 +309,28 @@ class LedgerStateStore:
         """PutItem of the queue's reconciliation marker."""
         item = {"pk": f"ledger#reconcile#{key_part(queue)}", "sk": "state", "at": iso(at)}
         self._client.put_item(TableName=self._table, Item=encode(item))
+
+
+class LedgerDemandReader:
+    """The capacity function's view of the ledger (implements
+    :class:`batchpilot.capacity.ports.LedgerDemand`): one Query of a queue's aggregates per queue,
+    plus one GetItem per job a blocked event named.
+
+    Args:
+        client: a boto3 ``dynamodb`` client; ``table``: the ``StateTable`` name.
+    """
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._store = LedgerStateStore(client, table)
+
+    def sample(self, queue: str, environment: str, blocked_arns: Sequence[str]) -> QueueSample | None:
+        """The queue's sample from its aggregates, or ``None`` when the ledger has none for it."""
+        aggregates = self._store.aggregates(queue)
+        if not aggregates:
+            return None
+        blocked: dict[str, dict[str, int] | None] = {}
+        for arn in blocked_arns:
+            job = self._store.get(arn)
+            size = job.details.instances if job and job.details.sized else None
+            blocked[arn] = {NUM_INSTANCES: size} if size else None
+        return ledger_sample(queue, environment, aggregates, blocked)
