@@ -61,7 +61,11 @@ def recoverers(h: Harness, rate: float | None) -> list[Recoverer]:
 
 def paced(size: int, real_time: bool) -> dict[str, Any]:
     checkpoint = f"s3://{BUCKET}/bench/"
-    with harness(world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")])) as h:
+    # the fleet is PREEMPTED jobs whose submitter set preemptionRetriesBeforeTermination: opt in
+    with harness(
+        world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")]),
+        extend_preemption_retries=True,
+    ) as h:
         if real_time:  # real clock everywhere
             h.time = _RealTime()  # type: ignore[assignment]
             h.aws.overlay.clock = time.time
@@ -99,7 +103,11 @@ class _RealTime(FakeTime):
 
 def unpaced(size: int) -> dict[str, Any]:
     checkpoint = f"s3://{BUCKET}/bench/"
-    with harness(world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")])) as h:
+    # the fleet is PREEMPTED jobs whose submitter set preemptionRetriesBeforeTermination: opt in
+    with harness(
+        world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")]),
+        extend_preemption_retries=True,
+    ) as h:
         h.aws.set_submit_rate(None)
         bodies = fleet(h, size, checkpoint, "be7c0200")
         started = time.perf_counter()

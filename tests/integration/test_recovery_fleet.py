@@ -30,7 +30,11 @@ TIMEOUT_S = 60.0  # the function's Timeout
 
 def test_a_200_job_fleet_reclaim_is_resubmitted_under_5_submits_per_second() -> None:
     checkpoint = f"s3://{BUCKET}/fleet/"
-    with harness(world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")])) as h:
+    # the fleet is PREEMPTED jobs whose submitter set preemptionRetriesBeforeTermination: opt in
+    with harness(
+        world(checkpoints=[checkpoint_item(checkpoint, "2026-11-22T00:00:00Z")]),
+        extend_preemption_retries=True,
+    ) as h:
         bodies = fleet(h, FLEET, checkpoint, "f1ee7000")
         created_before = set(h.aws.batch.service_jobs)
 

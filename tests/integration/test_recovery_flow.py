@@ -70,7 +70,11 @@ def full_world() -> dict[str, Any]:
 
 @pytest.fixture
 def h() -> Any:
-    with harness(full_world()) as opened:
+    # PREEMPTED's submitter set preemptionRetriesBeforeTermination: these tests resubmit it, so
+    # they opt in to extending it (test_administrators_limits_are_respected_by_default: the default).
+    # no_checkpoint=proceed: these tests resubmit jobs whose checkpoint prefixes are empty
+    # (test_no_checkpoint_refused_by_default_when_the_job_configures_one: the default).
+    with harness(full_world(), extend_preemption_retries=True, no_checkpoint="proceed") as opened:
         yield opened
 
 
@@ -91,12 +95,30 @@ RESUBMITS = [
 ]
 
 
+# Administrators' limits are respected by default: these two are resubmitted only when configured
+# (test_administrators_limits_are_respected_by_default).
+OPTED_IN: dict[str, dict[str, Any]] = {
+    TIME_LIMIT: {"resubmit_time_limited": True},
+}
+
+
+def test_administrators_limits_are_respected_by_default(h: Harness) -> None:
+    for name, reason in ((PREEMPTED, "PREEMPTION_RETRIES_SPENT"), (TIME_LIMIT, "TIME_LIMIT_ACTION")):
+        result = h.recoverer(extend_preemption_retries=False).handle(event_of(sample(name)))
+        assert result.action is Action.SKIPPED and result.skip_reason == reason, name
+    assert h.submits() == []
+    assert [e["skip_reason"] for e in h.published("Recovery Skipped")] == [
+        "PREEMPTION_RETRIES_SPENT",
+        "TIME_LIMIT_ACTION",
+    ]
+
+
 @pytest.mark.parametrize(("name", "operation", "category"), RESUBMITS, ids=[r[0] for r in RESUBMITS])
 def test_each_recoverable_failure_is_resubmitted_once_from_its_checkpoint(
     h: Harness, name: str, operation: str, category: str
 ) -> None:
     raw = sample(name)
-    result = h.recoverer().handle(event_of(raw))
+    result = h.recoverer(**OPTED_IN.get(name, {})).handle(event_of(raw))
     assert result.action is Action.RESUBMITTED, result
     assert (result.operation, result.category, result.attempt) == (operation, category, 1)
     (submit,) = h.submits()
@@ -166,7 +188,7 @@ def test_each_recoverable_failure_is_resubmitted_once_from_its_checkpoint(
 
 
 def test_a_duplicate_is_decided_on_the_lineage_alone(h: Harness) -> None:
-    # Decision row 9 needs only the lineage: no Describe*, no checkpoint listing, no write.
+    # Decision row 11 needs only the lineage: no Describe*, no checkpoint listing, no write.
     assert h.recoverer().handle(event_of(sample(SPOT))).action is Action.RESUBMITTED
     h.aws.drain_journal()
     again = h.recoverer().handle(event_of(sample(SPOT)))
@@ -201,6 +223,17 @@ def test_no_checkpoint_proceeds_and_says_it_restarts_from_step_zero(h: Harness) 
     assert event["lost_instance_hours"] == pytest.approx(
         8 * (attempt["stoppedAt"] - attempt["startedAt"]) / 3.6e6, rel=1e-3
     )
+
+
+def test_no_checkpoint_refused_by_default_when_the_job_configures_one(h: Harness) -> None:
+    default = "refuse-if-configured"
+    # CAPACITY's payload configures CheckpointConfig.S3Uri, and nothing is under it: refused, paged.
+    result = h.recoverer(no_checkpoint=default).handle(event_of(sample(CAPACITY)))
+    assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.NO_CHECKPOINT
+    (event,) = h.published("Recovery Skipped")
+    assert "the job configures checkpoints" in event["message"] and h.submits() == []
+    # INTERNAL configures none: it restarts from step 0 as it would have anyway.
+    assert h.recoverer(no_checkpoint=default).handle(event_of(sample(INTERNAL))).action is Action.RESUBMITTED
 
 
 def test_no_checkpoint_refused_when_configured(h: Harness) -> None:
@@ -266,7 +299,8 @@ def test_budget_exhausted_is_a_critical_skip() -> None:
         PREEMPTED, checkpoint_uri=CKPT, tags={LINEAGE_TAG: lineage, ATTEMPT_TAG: "3", "team": "x"}
     )
     with harness(
-        world(service_jobs=[tagged], checkpoints=[checkpoint_item(CKPT, "2026-11-22T00:00:00Z")])
+        world(service_jobs=[tagged], checkpoints=[checkpoint_item(CKPT, "2026-11-22T00:00:00Z")]),
+        extend_preemption_retries=True,
     ) as h:
         result = h.recoverer().handle(event_of(sample(PREEMPTED)))
         assert result.action is Action.SKIPPED and result.skip_reason is SkipReason.BUDGET_EXHAUSTED
@@ -445,14 +479,16 @@ def _resubmit_with(checkpoints: list[dict[str, Any]], name: str = PREEMPTED, **s
         jobs=[container_job_item(ARRAY)],
         checkpoints=checkpoints,
     )
-    with harness(seed) as opened:
+    with harness(seed, extend_preemption_retries=True) as opened:
         result = opened.recoverer(**settings).handle(event_of(sample(name)))
         return result, opened.published(), opened.submits()
 
 
 def test_a_checkpoint_from_before_the_first_attempt_is_foreign() -> None:
     # The job's first attempt started 2026-11-21T18:06:40Z; the only object is two months older.
-    result, published, _ = _resubmit_with([checkpoint_item(CKPT, "2026-09-21T10:00:00Z")])
+    result, published, _ = _resubmit_with(
+        [checkpoint_item(CKPT, "2026-09-21T10:00:00Z")], no_checkpoint="proceed"
+    )
     assert result.action is Action.RESUBMITTED and "foreign" in (result.message or "")
     (event,) = published
     assert event["restarts_from_step_zero"] is True and "checkpoint_object" not in event
@@ -474,7 +510,9 @@ def test_a_checkpoint_older_than_the_maximum_age_is_stale() -> None:
     assert event["checkpoint_object"] == f"{CKPT}step-1000/model.pt"
     assert event["checkpoint_age_seconds"] == pytest.approx(9 * 60 + 55.23, abs=0.01)
     stale, published, _ = _resubmit_with(
-        [checkpoint_item(CKPT, "2026-11-21T20:00:00Z")], checkpoint_max_age_seconds=3600
+        [checkpoint_item(CKPT, "2026-11-21T20:00:00Z")],
+        checkpoint_max_age_seconds=3600,
+        no_checkpoint="proceed",
     )
     assert "stale" in (stale.message or "")
     (event,) = published
@@ -495,6 +533,7 @@ def test_an_array_child_counts_only_objects_under_its_own_index() -> None:
             checkpoint_item(SWEEP, "2026-11-23T03:56:00Z"),
         ],
         ARRAY,
+        no_checkpoint="proceed",
     )
     (event,) = published
     assert event["restarts_from_step_zero"] is True and "checkpoint_object" not in event
@@ -502,7 +541,7 @@ def test_an_array_child_counts_only_objects_under_its_own_index() -> None:
 
 def test_a_checkpoint_listing_that_fails_is_retried_never_no_checkpoint() -> None:
     seed = world(service_jobs=[service_job_item(PREEMPTED, checkpoint_uri=CKPT)])  # no such bucket
-    with harness(seed) as opened:
+    with harness(seed, extend_preemption_retries=True) as opened:
         with pytest.raises(RetryLater) as caught:
             opened.recoverer(no_checkpoint="refuse").handle(event_of(sample(PREEMPTED)))
         assert caught.value.why is RetryReason.CHECKPOINT_UNREADABLE and "NoSuchBucket" in caught.value.reason

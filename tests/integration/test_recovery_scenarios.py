@@ -100,8 +100,10 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
             "preemptionRetriesBeforeTermination ran out, so Batch failed it. Recovery rebuilds "
             "SubmitServiceJob from DescribeServiceJob (same payload, so the same "
             "CheckpointConfig.S3Uri; same quota share, priority, retry, timeout and preemption "
-            "settings) and resubmits it once; it resumes from step-2000."
+            "settings) and resubmits it once; it resumes from step-2000. Extending a limit its "
+            "submitter set is opt-in: RecoveryExtendPreemptionRetries=true."
         ),
+        "parameters": {"RecoveryExtendPreemptionRetries": "true"},
         "world": _world(
             service_jobs=[_service_item(event, name, checkpoint_uri=ckpt)],
             checkpoints=[checkpoint_item(ckpt, "2026-11-21T23:40:00Z", "2026-11-22T00:10:00Z")],
@@ -139,8 +141,9 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
         "world": _world(
             ("hparam-sweep", 5),
             jobs=[container_job_item(name, jobArn=event["detail"]["jobArn"], jobId=event["detail"]["jobId"])],
+            # its own checkpoint, under its index (shared-prefix objects would not count)
             checkpoints=[
-                checkpoint_item(f"s3://{BUCKET}/lr-sweep/sweep-2026-11-23/", "2026-11-23T03:30:00Z")
+                checkpoint_item(f"s3://{BUCKET}/lr-sweep/sweep-2026-11-23/7/", "2026-11-23T03:30:00Z")
             ],
         ),
         "events": [event],
@@ -163,10 +166,12 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
     event, _ = _service(name, "time-limit")
     ckpt = f"s3://{BUCKET}/llama-p5/run-48/"
     scenarios["service-job-capacity-time-limit.json"] = {
-        "name": "no capacity until the JobStateTimeLimit",
+        "name": "no capacity until the JobStateTimeLimit: an administrator's limit",
         "description": (
             "Batch gave up waiting for capacity (Terminated by JobStateTimeLimit ... "
-            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY): resubmitted within the CAPACITY budget."
+            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY): the job queue's jobStateTimeLimitActions "
+            "is an administrator's choice, so it is left alone by default (Recovery Skipped, "
+            "TIME_LIMIT_ACTION, critical); RecoveryResubmitTimeLimitedJobs=true resubmits it."
         ),
         "world": _world(
             service_jobs=[_service_item(event, name, checkpoint_uri=ckpt)],
@@ -246,8 +251,10 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
         "name": "preemption budget exhausted",
         "description": (
             "The 3rd resubmission of a lineage was preempted out again. The PREEMPTION budget "
-            "(3) is used up: no resubmission, a critical Recovery Skipped (BUDGET_EXHAUSTED)."
+            "(3) is used up: no resubmission, a critical Recovery Skipped (BUDGET_EXHAUSTED). "
+            "(Resubmitting after preemptionRetriesBeforeTermination is opt-in.)"
         ),
+        "parameters": {"RecoveryExtendPreemptionRetries": "true"},
         "world": _world(
             service_jobs=[_service_item(event, name, checkpoint_uri=f"s3://{BUCKET}/gemma/13/", tags=tags)]
         ),
@@ -343,6 +350,80 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
         "events": [event],
     }
 
+    name = "service-job/failed-resource-limit-exceeded"
+    event, _ = _service(name, "quota")
+    scenarios["service-job-quota-exceeded.json"] = {
+        "name": "an account service quota (ResourceLimitExceeded)",
+        "description": (
+            "SageMaker refused the training job: the account-level service limit for "
+            "ml.p4d.24xlarge training is reached. QUOTA: never resubmitted (the same quota would "
+            "refuse it again); the alert is critical at once and names the quota."
+        ),
+        "world": _world(service_jobs=[_service_item(event, name, checkpoint_uri=None)]),
+        "events": [event],
+    }
+
+    # -- checkpoints that do not count ---------------------------------------------------
+    name = "service-job/failed-sagemaker-capacity"
+    event, _ = _service(name, "stale-checkpoint", jobName="mistral-dpo-run21-r1-0d0a7e")
+    ckpt = f"s3://{BUCKET}/mistral-dpo/run-21/"
+    tags = {"batchpilot:lineage": "bp00000000000000d0a7e1", "batchpilot:attempt": "1"}
+    scenarios["service-job-stale-checkpoint.json"] = {
+        "name": "a stale checkpoint",
+        "description": (
+            "A resubmitted job fails again; the newest checkpoint object was written 26 hours "
+            "before this failure, more than RecoveryCheckpointMaxAgeSeconds (24 h): it does not "
+            "count. The payload configures checkpoints, so the default RecoveryNoCheckpoint "
+            "refuses to restart from step 0 (Recovery Skipped, NO_CHECKPOINT, critical, saying "
+            "which object was set aside and why)."
+        ),
+        "world": _world(
+            service_jobs=[_service_item(event, name, checkpoint_uri=ckpt, tags=tags)],
+            checkpoints=[checkpoint_item(ckpt, "2026-11-23T00:30:00Z")],
+        ),
+        "events": [event],
+    }
+
+    event, _ = _service(name, "foreign-checkpoint")
+    ckpt = f"s3://{BUCKET}/mistral-dpo/run-22/"
+    scenarios["service-job-foreign-checkpoint.json"] = {
+        "name": "a foreign checkpoint",
+        "description": (
+            "The checkpoint prefix holds an object from two months before the job's first attempt "
+            "started (another job or an earlier run wrote it): it does not count, and the "
+            "default RecoveryNoCheckpoint refuses to restart from step 0 (NO_CHECKPOINT)."
+        ),
+        "world": _world(
+            service_jobs=[_service_item(event, name, checkpoint_uri=ckpt)],
+            checkpoints=[checkpoint_item(ckpt, "2026-09-24T02:00:00Z")],
+        ),
+        "events": [event],
+    }
+
+    name = "batch-job/array-child-failed"
+    event = _container(name, "array-child-per-index", index=7)
+    sweep = f"s3://{BUCKET}/lr-sweep/sweep-2026-11-23-b/"
+    event["detail"]["parameters"] = {"checkpoint_uri": sweep}
+    item = container_job_item(name, jobArn=event["detail"]["jobArn"], jobId=event["detail"]["jobId"])
+    item["parameters"] = {"checkpoint_uri": sweep}
+    scenarios["array-child-per-index-checkpoints.json"] = {
+        "name": "array child with per-index checkpoints",
+        "description": (
+            "Children of one array job write their checkpoints under <prefix>/<index>/ "
+            "(AWS_BATCH_JOB_ARRAY_INDEX). Child 7 failed on a spot reclaim: only objects under "
+            "7/ count (child 3's newer writes do not vouch for it); it resumes from 7/step-1000."
+        ),
+        "world": _world(
+            ("hparam-sweep", 5),
+            jobs=[item],
+            checkpoints=[
+                checkpoint_item(f"{sweep}7/", "2026-11-23T03:40:00Z"),
+                checkpoint_item(f"{sweep}3/", "2026-11-23T03:58:00Z"),
+            ],
+        ),
+        "events": [event],
+    }
+
     # -- never delivered to recovery (RecoveryRule filters them) -----------------------
     scenarios["not-delivered-to-recovery.json"] = {
         "name": "what the rule keeps away",
@@ -387,13 +468,17 @@ def reports() -> dict[str, list[dict[str, Any]]]:
     does (one embedded AWS, every world seeded first)."""
     built = build_scenarios()
     names = sorted(built)
-    events, worlds, owners = [], [], []
+    events, owners = [], []
     for name in names:
-        worlds.append(built[name]["world"])
         for event in built[name]["events"]:
             events.append(event)
             owners.append(name)
-    replayed = Replayer(ROOT / "template.yaml").run(events, worlds=worlds)
+    replayed = Replayer(ROOT / "template.yaml").run(
+        events,
+        scopes=owners,
+        scope_worlds={name: built[name]["world"] for name in names},
+        scope_parameters={name: built[name].get("parameters", {}) for name in names},
+    )
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for owner, report in zip(owners, replayed, strict=True):
         out[owner].append(report.to_dict())
@@ -413,11 +498,11 @@ EXPECTED_RESUBMIT = {
     "container-job-spot-reclaimed.json": "batch:SubmitJob",
     "array-child-spot-reclaimed.json": "batch:SubmitJob",
     "service-job-capacity-error.json": "batch:SubmitServiceJob",
-    "service-job-capacity-time-limit.json": "batch:SubmitServiceJob",
     "service-job-internal-error-no-checkpoint.json": "batch:SubmitServiceJob",
     "training-job-capacity-error.json": "sagemaker:CreateTrainingJob",
     "training-job-max-wait-time-exceeded.json": "sagemaker:CreateTrainingJob",
     "service-job-resubmission-failed-again.json": "batch:SubmitServiceJob",
+    "array-child-per-index-checkpoints.json": "batch:SubmitJob",
 }
 EXPECTED_SKIP = {
     "service-job-user-stopped.json": "USER_STOPPED",
@@ -427,6 +512,16 @@ EXPECTED_SKIP = {
     "training-job-max-runtime.json": "TIMEOUT",
     "service-job-budget-exhausted.json": "PREEMPTION",
     "service-job-not-found.json": "CAPACITY",
+    "service-job-capacity-time-limit.json": "CAPACITY",
+    "service-job-quota-exceeded.json": "QUOTA",
+    "service-job-stale-checkpoint.json": "CAPACITY",
+    "service-job-foreign-checkpoint.json": "CAPACITY",
+}
+SKIP_REASON = {
+    "service-job-capacity-time-limit.json": ("TIME_LIMIT_ACTION", "jobStateTimeLimitActions"),
+    "service-job-quota-exceeded.json": ("NOT_RECOVERABLE", "QUOTA"),
+    "service-job-stale-checkpoint.json": ("NO_CHECKPOINT", "stale"),
+    "service-job-foreign-checkpoint.json": ("NO_CHECKPOINT", "foreign"),
 }
 
 
@@ -472,6 +567,18 @@ def test_left_alone_with_its_reason(reports: dict[str, list[dict[str, Any]]], na
     assert resubmits(report) == []
     (skipped,) = recovery_metric(report, "RecoverySkipped")
     assert skipped["dimensions"]["FailureCategory"] == EXPECTED_SKIP[name]
+    if name in SKIP_REASON:
+        reason, words = SKIP_REASON[name]
+        assert skipped["dimensions"]["SkipReason"] == reason
+        (published,) = [e for e in report["own_events"] if e["detail_type"] == "Recovery Skipped"]
+        assert words in published["detail"]["message"]
+
+
+def test_an_array_child_resumes_from_its_own_index(reports: dict[str, list[dict[str, Any]]]) -> None:
+    (report,) = reports["array-child-per-index-checkpoints.json"]
+    (event,) = [e for e in report["own_events"] if e["detail_type"] == "Job Resubmitted"]
+    assert event["detail"]["checkpoint_object"].endswith("/sweep-2026-11-23-b/7/step-1000/model.pt")
+    assert event["detail"]["restarts_from_step_zero"] is False
 
 
 def test_duplicates_make_one_resubmission(reports: dict[str, list[dict[str, Any]]]) -> None:

@@ -209,9 +209,9 @@ def test_training_job_facts_come_from_the_event_until_described() -> None:
     assert decide(Case(facts), settings(), NOW) is Need.LINEAGE
 
 
-# ------------------------------------------------------------------------ rows 6-8: scope, Describe*
+# ------------------------------------------------------------------------ rows 7-9: scope, Describe*
 def scope_row(raw: dict[str, Any], s: RecoverySettings, **kw: Any) -> Row | None:
-    """The row rows 6-8 decide for the described job; None when it passes them."""
+    """The row rows 7-9 decide for the described job; None when it passes them."""
     decided = row_of(decide(Case(facts_of(raw), job=snapshot_of(raw, **kw)), s, NOW))
     return decided if decided in (Row.QUEUE_NOT_MANAGED, Row.ROLE_NOT_ALLOWED, Row.NOT_FOUND) else None
 
@@ -251,7 +251,7 @@ def test_row_8_not_found() -> None:
     assert decided.row.skip_reason is SkipReason.NOT_FOUND and "no longer describes" in decided.message
 
 
-# ------------------------------------------------------------------------ rows 9-13: the lineage
+# ------------------------------------------------------------------------ rows 11-15: the lineage
 def attempt(n: int, failed: str, state: AttemptState = AttemptState.SUBMITTED, **kw: Any) -> AttemptRecord:
     return AttemptRecord(
         attempt=n,
@@ -385,7 +385,7 @@ def test_the_lineage_of_a_job_comes_from_its_tags_else_its_arn() -> None:
     assert ref_from_tags("arn:x", {}) == LineageRef(lineage_id_for("arn:x"), 0)
 
 
-# ------------------------------------------------------------------------ rows 14-16: checkpoint
+# ------------------------------------------------------------------------ rows 16-18: checkpoint
 def test_row_14_no_checkpoint() -> None:
     empty = CheckpointState(LOCATION)
     refuse = {"no_checkpoint": "refuse"}
@@ -393,8 +393,14 @@ def test_row_14_no_checkpoint() -> None:
     decided = do_plan(None, "arn:orig", 0, checkpoint=empty, settings=refuse)
     assert decided.row is Row.NO_CHECKPOINT and decided.row.skip_reason is SkipReason.NO_CHECKPOINT
     assert "s3://ckpt/run/" in decided.message
-    proceed = do_plan(None, "arn:orig", 0, checkpoint=empty)  # proceed (default): from step 0
+    proceed = do_plan(None, "arn:orig", 0, checkpoint=empty, settings={"no_checkpoint": "proceed"})
     assert proceed.row is Row.RESUBMIT and proceed.message == "restarts from step 0 (no checkpoint)"
+    # The default (refuse-if-configured): a job that configures checkpoints is not restarted from
+    # step 0, and the page says why; a job that configures none restarts as it always would.
+    default = do_plan(None, "arn:orig", 0, checkpoint=empty)
+    assert default.row is Row.NO_CHECKPOINT and "the job configures checkpoints" in default.message
+    unconfigured = do_plan(None, "arn:orig", 0, checkpoint=CheckpointState(None))
+    assert unconfigured.row is Row.RESUBMIT and unconfigured.message == "restarts from step 0 (no checkpoint)"
     assert (
         do_plan(None, "arn:orig", 0, checkpoint=CheckpointState(None), settings=refuse).row
         is Row.NO_CHECKPOINT
@@ -405,7 +411,7 @@ def test_row_14_no_checkpoint() -> None:
     stale = CheckpointState(LOCATION, newest_key="run/step-10.pt", rejected="stale: 30.0 h old")
     refused = do_plan(None, "arn:orig", 0, checkpoint=stale, settings=refuse)
     assert refused.row is Row.NO_CHECKPOINT and "stale: 30.0 h old" in refused.message
-    restarted = do_plan(None, "arn:orig", 0, checkpoint=stale)
+    restarted = do_plan(None, "arn:orig", 0, checkpoint=stale, settings={"no_checkpoint": "proceed"})
     assert restarted.row is Row.RESUBMIT and "stale" in restarted.message
 
 
@@ -485,6 +491,13 @@ def _row_case(row: Row) -> tuple[Case, RecoverySettings]:
             Case(facts_of(sample("batch-job/failed-application-error"))),
             settings(),
         ),
+        Row.TIME_LIMIT_ACTION: lambda: (
+            Case(
+                facts_of(sample("service-job/failed-job-state-time-limit")),
+                job=snapshot_of(sample("service-job/failed-job-state-time-limit")),
+            ),
+            settings(),
+        ),
         Row.QUEUE_NOT_MANAGED: lambda: (Case(facts_of(spot)), settings(job_queues="elsewhere")),
         Row.ROLE_NOT_ALLOWED: lambda: (
             Case(
@@ -494,6 +507,10 @@ def _row_case(row: Row) -> tuple[Case, RecoverySettings]:
             settings(execution_roles=ROLE),
         ),
         Row.NOT_FOUND: lambda: (Case(facts_of(spot), job=None), settings()),
+        Row.PREEMPTION_RETRIES_SPENT: lambda: (
+            Case(facts_of(sample(PREEMPTED)), job=_with_preemption_retries(sample(PREEMPTED), 2)),
+            settings(),
+        ),
         Row.ALREADY_HANDLED: lambda: (
             Case(
                 facts_of(spot),
@@ -514,6 +531,36 @@ def _row_case(row: Row) -> tuple[Case, RecoverySettings]:
         Row.RESUBMIT: lambda: _described(spot, None, FOUND),
     }
     return cases[row]()
+
+
+def _with_preemption_retries(raw: dict[str, Any], retries: int) -> JobSnapshot:
+    """The described service job with ``preemptionConfiguration.preemptionRetriesBeforeTermination``."""
+    job = snapshot_of(raw)
+    return replace(
+        job, described={"preemptionConfiguration": {"preemptionRetriesBeforeTermination": retries}}
+    )
+
+
+def test_administrators_limits_are_respected_unless_configured() -> None:
+    # A service job its queue's jobStateTimeLimitActions terminated (a container job's CAPACITY
+    # failure is not recovered at all: row 5 comes first).
+    for name in ("service-job/failed-job-state-time-limit",):
+        facts = facts_of(sample(name))
+        decided = decide(Case(facts, job=snapshot_of(facts)), settings(), NOW)
+        assert row_of(decided) is Row.TIME_LIMIT_ACTION, name
+        assert isinstance(decided, Decision) and "jobStateTimeLimitActions" in decided.message
+        opted_in = decide(Case(facts, job=snapshot_of(facts)), settings(resubmit_time_limited=True), NOW)
+        assert row_of(opted_in) is not Row.TIME_LIMIT_ACTION, name
+    # A service job Batch failed after its preemptionRetriesBeforeTermination.
+    facts = facts_of(sample(PREEMPTED))
+    view = LineageView(LineageRef("bpabc", 0), None)
+    limited = Case(facts, job=_with_preemption_retries(sample(PREEMPTED), 2), lineage=view)
+    decided = decide(limited, settings(), NOW)
+    assert row_of(decided) is Row.PREEMPTION_RETRIES_SPENT
+    assert isinstance(decided, Decision) and "2 preemption retries" in decided.message
+    assert decide(limited, settings(extend_preemption_retries=True), NOW) is Need.CHECKPOINT
+    unlimited = Case(facts, job=snapshot_of(sample(PREEMPTED)), lineage=view)  # Batch requeues forever
+    assert decide(unlimited, settings(), NOW) is Need.CHECKPOINT
 
 
 def _described(
@@ -564,7 +611,8 @@ def test_settings_defaults_and_environment() -> None:
     s = RecoverySettings.from_environ({"BATCHPILOT_STATE_TABLE": "StateTable"}, function="recovery")
     assert s.budgets == DEFAULT_BUDGETS
     assert s.job_queues == ("*",) and s.execution_roles == ("*",)
-    assert s.no_checkpoint is NoCheckpoint.PROCEED and s.dry_run is False
+    # Changed by the safe defaults: refuse a step-0 restart for jobs that configure checkpoints.
+    assert s.no_checkpoint is NoCheckpoint.REFUSE_IF_CONFIGURED and s.dry_run is False
     assert s.container_checkpoint[0] == (CheckpointSource.PARAMETER, "checkpoint_uri")
     assert all(isinstance(kind, CheckpointSource) for kind, _ in s.container_checkpoint)
     assert s.per_invocation_rate() == 2.0

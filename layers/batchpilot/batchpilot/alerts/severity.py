@@ -27,8 +27,8 @@ Own events (``source: batchpilot``):
 Job Resubmitted                                                                info
 Recovery Skipped BUDGET_EXHAUSTED                                              critical
 Recovery Skipped QUEUE_NOT_MANAGED, NO_CHECKPOINT, NOT_RECOVERABLE,
-ROLE_NOT_ALLOWED, for a category the job event announced as "recovery will
-handle" (so it was info)                                                       critical
+ROLE_NOT_ALLOWED, TIME_LIMIT_ACTION, PREEMPTION_RETRIES_SPENT, for a category
+the job event announced as "recovery will handle" (so it was info)             critical
 Recovery Skipped NOT_FOUND, same categories (AWS no longer knows the job)      warning
 Recovery Skipped DRY_RUN                                                       info
 other Recovery Skipped (already paged by the job event, or nothing to do)      silent
@@ -60,6 +60,8 @@ _SKIP_CRITICAL_IF_EXPECTED = frozenset(
         SkipReason.NO_CHECKPOINT,
         SkipReason.NOT_RECOVERABLE,
         SkipReason.ROLE_NOT_ALLOWED,
+        SkipReason.TIME_LIMIT_ACTION,
+        SkipReason.PREEMPTION_RETRIES_SPENT,
     }
 )
 

@@ -8,7 +8,7 @@ Exactly once: before a submit, the lineage record is written with a condition on
 and ``last_attempt`` that were read (DynamoDB, :mod:`batchpilot.io.dynamodb.lineage`). Two
 deliveries of the same failure can both read the record, but only one write of attempt ``n`` can
 succeed; the other re-reads, finds attempt ``n`` taken by the same failed job and stops. What to
-do given a lineage is decided in :func:`batchpilot.recovery.policy.decide` (rows 9-13).
+do given a lineage is decided in :func:`batchpilot.recovery.policy.decide` (rows 11-15).
 """
 
 from __future__ import annotations

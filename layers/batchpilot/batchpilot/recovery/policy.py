@@ -9,8 +9,8 @@ once gathered, the job as AWS describes it, its lineage and its checkpoint. A ro
 input not gathered yet does not match yet; when no row matches, :func:`decide` returns the next
 input to gather (a :class:`Need`, cheapest first: the lineage in DynamoDB, then Describe*, then the
 checkpoint listing) and the service calls it again with that input. So rows that can be checked on
-the event alone (1-6) cost no AWS call, a failure already answered (row 9) costs no Describe call,
-and the checkpoint is listed only for a job about to be resubmitted (rows 14-16).
+the event alone (1-7) cost no AWS call, a failure already answered (row 11) costs no Describe call,
+and the checkpoint is listed only for a job about to be resubmitted (rows 16-18).
 
 Recovered categories (row 5): service jobs FAILED with PREEMPTION, SPOT_INTERRUPTION, CAPACITY or
 INTERNAL_ERROR; container jobs FAILED with SPOT_INTERRUPTION (Batch's retries are spent: a job with
@@ -31,7 +31,7 @@ from typing import Final, Literal
 from batchpilot.recovery.checkpoint import CheckpointState
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, LineageView
 from batchpilot.recovery.pacing import backoff_seconds
-from batchpilot.recovery.settings import NoCheckpoint, RecoverySettings
+from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category, JobFacts, JobKind, NodeRole
@@ -127,79 +127,96 @@ class Row(Enum):
         Step.SKIP,
         SkipReason.NOT_RECOVERABLE,
     )
-    QUEUE_NOT_MANAGED = (
+    TIME_LIMIT_ACTION = (
         6,
+        "a job its job queue's `jobStateTimeLimitActions` ended (`Canceled`/`Terminated by "
+        "JobStateTimeLimit action`), unless `RecoveryResubmitTimeLimitedJobs=true`",
+        "skip",
+        Step.SKIP,
+        SkipReason.TIME_LIMIT_ACTION,
+    )
+    QUEUE_NOT_MANAGED = (
+        7,
         "a job queue not in `RecoveryJobQueueArns`",
         "skip",
         Step.SKIP,
         SkipReason.QUEUE_NOT_MANAGED,
     )
     ROLE_NOT_ALLOWED = (
-        7,
+        8,
         "a SageMaker execution role not in `RecoverySageMakerExecutionRoleArns`",
         "skip",
         Step.SKIP,
         SkipReason.ROLE_NOT_ALLOWED,
     )
     NOT_FOUND = (
-        8,
+        9,
         "Describe* no longer knows the job (an old, replayed failure)",
         "skip",
         Step.SKIP,
         SkipReason.NOT_FOUND,
     )
+    PREEMPTION_RETRIES_SPENT = (
+        10,
+        "a service job failed after the `preemptionRetriesBeforeTermination` its submitter set, "
+        "unless `RecoveryExtendPreemptionRetries=true`",
+        "skip",
+        Step.SKIP,
+        SkipReason.PREEMPTION_RETRIES_SPENT,
+    )
     ALREADY_HANDLED = (
-        9,
+        11,
         "this failure was already answered (duplicate, or an older event after a newer attempt)",
         "nothing published",
         Step.NOTHING,
         SkipReason.ALREADY_HANDLED,
     )
     SUBMIT_NOT_CONFIRMED = (
-        10,
+        12,
         "its resubmission was reserved but the submit not confirmed (the function stopped in between)",
         "submit again, idempotently (same `clientToken` / name)",
         Step.RESUME,
         None,
     )
     NOT_PUBLISHED = (
-        11,
+        13,
         "its resubmission was submitted but `Job Resubmitted` was not published",
         "publish it, submit nothing",
         Step.PUBLISH,
         None,
     )
     BUDGET_EXHAUSTED = (
-        12,
+        14,
         "the lineage used its budget for this category",
         "skip, **critical**",
         Step.SKIP,
         SkipReason.BUDGET_EXHAUSTED,
     )
     BACKOFF = (
-        13,
+        15,
         "the backoff since the lineage's previous resubmission is not over",
         "record handed back to SQS, due then",
         Step.DEFER,
         None,
     )
     NO_CHECKPOINT = (
-        14,
+        16,
         "no checkpoint that counts (none; written before the lineage's first attempt; older than "
         "`RecoveryCheckpointMaxAgeSeconds` at the failure; an array child's not under its own index) "
-        "and `RecoveryNoCheckpoint=refuse`",
+        "and `RecoveryNoCheckpoint=refuse`, or `refuse-if-configured` (the default) for a job that "
+        "configures a checkpoint location",
         "skip",
         Step.SKIP,
         SkipReason.NO_CHECKPOINT,
     )
     DRY_RUN = (
-        15,
+        17,
         "`RecoveryDryRun=true`",
         "`Job Resubmitted` with `dry_run: true`, nothing submitted",
         Step.DRY_RUN,
         None,
     )
-    RESUBMIT = (16, "otherwise", "resubmit", Step.RESUBMIT, None)
+    RESUBMIT = (18, "otherwise", "resubmit", Step.RESUBMIT, None)
 
     def __init__(
         self, number: int, when: str, outcome: str, step: Step, skip_reason: SkipReason | None
@@ -212,12 +229,12 @@ class Row(Enum):
 
     @property
     def critical(self) -> bool:
-        """The skip leaves a job nobody will restart: the alerts function pages (row 12)."""
+        """The skip leaves a job nobody will restart: the alerts function pages (row 14)."""
         return self is Row.BUDGET_EXHAUSTED
 
     @property
     def on_lineage(self) -> bool:
-        """The row is decided on the lineage (rows 9 and after): its event names the lineage."""
+        """The row is decided on the lineage (rows 11 and after): its event names the lineage."""
         return self.number >= Row.ALREADY_HANDLED.number
 
     def markdown(self) -> str:
@@ -282,11 +299,11 @@ class Decision:
     Attributes:
         row: the row of the table.
         message: one line a person can act on (the ``Recovery Skipped`` message, a log line).
-        attempt: the resubmission concerned (rows 9-16 once the lineage is known; 0 before).
+        attempt: the resubmission concerned (rows 11-18 once the lineage is known; 0 before).
         used / limit: resubmissions of this category the lineage used before this one, and its
-            budget (rows 9-16).
-        defer_seconds: row 13, seconds until the backoff is over.
-        record: the attempt already stored for this failure (rows 9-11), when there is one.
+            budget (rows 11-18).
+        defer_seconds: row 15, seconds until the backoff is over.
+        record: the attempt already stored for this failure (rows 11-13), when there is one.
     """
 
     row: Row
@@ -338,7 +355,7 @@ def _job_rows(facts: JobFacts) -> Decision | None:
 def _lineage_rows(
     job: JobSnapshot, lineage: LineageView, now: datetime, settings: RecoverySettings
 ) -> Decision:
-    """Rows 9-13 on the described job and its lineage; a :data:`Row.RESUBMIT` decision (attempt,
+    """Rows 11-15 on the described job and its lineage; a :data:`Row.RESUBMIT` decision (attempt,
     budget) when none of them matches."""
     category = job.facts.category or Category.UNKNOWN
     limit = settings.budgets.get(category, 0)
@@ -390,11 +407,16 @@ def _lineage_rows(
 
 
 def _checkpoint_rows(checkpoint: CheckpointState, plan: Decision, settings: RecoverySettings) -> Decision:
-    """Rows 14-16, for a job rows 1-13 let through (``plan``: its attempt and budget)."""
-    if checkpoint.restarts_from_step_zero and settings.no_checkpoint is NoCheckpoint.REFUSE:
+    """Rows 16-18, for a job rows 1-15 let through (``plan``: its attempt and budget)."""
+    configured = checkpoint.location is not None
+    if checkpoint.restarts_from_step_zero and settings.no_checkpoint.refuses(configured):
         where = checkpoint.uri or "no checkpoint location configured"
         detail = f" ({checkpoint.rejected})" if checkpoint.rejected else ""
-        message = f"no checkpoint to resume from at {where}{detail}; BATCHPILOT_RECOVERY_NO_CHECKPOINT=refuse"
+        why = "the job configures checkpoints, so step 0 would lose its work; " if configured else ""
+        message = (
+            f"no checkpoint to resume from at {where}{detail}; {why}"
+            f"BATCHPILOT_RECOVERY_NO_CHECKPOINT={settings.no_checkpoint.value}"
+        )
         return Decision(Row.NO_CHECKPOINT, message, plan.attempt, plan.used, plan.limit)
     row = Row.DRY_RUN if settings.dry_run else Row.RESUBMIT
     message = ""
@@ -429,6 +451,14 @@ def decide(case: Case, settings: RecoverySettings, now: datetime) -> Decision | 
             needs.append(Need.DESCRIPTION)
     elif (why := _not_recoverable(facts)) is not None:
         return Decision(Row.NOT_RECOVERABLE, why)
+    elif facts.time_limit_action and not settings.resubmit_time_limited:
+        # AWS Batch User Guide, "Automatic remediation with jobStateTimeLimitActions": an
+        # administrator chose how long a job may wait; resubmitting would undo that choice.
+        message = (
+            "its job queue's jobStateTimeLimitActions ended it (an administrator's limit); "
+            "BATCHPILOT_RECOVERY_RESUBMIT_TIME_LIMITED=false"
+        )
+        return Decision(Row.TIME_LIMIT_ACTION, message)
     queue = job.job_queue if isinstance(job, JobSnapshot) else facts.queue_arn
     if facts.kind is not JobKind.TRAINING_JOB and not settings.manages_queue(queue):
         message = f"job queue {resource_name(queue) or '?'} is not in BATCHPILOT_RECOVERY_JOB_QUEUES"
@@ -440,6 +470,18 @@ def decide(case: Case, settings: RecoverySettings, now: datetime) -> Decision | 
     elif job.kind is not JobKind.CONTAINER_JOB and not settings.allows_role(job.role_arn):
         message = "the job's SageMaker execution role is not in BATCHPILOT_RECOVERY_SAGEMAKER_ROLE_ARNS"
         return Decision(Row.ROLE_NOT_ALLOWED, message)
+    elif (
+        job.kind is JobKind.SERVICE_JOB
+        and job.facts.category is Category.PREEMPTION
+        and job.preemption_retries is not None
+        and not settings.extend_preemption_retries
+    ):
+        message = (
+            f"Batch failed it after the {job.preemption_retries} preemption retries its submitter "
+            "allowed (preemptionRetriesBeforeTermination); "
+            "BATCHPILOT_RECOVERY_EXTEND_PREEMPTION_RETRIES=false"
+        )
+        return Decision(Row.PREEMPTION_RETRIES_SPENT, message)
 
     lineage = case.lineage
     if lineage is UNKNOWN:

@@ -15,7 +15,7 @@ Order of side effects for one resubmission::
     →  PutEvents "Job Resubmitted"  →  mark SUBMITTED + pointer to the new job (TransactWriteItems)
 
 A crash anywhere after the reservation is repaired by the next delivery of the same record
-(row 10: the submit is repeated idempotently; row 11: only the event is sent).
+(row 12: the submit is repeated idempotently; row 13: only the event is sent).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Action(StrEnum):
 class RetryReason(StrEnum):
     """Why a record is handed back to SQS."""
 
-    BACKOFF = "backoff"  # row 13: the lineage's backoff is not over
+    BACKOFF = "backoff"  # row 15: the lineage's backoff is not over
     NO_SUBMIT_SLOT = "no-submit-slot"  # the pacer has no slot before the invocation's timeout
     SUBMIT_FAILED = "submit-failed"  # throttling or a server error after botocore's retries
     NOT_PUBLISHED = "not-published"  # PutEvents failed
@@ -391,14 +391,14 @@ class Recoverer:
         original_arn = record.original_job_arn if record else job.arn
         if step is Step.PUBLISH:
             if decision.record is None:
-                raise RuntimeError("row 11 without its attempt")
+                raise RuntimeError("row 13 without its attempt")
             return self._publish_resubmitted(event, job, decision, lineage_id, original_arn, decision.record)
 
         stem = base_name(record.original_job_name if record else job.name)
         request = self._rebuild(job, lineage_id, decision.attempt, stem)
         if step is Step.RESUME:
             if decision.record is None:
-                raise RuntimeError("row 10 without its attempt")
+                raise RuntimeError("row 12 without its attempt")
             attempt = decision.record
         else:
             if not isinstance(case.checkpoint, CheckpointState):
@@ -480,7 +480,7 @@ class Recoverer:
         base = record
         if base is None:
             # A job tagged as resubmission n whose record is gone counts n against this budget
-            # (decision row 12): the rebuilt record says so.
+            # (decision row 14): the rebuilt record says so.
             base = Lineage(
                 lineage_id=lineage.ref.lineage_id,
                 job_kind=job.kind,

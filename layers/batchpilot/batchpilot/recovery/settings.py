@@ -56,6 +56,15 @@ class NoCheckpoint(StrEnum):
 
     PROCEED = "proceed"  # resubmit; the notification says it restarts from step 0
     REFUSE = "refuse"  # skip with NO_CHECKPOINT
+    # The default: skip with NO_CHECKPOINT when the job configures a checkpoint location (its
+    # checkpoint is missing, foreign or stale: step 0 would silently lose work); a job that
+    # configures none restarts from step 0 as it always would.
+    REFUSE_IF_CONFIGURED = "refuse-if-configured"
+
+    def refuses(self, configured: bool) -> bool:
+        """True when a job without a checkpoint that counts is not resubmitted; ``configured``:
+        the job names a checkpoint location."""
+        return self is NoCheckpoint.REFUSE or (self is NoCheckpoint.REFUSE_IF_CONFIGURED and configured)
 
 
 class CheckpointSource(StrEnum):
@@ -129,8 +138,10 @@ class RecoverySettings(FunctionSettings):
             first) (``BATCHPILOT_RECOVERY_BACKOFF_BASE_SECONDS`` default 60,
             ``BATCHPILOT_RECOVERY_BACKOFF_MAX_SECONDS`` default 3600; at most 43200, SQS's longest
             visibility timeout).
-        no_checkpoint: ``proceed`` (default) or ``refuse`` when a job has no checkpoint
-            (``BATCHPILOT_RECOVERY_NO_CHECKPOINT``).
+        no_checkpoint: what to do when a job has no checkpoint that counts
+            (``BATCHPILOT_RECOVERY_NO_CHECKPOINT``): ``refuse-if-configured`` (default: refuse
+            when the job configures a checkpoint location, else restart from step 0),
+            ``proceed`` or ``refuse``.
         container_checkpoint: ordered sources of a container job's checkpoint S3 URI
             (``BATCHPILOT_RECOVERY_CONTAINER_CHECKPOINT``, default
             ``parameter:checkpoint_uri,environment:CHECKPOINT_URI,tag:checkpoint-uri``).
@@ -145,6 +156,12 @@ class RecoverySettings(FunctionSettings):
             queue's visibility timeout).
         checkpoint_max_pages: how many ListObjectsV2 pages (1000 keys each) to read per
             checkpoint prefix (``BATCHPILOT_RECOVERY_CHECKPOINT_MAX_PAGES``, default 20).
+        resubmit_time_limited: resubmit jobs that their job queue's ``jobStateTimeLimitActions``
+            cancelled or terminated (``BATCHPILOT_RECOVERY_RESUBMIT_TIME_LIMITED``, default false:
+            an administrator set that limit on purpose).
+        extend_preemption_retries: resubmit service jobs that failed after the
+            ``preemptionRetriesBeforeTermination`` their submitter set, within the PREEMPTION
+            budget (``BATCHPILOT_RECOVERY_EXTEND_PREEMPTION_RETRIES``, default false).
         checkpoint_max_age_seconds: the oldest a checkpoint object may be at the failure, in
             seconds, to count (``BATCHPILOT_RECOVERY_CHECKPOINT_MAX_AGE_SECONDS``, default 86400:
             24 h; at least 60, at most 30 days).
@@ -161,7 +178,7 @@ class RecoverySettings(FunctionSettings):
     )
     backoff_base_seconds: float = Field(default=60.0, ge=0, le=43_200)
     backoff_max_seconds: float = Field(default=3600.0, ge=0, le=43_200)
-    no_checkpoint: NoCheckpoint = NoCheckpoint.PROCEED
+    no_checkpoint: NoCheckpoint = NoCheckpoint.REFUSE_IF_CONFIGURED
     container_checkpoint: Annotated[tuple[tuple[CheckpointSource, str], ...], BeforeValidator(_sources)] = (
         Field(default=DEFAULT_CONTAINER_CHECKPOINT_SOURCES, validate_default=True)
     )
@@ -170,6 +187,8 @@ class RecoverySettings(FunctionSettings):
     queue_url: str | None = Field(default=None, min_length=1, max_length=2048, pattern=r"^\S+$")
     checkpoint_max_pages: int = Field(default=20, ge=1, le=1000)
     checkpoint_max_age_seconds: float = Field(default=86_400.0, ge=60, le=30 * 86_400)
+    resubmit_time_limited: bool = False
+    extend_preemption_retries: bool = False
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -188,6 +207,8 @@ class RecoverySettings(FunctionSettings):
         "queue_url": "BATCHPILOT_RECOVERY_QUEUE_URL",
         "checkpoint_max_pages": "BATCHPILOT_RECOVERY_CHECKPOINT_MAX_PAGES",
         "checkpoint_max_age_seconds": "BATCHPILOT_RECOVERY_CHECKPOINT_MAX_AGE_SECONDS",
+        "resubmit_time_limited": "BATCHPILOT_RECOVERY_RESUBMIT_TIME_LIMITED",
+        "extend_preemption_retries": "BATCHPILOT_RECOVERY_EXTEND_PREEMPTION_RETRIES",
     }
 
     @field_validator("job_queues")

@@ -78,6 +78,15 @@ class JobSnapshot:
     first_started_at: datetime | None = None
 
     @property
+    def preemption_retries(self) -> int | None:
+        """``preemptionConfiguration.preemptionRetriesBeforeTermination`` of a service job
+        (DescribeServiceJob): how many preemptions its submitter allowed before Batch fails it;
+        None when not set (Batch then requeues a preempted job without limit)."""
+        config = self.described.get("preemptionConfiguration")
+        value = config.get("preemptionRetriesBeforeTermination") if isinstance(config, Mapping) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
     def array_index(self) -> int | None:
         """The array index of an array child (``arrayProperties.index``), or of a child batchpilot
         resubmitted alone (its ``batchpilot:array-index`` tag); else None."""

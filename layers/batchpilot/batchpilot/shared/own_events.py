@@ -57,6 +57,8 @@ class SkipReason(StrEnum):
     DRY_RUN = "DRY_RUN"
     ROLE_NOT_ALLOWED = "ROLE_NOT_ALLOWED"  # the SageMaker execution role is not in the configuration
     NOT_FOUND = "NOT_FOUND"  # Describe* no longer knows the job (nothing to rebuild the request from)
+    TIME_LIMIT_ACTION = "TIME_LIMIT_ACTION"  # the job queue's jobStateTimeLimitActions ended it
+    PREEMPTION_RETRIES_SPENT = "PREEMPTION_RETRIES_SPENT"  # its preemptionRetriesBeforeTermination ran out
 
 
 class CapacityLimitReason(StrEnum):
