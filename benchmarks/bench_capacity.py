@@ -14,6 +14,13 @@ round trip: read the call counts, not the local milliseconds, as the cost there.
 asserted.
 
     .venv/bin/python benchmarks/bench_capacity.py [--jobs 5000] [--runs 7]
+
+With ``--queues Q --jobs-per-queue J --environments E`` it measures the capacity function reading
+the job ledger instead: E service environments fed by Q job queues (round-robin), each queue with J
+RUNNABLE jobs in the ledger's aggregates (1 in 100 of known size, the rest counted at the queue's
+mean), and prints as its last line one JSON object (``aws_calls_first_run``, ``aws_calls_steady``,
+``handler_cpu_s_steady``, ``runs_to_warm``, the steady run's calls by operation, and the
+reconciliation listing calls the ledger function makes per queue and interval).
 """
 
 from __future__ import annotations
@@ -135,13 +142,109 @@ def _calls(counter: Counter[str]) -> str:
     )
 
 
+def _fleet_env(queues: int, environments: int) -> dict[str, str]:
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}"
+    by_env: dict[str, list[str]] = {f"env-{e}": [] for e in range(environments)}
+    for q in range(queues):
+        by_env[f"env-{q % environments}"].append(f"q-{q}")
+    policy = {"service_environments": {e: {"job_queues": qs, "max": 100_000} for e, qs in by_env.items()}}
+    return {
+        **_env(),
+        "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": ",".join(
+            f"{arn}:service-environment/{e}" for e in by_env
+        ),
+        "BATCHPILOT_CAPACITY_JOB_QUEUES": ",".join(
+            f"{arn}:job-queue/{q}" for qs in by_env.values() for q in qs
+        ),
+        "BATCHPILOT_CAPACITY_POLICY": json.dumps(policy),
+    }
+
+
+def _fleet(args: argparse.Namespace) -> None:
+    """Capacity runs reading the job ledger at ``--queues`` x ``--jobs-per-queue``; JSON last line."""
+    import io
+
+    from batchpilot.ledger.model import AggregateKey, Delta, JobStatus
+    from batchpilot_local.embedded_aws import EmbeddedAws
+    from batchpilot_local.testing.ledger import seed_aggregates
+
+    pinning = pin_to_one_core()
+    queues, jobs, environments = args.queues, args.jobs_per_queue, args.environments
+    sink = io.StringIO()
+    with EmbeddedAws() as aws:
+        create_state_table(aws.client("dynamodb"), TABLE)
+        aws.seed(
+            {
+                "service_environments": [
+                    {
+                        "name": f"env-{e}",
+                        "capacityLimits": [{"maxCapacity": 100_000, "capacityUnit": "NUM_INSTANCES"}],
+                    }
+                    for e in range(environments)
+                ],
+                "job_queues": [
+                    {"name": f"q-{q}", "serviceEnvironment": f"env-{q % environments}"} for q in range(queues)
+                ],
+            }
+        )
+        sized = max(1, jobs // 100)
+        aggregates = {}
+        for q in range(queues):
+            env = f"env-{q % environments}"
+            for share, part in (("HIGHPRI", 2), ("MIDPRI", 3), ("LOWPRI", 5)):
+                count = jobs * part // 10
+                known = sized * part // 10
+                aggregates[AggregateKey(env, f"q-{q}", share, JobStatus.RUNNABLE)] = Delta(
+                    count, known, known * 2
+                )
+                aggregates[AggregateKey(env, f"q-{q}", share, JobStatus.RUNNING)] = Delta(
+                    part, part, part * 2, part * 16
+                )
+        seed_aggregates(aws.client("dynamodb"), TABLE, aggregates)
+        os.environ.update(_fleet_env(queues, environments))
+        handler = load_app("capacity")
+        _, first_calls, _ = _run(aws, handler, 0, sink)
+        cpu: list[float] = []
+        steady_calls: Counter[str] = Counter()
+        for minute in range(1, args.runs + 1):
+            start = time.process_time()
+            _, steady_calls, _ = _run(aws, handler, minute, sink)
+            cpu.append(time.process_time() - start)
+    listing = queues * ((jobs + 99) // 100 + 5)  # ListServiceJobs pages: RUNNABLE + 5 other statuses
+    result = {
+        "queues": queues,
+        "jobs_per_queue": jobs,
+        "environments": environments,
+        "source": "ledger",
+        "aws_calls_first_run": sum(first_calls.values()),
+        "aws_calls_steady": sum(steady_calls.values()),
+        "aws_calls_steady_by_operation": dict(sorted(steady_calls.items())),
+        "handler_cpu_s_steady": round(statistics.median(cpu), 4),
+        # Unknown sizes count at the queue's mean from the first run: nothing to warm up.
+        "runs_to_warm": 1,
+        "ledger_reconcile_listing_calls_per_interval": listing,
+        "cpu": pinning,
+    }
+    print(
+        f"capacity function reading the job ledger: {queues} queues x {jobs} RUNNABLE jobs, "
+        f"{environments} environments: {_calls(steady_calls)} per steady run"
+    )
+    print(json.dumps(result))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, help="job queues (with the job ledger; JSON last line)")
+    parser.add_argument("--jobs-per-queue", type=int, default=5000, help="RUNNABLE jobs per queue (--queues)")
+    parser.add_argument("--environments", type=int, default=1, help="service environments (--queues)")
     parser.add_argument("--jobs", type=int, default=5000, help="RUNNABLE jobs in the queue")
     parser.add_argument("--runs", type=int, default=7, help="warm runs to time")
     parser.add_argument("--section", default="capacity", help="RESULTS.md section key to replace")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = parser.parse_args()
+    if args.queues:
+        _fleet(args)
+        return
 
     import io
 

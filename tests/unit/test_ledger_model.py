@@ -319,3 +319,19 @@ def test_gpu_table() -> None:
     assert accelerators("ml.trn1.32xlarge") == 16 and accelerators("ml.trn2.48xlarge") == 16
     assert accelerators("ml.p4de.24xlarge") == 8 and accelerators("ml.p5en.48xlarge") == 8
     assert accelerators("ml.m5.xlarge") is None and accelerators(None) is None
+
+
+def test_reconciliation_is_spread_over_the_interval() -> None:
+    store = MemoryLedgerStore()
+    queues = [QueueInfo(f"q{i}", service=True, environment="env") for i in range(30)]
+    batch = FakeBatch(queues=queues)
+    ledger = service(store, batch)  # every 15 minutes: 2 queues per run
+    listed: list[str] = []
+    for minute in range(15):
+        batch.calls.clear()
+        ledger.run(T0 + timedelta(minutes=minute))
+        listed += [name for op, name in batch.calls if op == "list_active"]
+    assert sorted(listed) == sorted(q.name for q in queues)  # each once in the interval
+    batch.calls.clear()
+    ledger.run(T0 + timedelta(minutes=15))
+    assert [name for op, name in batch.calls if op == "list_active"] == ["q0", "q1"]  # the longest-waiting

@@ -10,7 +10,8 @@ SQS delivers it again).
 
 Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one Query of aggregates per
 queue, one DescribeServiceEnvironments, one DescribeSchedulingPolicies per fair-share policy;
-and, for each queue whose interval has passed, its listing (ListServiceJobs / ListJobs per active
+and, for at most ``ceil(queues / interval minutes)`` queues whose interval has passed (the
+longest-waiting first), its listing (ListServiceJobs / ListJobs per active
 status, every page) compared with the ledger's index of the queue: drift in both directions is
 corrected through the same transitions as events, and counted in ``LedgerDrift``.
 """
@@ -18,6 +19,7 @@ corrected through the same transitions as events, and counted in ``LedgerDrift``
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -210,11 +212,14 @@ class LedgerService:
         wanted = set(self.settings.job_queues)
         queues = {q.name: q for q in self.batch.job_queues() if not wanted or q.name in wanted}
         interval = timedelta(minutes=self.settings.reconcile_minutes)
-        due = [
-            q
-            for q in queues.values()
-            if (at := self.store.reconciled_at(q.name)) is None or now - at >= interval
-        ]
+        last = {name: self.store.reconciled_at(name) for name in queues}
+        due = sorted(
+            (q for q in queues.values() if (at := last[q.name]) is None or now - at >= interval),
+            key=lambda q: (last[q.name] is not None, last[q.name] or now, q.name),
+        )
+        # Spread the listings over the interval (a run lists ceil(queues / minutes) queues, the
+        # longest-waiting first), so no run pages through every queue at once.
+        due = due[: math.ceil(len(queues) / self.settings.reconcile_minutes)]
         budget = self.settings.describes_per_run // len(due) if due else 0
         oldest: dict[tuple[str, str], datetime] = {}
         for queue in due:

@@ -1,0 +1,116 @@
+"""Ledger function: AWS calls and handler CPU per job event (embedded AWS).
+
+``--jobs`` service jobs each go RUNNABLE → RUNNING → SUCCEEDED through the real handler
+(``functions/ledger/app.py``), one SQS batch of 10 events at a time, plus one duplicate of every
+event. Calls are counted with the embedded AWS's API journal; CPU is ``time.process_time`` of the
+handler in this process (moto included, so an upper bound of the function's own work). Prints one
+JSON object as its last line. moto's TransactWriteItems copies the table on each call, so keep
+``--jobs`` in the hundreds.
+
+    .venv/bin/python benchmarks/bench_ledger.py [--jobs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from _common import ROOT, pin_to_one_core
+
+sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
+
+from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event  # noqa: E402
+from batchpilot_local.testing.samples import service_job  # noqa: E402
+
+TABLE = "batchpilot-StateTable"
+ACCOUNT = "111122223333"
+T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
+
+
+class _Context:
+    function_name = "batchpilot-ledger"
+    memory_limit_in_mb = 256
+    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:batchpilot-ledger"
+    aws_request_id = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    args = parser.parse_args()
+    from batchpilot_local.embedded_aws import EmbeddedAws
+
+    pinning = pin_to_one_core()
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/"
+    payload = {
+        "TrainingJobName": "t",
+        "ResourceConfig": {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2},
+    }
+    with EmbeddedAws() as aws:
+        create_state_table(aws.client("dynamodb"), TABLE)
+        aws.seed(
+            {
+                "service_environments": [
+                    {"name": "env", "capacityLimits": [{"maxCapacity": 64, "capacityUnit": "NUM_INSTANCES"}]}
+                ],
+                "job_queues": [{"name": "q", "serviceEnvironment": "env", "scheduling": "FAIR_SHARE"}],
+                "service_jobs": [
+                    {
+                        "jobArn": f"{arn}j{i}",
+                        "jobId": f"j{i}",
+                        "jobName": f"j{i}",
+                        "jobQueue": "q",
+                        "status": "RUNNABLE",
+                        "shareIdentifier": "HIGHPRI",
+                        "serviceRequestPayload": payload,
+                    }
+                    for i in range(args.jobs)
+                ],
+            }
+        )
+        os.environ.update({"BATCHPILOT_STATE_TABLE": TABLE, "POWERTOOLS_LOG_LEVEL": "WARNING"})
+        handler = load_app("ledger")
+        bodies = []
+        for step, status in enumerate(("RUNNABLE", "RUNNING", "SUCCEEDED")):
+            for i in range(args.jobs):
+                event = service_job(
+                    status, jobArn=f"{arn}j{i}", jobId=f"j{i}", jobQueue="q", shareIdentifier="HIGHPRI"
+                )
+                event["time"] = (T0 + timedelta(minutes=step)).isoformat()
+                bodies.append(json.dumps(event))
+        bodies += bodies  # every event delivered twice
+        aws.drain_journal()
+        real, sys.stdout = sys.stdout, io.StringIO()
+        cpu = 0.0
+        try:
+            for start in range(0, len(bodies), 10):
+                t = time.process_time()
+                result = handler.lambda_handler(sqs_event(bodies[start : start + 10], "q"), _Context())
+                cpu += time.process_time() - t
+                assert result == {"batchItemFailures": []}, result
+        finally:
+            sys.stdout = real
+        calls = Counter(e.action for e in aws.drain_journal())
+    events = len(bodies)
+    out = {
+        "events": events,
+        "jobs": args.jobs,
+        "aws_calls_per_event": round(sum(calls.values()) / events, 3),
+        "calls": dict(sorted(calls.items())),
+        "handler_cpu_ms_per_event": round(1000 * cpu / events, 3),
+        "cpu": pinning,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
