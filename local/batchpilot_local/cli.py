@@ -142,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--verbose", action="store_true", help="text report: also list the functions' own counters"
     )
+    replay.add_argument(
+        "--one-by-one",
+        action="store_true",
+        help="one record per invocation, so each event's report holds exactly what it caused "
+        "(default: SQS batches over each event source mapping's BatchSize and batching window, "
+        "reported on the event that closed the batch, as Lambda would run them)",
+    )
     add_simulate_parser(commands)
     return parser
 
@@ -223,7 +230,7 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     filters = Filters(tuple(args.job), tuple(args.queue), tuple(args.share), tuple(args.category))
     try:
         parameters = _parameters(args)
-        replayer = Replayer(args.template, parameters)
+        replayer = Replayer(args.template, parameters, batch=not args.one_by_one)
         replay_input = read_inputs(args.paths)
         for world in replay_input.worlds:
             unknown = sorted(set(world.parameters) - set(replayer.template.parameters))

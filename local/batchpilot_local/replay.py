@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -40,7 +42,14 @@ from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
 from batchpilot_local.notifications import Delivery, LocalAlerts
 from batchpilot_local.report import EventReport, JobSummary, parse_output
-from batchpilot_local.template import DEFAULT_BUS, AppTemplate, Route, default_template_path, load_template
+from batchpilot_local.template import (
+    DEFAULT_BUS,
+    OWN_BUS_VARIABLE,
+    AppTemplate,
+    Route,
+    default_template_path,
+    load_template,
+)
 from batchpilot_local.world import JournalEntry
 
 __all__ = ["ACTION_TYPES", "Replayer", "actions_from_journal", "job_summary"]
@@ -99,6 +108,18 @@ def actions_from_journal(entries: Iterable[JournalEntry]) -> list[dict[str, Any]
     return actions
 
 
+def _receive(aws: EmbeddedAws, queue: str, count: int) -> dict[str, Any]:
+    """Up to ``count`` records of ``queue`` as one Lambda SQS event (ReceiveMessage gives 10 at most
+    per call, so a batch of 100 takes several calls, as Lambda's pollers do)."""
+    records: list[dict[str, Any]] = []
+    while len(records) < count:
+        received = aws.receive_as_lambda_event(queue, max_records=min(10, count - len(records)))["Records"]
+        if not received:
+            break
+        records.extend(received)
+    return {"Records": records}
+
+
 def _add_deliveries(report: EventReport, deliveries: Sequence[Delivery]) -> None:
     """Add what people were told to the report: the notification entries and their messages."""
     report.notifications.extend(delivery.note for delivery in deliveries)
@@ -149,6 +170,10 @@ class Replayer:
         template_path: the SAM template; default :func:`~batchpilot_local.template.default_template_path`.
         parameters: template parameter overrides for every event (name → text, as ``sam deploy
             --parameter-overrides`` gives them); a scenario's own ``parameters`` win over these.
+        batch: hand records to each function in SQS batches, as Lambda's event source mapping
+            does (see :class:`_Batcher`): digests and threads appear, and what a batch's
+            invocation emitted is reported on the event that closed the batch. False: one record
+            per invocation, so each report holds exactly what its event caused.
 
     Raises:
         batchpilot_local.template.TemplateError: the template cannot be read or routed, or a
@@ -156,12 +181,17 @@ class Replayer:
     """
 
     def __init__(
-        self, template_path: str | Path | None = None, parameters: Mapping[str, str] | None = None
+        self,
+        template_path: str | Path | None = None,
+        parameters: Mapping[str, str] | None = None,
+        *,
+        batch: bool = False,
     ) -> None:
         path = Path(template_path) if template_path is not None else default_template_path()
         self._parameters = dict(parameters or {})
         self.template: AppTemplate = load_template(path, self._parameters)
         self._default_template = self.template  # self.template changes per scenario while running
+        self.batch = batch
         self._templates: dict[tuple[tuple[str, str], ...], AppTemplate] = {}
         self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
         self._bus: str | None = None  # run(bus=...): the bus input events are put on
@@ -274,9 +304,13 @@ class Replayer:
                     for queue in sorted({route.queue for route in self.template.routes}):
                         aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
                     self._install_rules(aws)
+                    aws.drain_journal()  # calls made while seeding are no event's actions
+                    batcher = _Batcher(self, aws, runtime, alerts, on_report) if self.batch else None
                     for index, event in enumerate(events):
                         origin = origins[index]
                         if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
+                            if batcher is not None:
+                                batcher.flush_all()
 
                             def finish(tick: EventReport) -> None:
                                 self._drain_own_events(aws, runtime, tick)
@@ -290,6 +324,9 @@ class Replayer:
                                 if on_report is not None:
                                     on_report(tick)
                             continue
+                        if batcher is not None:
+                            batcher.add(event, origin, reports)
+                            continue
                         aws.drain_journal()  # calls made while seeding are not this event's actions
                         report = self._replay_one(aws, runtime, len(reports), event, origin)
                         _add_deliveries(report, alerts.deliveries())
@@ -297,9 +334,34 @@ class Replayer:
                         reports.append(report)
                         if on_report is not None:
                             on_report(report)
+                    if batcher is not None:
+                        batcher.flush_all()
         finally:
             sys.stdout = real_stdout
             self._alerts = None
+
+    def _report_for(self, index: int, event: Any, origin: str | None) -> EventReport:
+        """A new report for an input event (with the error when it is not an EventBridge event)."""
+        problem = _not_an_event(event)
+        if problem is not None:
+            mapping = event if isinstance(event, Mapping) else {}
+            return EventReport(
+                index=index,
+                event_id=None,
+                detail_type=_text(mapping.get("detail-type")),
+                source=_text(mapping.get("source")),
+                origin=origin,
+                errors=[problem],
+                is_event=False,
+            )
+        return EventReport(
+            index=index,
+            event_id=_text(event.get("id")),
+            detail_type=event["detail-type"],
+            source=event["source"],
+            origin=origin,
+            job=job_summary(event),
+        )
 
     def _replay_one(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, index: int, event: Any, origin: str | None
@@ -371,7 +433,7 @@ class Replayer:
         for _ in range(_MAX_CASCADE_ROUNDS):
             delivered = False
             for queue in sorted(readers):
-                sqs_event = aws.receive_as_lambda_event(queue, max_records=10)
+                sqs_event = _receive(aws, queue, readers[queue].batch_size if self.batch else 10)
                 if not sqs_event["Records"]:
                     continue
                 delivered = True
@@ -405,8 +467,9 @@ class Replayer:
         route: Route,
         sqs_event: dict[str, Any],
         report: EventReport,
-    ) -> None:
-        """Run the route's handler on ``sqs_event``; add its output to the report; settle the queue."""
+    ) -> set[str]:
+        """Run the route's handler on ``sqs_event``; add its output to the report; settle the queue.
+        Returns the ids of the records that failed (left on the queue)."""
         records = sqs_event["Records"]
         spec = self._alerts.spec_for(route.function) if self._alerts is not None else route.function
         invocation = runtime.invoke(spec, sqs_event)
@@ -415,6 +478,7 @@ class Replayer:
         report.errors.extend(errors)
         failed = self._failures(invocation, records, report)
         aws.delete_processed(route.queue, records, failed)
+        return failed
 
     @staticmethod
     def _failures(invocation: Invocation, records: list[dict[str, Any]], report: EventReport) -> set[str]:
@@ -442,3 +506,126 @@ class Replayer:
         failed = {f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures}
         report.errors.append(f"{name}: record failed: reported in batchItemFailures")
         return all_ids if not failed <= all_ids else {str(f) for f in failed}
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime | None:
+    """The envelope's ``time`` (aware UTC), or None when missing or not ISO-8601."""
+    text = event.get("time")
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass
+class _Pending:
+    """Records waiting for one queue's batch to close: ``(body, report)`` and the first one's time."""
+
+    route: Route
+    first: datetime
+    items: list[tuple[str, EventReport]] = field(default_factory=list)
+
+
+class _Batcher:
+    """Hands input events to each function in batches, as an SQS event source mapping does.
+
+    Per queue, records gather until the mapping's ``BatchSize`` is reached or an event's ``time``
+    is more than ``MaximumBatchingWindowInSeconds`` after the batch's first (the events' own clock:
+    an archive replays as it happened); the batch is then sent, received and handed to the
+    function at once. What the invocation printed, the own events it caused (delivered right
+    after, as in AWS) and the notifications and actions that followed are reported on the event
+    that closed the batch; a record the function reported failed is an error on its own event.
+    Before a function that publishes batchpilot's own events (its environment names the own
+    bus) runs, every other pending batch is handed over first, so a failure's alert precedes the
+    alert about its resubmission. Reports are passed to ``on_report`` in input order, each once
+    every batch holding its event has run.
+    """
+
+    def __init__(
+        self,
+        replayer: Replayer,
+        aws: EmbeddedAws,
+        runtime: LambdaRuntime,
+        alerts: LocalAlerts,
+        on_report: Callable[[EventReport], None] | None,
+    ) -> None:
+        self._replayer = replayer
+        self._aws = aws
+        self._runtime = runtime
+        self._alerts = alerts
+        self._on_report = on_report
+        self._pending: dict[str, _Pending] = {}
+        self._waiting: dict[int, int] = {}  # id(report) -> batches still holding its event
+        self._unsent: list[EventReport] = []
+        self._clock: datetime | None = None
+
+    def add(self, event: Any, origin: str | None, reports: list[EventReport]) -> None:
+        """Queue one input event for the functions its rules route it to; append its report."""
+        replayer = self._replayer
+        report = replayer._report_for(len(reports), event, origin)
+        reports.append(report)
+        self._unsent.append(report)
+        if report.is_event:
+            moment = _event_time(event) or self._clock or datetime.now(UTC)
+            self._clock = moment
+            routes = sorted(
+                replayer.template.routes_for(event, replayer._input_bus(event)),
+                key=lambda r: (r.function.short_name, r.rule),
+            )
+            report.functions = sorted({route.function.short_name for route in routes})
+            body = json.dumps(event, ensure_ascii=False)
+            for route in routes:
+                pending = self._pending.get(route.queue)
+                if pending is not None and (moment - pending.first).total_seconds() > route.batching_window_s:
+                    self._flush(route.queue)
+                pending = self._pending.setdefault(route.queue, _Pending(route, moment))
+                pending.items.append((body, report))
+                self._waiting[id(report)] = self._waiting.get(id(report), 0) + 1
+                if len(pending.items) >= route.batch_size:
+                    self._flush(route.queue)
+        self._emit_ready()
+
+    def flush_all(self) -> None:
+        """Hand every pending batch over (end of input, or before a clock scenario runs)."""
+        while self._pending:
+            self._flush(next(iter(self._pending)))
+        self._emit_ready()
+
+    def _publishes_own_events(self, route: Route) -> bool:
+        return bool(route.function.environment.get(OWN_BUS_VARIABLE))
+
+    def _flush(self, queue: str) -> None:
+        pending = self._pending.pop(queue, None)
+        if pending is None:
+            return
+        if self._publishes_own_events(pending.route):
+            for other in list(self._pending):
+                if not self._publishes_own_events(self._pending[other].route):
+                    self._flush(other)
+        aws, replayer = self._aws, self._replayer
+        last = pending.items[-1][1]
+        by_id = {aws.send(queue, body): report for body, report in pending.items}
+        sqs_event = _receive(aws, queue, len(by_id))
+        if {r["messageId"] for r in sqs_event["Records"]} != set(by_id):
+            last.errors.append(f"{pending.route.function.short_name}: a queued batch was not received back")
+        if sqs_event["Records"]:
+            failed = replayer._invoke(aws, self._runtime, pending.route, sqs_event, last)
+            for message_id in failed:
+                report = by_id.get(message_id)
+                if report is not None and report is not last:
+                    report.errors.append(f"{pending.route.function.short_name}: record failed")
+        replayer._drain_own_events(aws, self._runtime, last)
+        _add_deliveries(last, self._alerts.deliveries())
+        last.actions.extend(actions_from_journal(aws.drain_journal()))
+        for _, report in pending.items:
+            self._waiting[id(report)] -= 1
+
+    def _emit_ready(self) -> None:
+        while self._unsent and self._waiting.get(id(self._unsent[0]), 0) == 0:
+            report = self._unsent.pop(0)
+            self._waiting.pop(id(report), None)
+            if self._on_report is not None:
+                self._on_report(report)

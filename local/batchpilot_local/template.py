@@ -130,6 +130,9 @@ class Route:
         event_pattern: the rule's ``EventPattern`` (plain JSON data).
         queue: logical id of the target ``AWS::SQS::Queue``.
         function: the function whose SQS event source is that queue.
+        batch_size: the event source mapping's ``BatchSize`` (Lambda's default 10).
+        batching_window_s: its ``MaximumBatchingWindowInSeconds`` (default 0): how long Lambda
+            gathers records into one batch.
     """
 
     rule: str
@@ -137,6 +140,8 @@ class Route:
     event_pattern: dict[str, Any]
     queue: str
     function: FunctionSpec
+    batch_size: int = 10
+    batching_window_s: int = 0
     _matcher: EventPattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -574,7 +579,8 @@ def load_template(path: Path, parameters: Mapping[str, str] | None = None) -> Ap
                         function_id, f"short name {spec.short_name!r} is also used by {other.logical_id}"
                     )
                 specs[function_id] = spec
-                routes.append(Route(rule_id, bus, pattern, queue, spec))
+                size, window = _batching(resources[function_id], queue)
+                routes.append(Route(rule_id, bus, pattern, queue, spec, size, window))
     return AppTemplate(
         path,
         tuple(routes),
@@ -583,6 +589,21 @@ def load_template(path: Path, parameters: Mapping[str, str] | None = None) -> Ap
         tuple(str(name) for name in declared),
         overrides,
     )
+
+
+def _batching(function: Mapping[str, Any], queue: str) -> tuple[int, int]:
+    """``(BatchSize, MaximumBatchingWindowInSeconds)`` of the function's SQS event on ``queue``
+    (Lambda's defaults, 10 and 0, when not set or not a plain number)."""
+    events = (function.get("Properties") or {}).get("Events") or {}
+    for event in events.values() if isinstance(events, Mapping) else ():
+        props = (event.get("Properties") or {}) if isinstance(event, Mapping) else {}
+        if event.get("Type") == "SQS" and _getatt_arn_target(props.get("Queue")) == queue:
+            size, window = props.get("BatchSize", 10), props.get("MaximumBatchingWindowInSeconds", 0)
+            return (
+                size if isinstance(size, int) and not isinstance(size, bool) else 10,
+                window if isinstance(window, int) and not isinstance(window, bool) else 0,
+            )
+    return 10, 0
 
 
 def _tables(resources: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

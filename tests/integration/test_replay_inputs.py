@@ -353,3 +353,56 @@ def test_progress_on_stderr_above_1000_events() -> None:
         "batchpilot replay: replayed 2,000/2,500",
         "batchpilot replay: replayed 2,500/2,500",
     ]
+
+
+# ----------------------------------------------------------------------------------- batching
+def burst(count: int) -> list[dict[str, Any]]:
+    """``count`` jobs of one queue failing for the same reason within a few seconds."""
+    events = []
+    for i in range(count):
+        event = sample(CRITICAL, f"burst-{i}")
+        event["time"] = f"2026-11-22T19:51:{20 + i:02d}Z"
+        event["detail"]["jobName"] = f"burst-job-{i}"
+        event["detail"]["jobArn"] = event["detail"]["jobArn"][:-2] + f"{i:02d}"
+        events.append(event)
+    return events
+
+
+def slack_titles(out: str) -> list[str]:
+    return [
+        n["title"]
+        for line in out.splitlines()
+        for n in json.loads(line)["notifications"]
+        if n["channel"] == "slack"
+    ]
+
+
+def test_records_reach_each_function_in_sqs_batches_so_digests_appear(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_events(tmp_path, *burst(7))
+
+    code, batched, _ = run(capsys, "--format", "json", str(path))
+    code_single, single, _ = run(capsys, "--format", "json", "--one-by-one", str(path))
+
+    assert (code, code_single) == (0, 0)
+    assert len(slack_titles(single)) == 7  # one invocation per record: no burst to digest
+    [digest] = slack_titles(batched)  # one batch (AlertsQueue: 100 records, 20 s): one digest
+    assert "7" in digest
+    reports = [json.loads(line) for line in batched.splitlines()]
+    assert [r["event_id"] for r in reports] == [f"burst-{i}" for i in range(7)]  # input order kept
+    assert all(r["functions"] == reports[0]["functions"] for r in reports)
+
+
+def test_a_batch_closes_when_the_events_clock_passes_the_batching_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = burst(6)
+    for event in events[3:]:
+        event["time"] = event["time"].replace("19:51:", "19:52:")  # a minute later: past the 20 s window
+    path = write_events(tmp_path, *events)
+
+    code, out, _ = run(capsys, "--format", "json", str(path))
+
+    assert code == 0
+    assert len(slack_titles(out)) == 6  # two batches of 3, below the digest threshold (5): one message each

@@ -468,7 +468,8 @@ def test_probe_stdout_never_reaches_the_report_stream(app: Path, capsys: pytest.
     path = app.parent / "events.json"
     path.write_text(json.dumps([probe_event("x"), probe_event("y", "raise")]), encoding="utf-8")
 
-    code = main(["replay", "--format", "json", "--template", str(app), str(path)])
+    # --one-by-one: the probe handler looks at its first record only.
+    code = main(["replay", "--format", "json", "--one-by-one", "--template", str(app), str(path)])
 
     out = capsys.readouterr().out
     assert code == 1
