@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from boto3.dynamodb.table import BatchWriter
 from botocore.exceptions import ClientError
 
 from batchpilot.capacity.policy import EnvironmentState, Notice, UnitClock
@@ -189,6 +188,8 @@ class CapacityStateStore:
         if not demands:
             return
         expires = _ttl(now, DEMAND_TTL)
+        from boto3.dynamodb.table import BatchWriter  # at the first write: boto3 is a cold-start cost
+
         writer = BatchWriter(self._table, self._client)
         with writer:
             for arn, demand in demands.items():
