@@ -335,3 +335,12 @@ def test_reconciliation_is_spread_over_the_interval() -> None:
     batch.calls.clear()
     ledger.run(T0 + timedelta(minutes=15))
     assert [name for op, name in batch.calls if op == "list_active"] == ["q0", "q1"]  # the longest-waiting
+
+
+def test_a_job_first_seen_finished_is_recorded_without_a_describe() -> None:
+    store = MemoryLedgerStore()
+    batch = FakeBatch({f"{ARN}done": SIZED})
+    ledger = service(store, batch)
+    ledger.apply(obs(f"{ARN}done", JobStatus.SUCCEEDED, 0, details=JobDetails(queue="q")))
+    assert store.jobs[f"{ARN}done"].terminal and not batch.calls
+    assert store.aggregate_map() == {}

@@ -28,6 +28,7 @@ from typing import Any
 
 from batchpilot.ledger.fleet import FleetInputs, effect_points, fleet_points
 from batchpilot.ledger.model import (
+    ACTIVE,
     JobDetails,
     JobStatus,
     LedgerJob,
@@ -171,7 +172,8 @@ class LedgerService:
         current = self.store.get(obs.arn)
         described: JobDetails | None = None
         failed = False
-        needs = current is None or not current.details.sized
+        # A finished job is not worth a describe: it no longer counts in any aggregate.
+        needs = (current is None or not current.details.sized) and obs.status in ACTIVE
         if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
             try:
                 described = self.batch.describe(obs.arn, obs.kind)
