@@ -56,8 +56,10 @@ def test_each_share_usage_beside_its_entitlement(ticks: list[EventReport]) -> No
     first = ticks[0]
     share = {"JobQueue": "article-q"}
     assert gauge(first, "ShareOfUsage", **share, ShareIdentifier="LOWPRI") == 50
-    assert round(gauge(first, "Entitlement", **share, ShareIdentifier="LOWPRI"), 1) == 14.3
-    assert round(gauge(first, "Entitlement", **share, ShareIdentifier="HIGHPRI"), 1) == 57.1
+    assert (
+        round(gauge(first, "Entitlement", **share, ShareIdentifier="LOWPRI"), 1) == 13.0
+    )  # 1/5 of 1/1+1/3+1/5
+    assert round(gauge(first, "Entitlement", **share, ShareIdentifier="HIGHPRI"), 1) == 65.2
     assert gauge(ticks[1], "ShareOfUsage", **share, ShareIdentifier="HIGHPRI") == 80
 
 

@@ -344,3 +344,51 @@ def test_a_job_first_seen_finished_is_recorded_without_a_describe() -> None:
     ledger.apply(obs(f"{ARN}done", JobStatus.SUCCEEDED, 0, details=JobDetails(queue="q")))
     assert store.jobs[f"{ARN}done"].terminal and not batch.calls
     assert store.aggregate_map() == {}
+
+
+def test_quota_shares_entitlement_and_borrowing() -> None:
+    def agg(share: str, status: JobStatus, jobs: int, instances: int) -> Aggregate:
+        return Aggregate(AggregateKey("env", "qm", share, status), Delta(jobs, jobs, instances), quota=True)
+
+    inputs = FleetInputs(
+        queues={"qm": QueueInfo("qm", True, "env")},
+        aggregates={"qm": [agg("QS1", JobStatus.RUNNING, 3, 12), agg("QS2", JobStatus.RUNNABLE, 1, 4)]},
+        limits={"env": 16},
+        reserved={"env": 16},
+        weights={},
+        oldest={},
+        quota_limits={"qm": {"QS1": 8, "QS2": 8}},
+    )
+    points = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, T0)}
+    qs1 = (("JobQueue", "qm"), ("QuotaShare", "QS1"))
+    qs2 = (("JobQueue", "qm"), ("QuotaShare", "QS2"))
+    assert points[("BorrowedInstances", qs1)] == 4  # 12 in use on a limit of 8
+    assert points[("BorrowedInstances", qs2)] == 0
+    assert points[("Entitlement", qs1)] == points[("Entitlement", qs2)] == 50
+    assert points[("ShareOfUsage", qs1)] == 100
+
+
+def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() -> None:
+    store = MemoryLedgerStore()
+    warned: list[str] = []
+    arn = f"{ARN}qj"
+    queue = QueueInfo("qm", True, "env")
+    details = JobDetails(queue="qm", environment="env", quota_share="QS1", instances=2, sized=True)
+    ledger = LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t"}),
+        store,
+        FakeBatch(
+            {arn: details},
+            queues=[queue],
+            listed={"qm": [ListedJob(arn, "qj", JobKind.SERVICE_JOB, JobStatus.RUNNING, quota_share="QS1")]},
+        ),
+        ListSink(),
+        lambda: T0,
+        warned.append,
+    )
+    ledger.apply(obs(arn, JobStatus.RUNNING, 0))
+    ledger.run(T0)
+    ledger.run(T0 + timedelta(minutes=1))
+    assert warned == ["quota shares of job queue qm"]
+    names = {p.name for p in ledger.sink.pending}  # type: ignore[attr-defined]
+    assert "InstancesInUse" in names and not names & {"Entitlement", "BorrowedInstances"}

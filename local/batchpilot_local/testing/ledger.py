@@ -96,7 +96,8 @@ class FakeBatch:
         details: job ARN → what a describe returns (missing: ``None``, AWS no longer knows it).
         failing: ARNs whose describe raises :class:`DescribeError`.
         queues: the job queues; ``listed``: queue → its active jobs; ``limits``: environments'
-            capacity limits; ``weights``: policy ARN → share weights (missing: unreadable).
+            capacity limits; ``weights``: policy ARN → share weights (missing: unreadable);
+            ``quotas``: queue → quota share limits (missing: unreadable).
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class FakeBatch:
         listed: Mapping[str, Sequence[ListedJob]] | None = None,
         limits: Mapping[str, int] | None = None,
         weights: Mapping[str, Mapping[str, float]] | None = None,
+        quotas: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         self.details = dict(details or {})
         self.failing = set(failing)
@@ -115,6 +117,7 @@ class FakeBatch:
         self.listed = dict(listed or {})
         self.limits = dict(limits or {})
         self.weights = dict(weights or {})
+        self.quotas = dict(quotas or {})
         self.calls: list[tuple[str, Any]] = []
 
     def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
@@ -134,6 +137,11 @@ class FakeBatch:
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
         self.calls.append(("capacity_limits", tuple(environments)))
         return {e: self.limits[e] for e in environments if e in self.limits}
+
+    def quota_limits(self, queue: str) -> dict[str, int] | None:
+        self.calls.append(("quota_limits", queue))
+        found = self.quotas.get(queue)
+        return dict(found) if found is not None else None
 
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         self.calls.append(("share_weights", policy_arn))

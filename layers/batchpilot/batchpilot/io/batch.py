@@ -356,6 +356,23 @@ class BatchLedgerClient:
                     )
         return out
 
+    def quota_limits(self, queue: str) -> dict[str, int] | None:
+        """ListQuotaShares (every page) → quota share → summed ``maxCapacity``; ``None`` when the
+        quota shares cannot be read (any error)."""
+        out: dict[str, int] = {}
+        try:
+            for page in self._client.get_paginator("list_quota_shares").paginate(jobQueue=queue):
+                for share in page.get("quotaShares", []):
+                    if isinstance(share, Mapping) and share.get("quotaShareName"):
+                        out[str(share["quotaShareName"])] = sum(
+                            int(limit.get("maxCapacity", 0))
+                            for limit in share.get("capacityLimits") or []
+                            if isinstance(limit, Mapping)
+                        )
+        except (ClientError, BotoCoreError):
+            return None
+        return out
+
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         """DescribeSchedulingPolicies → share identifier → ``weightFactor``; ``None`` when the
         policy cannot be read (any error, or no such policy)."""

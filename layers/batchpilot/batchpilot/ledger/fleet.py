@@ -11,11 +11,14 @@ queue's observed mean (instances of the sized jobs over their number; 1 when non
 Entitlement of a fair-share share (AWS Batch User Guide, "Fair-share scheduling policies"): the
 share's ``1 / weightFactor`` over the sum of ``1 / weightFactor`` of the *active* shares (with
 RUNNABLE or running jobs); a share the policy does not list has weight 1 (the default
-``weightFactor``).
+``weightFactor``). Of a quota share (AWS Batch API Reference, ``ListQuotaShares``
+``capacityLimits``): its own limit over the sum of the active quota shares' limits; above its own
+limit a quota share is borrowing (``BorrowedInstances``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +46,8 @@ class FleetInputs:
             fair-share queue).
         oldest: (queue, share) → when its oldest RUNNABLE job became RUNNABLE (queues reconciled
             this run only).
+        quota_limits: queue name → quota share → its capacity limit in instances (``None``:
+            unreadable; absent: the queue has no quota shares in the ledger).
     """
 
     queues: Mapping[str, QueueInfo]
@@ -51,6 +56,7 @@ class FleetInputs:
     reserved: Mapping[str, int]
     weights: Mapping[str, Mapping[str, float] | None]
     oldest: Mapping[tuple[str, str], datetime]
+    quota_limits: Mapping[str, Mapping[str, int] | None] = dataclasses.field(default_factory=dict)
 
 
 def queue_mean(aggregates: Iterable[Aggregate]) -> float:
@@ -123,6 +129,9 @@ def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
         weights = inputs.weights.get(queue_name)
         active = [s for s, t in shares.items() if s and (t.runnable_jobs or t.in_use or t.vcpus_in_use)]
         inverse = {s: 1 / max(weights.get(s, 1.0), 1e-6) for s in active} if weights is not None else {}
+        limits = inputs.quota_limits.get(queue_name) or {}
+        # Quota management: a share is entitled to its own limit among the active shares' limits.
+        quota_active = {s: limits[s] for s in active if shares[s].quota and s in limits}
         for share, t in sorted(shares.items()):
             dims = _share_dims(queue_name, share, t.quota)
             p.add("RunnableJobs", "Count", t.runnable_jobs, **dims)
@@ -141,8 +150,13 @@ def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
                 p.add("GpuHours", "Count", t.gpus * _RUN_HOURS, **dims)
             if share and queue_in_use > 0:
                 p.add("ShareOfUsage", "Percent", 100 * used / queue_in_use, **dims)
-            if share in inverse:
+            if share in inverse and not t.quota:
                 p.add("Entitlement", "Percent", 100 * inverse[share] / sum(inverse.values()), **dims)
+            if share in quota_active and sum(quota_active.values()) > 0:
+                entitled = 100 * quota_active[share] / sum(quota_active.values())
+                p.add("Entitlement", "Percent", entitled, **dims)
+            if t.quota and share in limits:
+                p.add("BorrowedInstances", "Count", max(0.0, t.in_use - limits[share]), **dims)
             oldest = inputs.oldest.get((queue_name, share))
             if oldest is not None and t.runnable_jobs:
                 p.add("OldestRunnableAge", "Seconds", (now - oldest).total_seconds(), **dims)

@@ -16,15 +16,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.ledger.service import LedgerService
 from batchpilot.shared.events import to_datetime_or_none
-from batchpilot.shared.observability import count_outcome, logger
+from batchpilot.shared.observability import count_outcome, log_field, logger
 
 __all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable_policy"]
 
 
-def warn_unreadable_policy(policy_arn: str) -> None:
-    """Log, once per Lambda instance and policy, that a scheduling policy cannot be read (its
-    shares' ``Entitlement`` is omitted; every other metric is still published)."""
-    logger.warning("scheduling policy cannot be read: Entitlement omitted", extra={"policy_arn": policy_arn})
+def warn_unreadable_policy(source: str) -> None:
+    """Log, once per Lambda instance and source, that a scheduling policy (its ARN) or a queue's
+    quota shares cannot be read: those shares' ``Entitlement`` (and ``BorrowedInstances``) are
+    omitted; every other metric is still published."""
+    logger.warning("share policy cannot be read: Entitlement omitted", extra={"source": log_field(source)})
 
 
 def run_schedule(service: LedgerService, event: Any) -> dict[str, Any]:

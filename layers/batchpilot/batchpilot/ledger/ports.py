@@ -152,6 +152,11 @@ class BatchReader(Protocol):
         (DescribeServiceEnvironments); a missing environment is absent."""
         ...
 
+    def quota_limits(self, queue: str) -> dict[str, int] | None:
+        """Quota share name → its summed ``capacityLimits[].maxCapacity`` (instances) for a
+        quota-management queue (ListQuotaShares, every page); ``None`` when they cannot be read."""
+        ...
+
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         """Share identifier → ``weightFactor`` of a fair-share scheduling policy
         (DescribeSchedulingPolicies); ``None`` when the policy cannot be read."""

@@ -241,7 +241,12 @@ class LedgerService:
         for name, info in queues.items():
             if info.scheduling_policy_arn:
                 weights[name] = self._weights(info.scheduling_policy_arn)
-        points = fleet_points(FleetInputs(queues, aggregates, limits, reserved, weights, oldest), now)
+        quota_limits: dict[str, dict[str, int] | None] = {}
+        for name, aggs in aggregates.items():
+            if any(agg.quota for agg in aggs):  # only queues with quota shares: one call each
+                quota_limits[name] = self._quota_limits(name)
+        inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
+        points = fleet_points(inputs, now)
         for drift_queue in summary.reconciled:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
@@ -251,6 +256,14 @@ class LedgerService:
         summary.queues = len(aggregates)
         summary.points = len(points)
         return summary
+
+    def _quota_limits(self, queue: str) -> dict[str, int] | None:
+        limits = self.batch.quota_limits(queue)
+        if limits is None and f"quota:{queue}" not in self._unreadable:
+            self._unreadable.add(f"quota:{queue}")
+            if self._warn is not None:
+                self._warn(f"quota shares of job queue {queue}")
+        return limits
 
     def _weights(self, policy_arn: str) -> dict[str, float] | None:
         weights = self.batch.share_weights(policy_arn)
