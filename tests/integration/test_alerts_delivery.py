@@ -66,6 +66,9 @@ def test_critical_goes_to_the_on_call_topic_and_slack(rig: Rig) -> None:
         "job_queue": "sm-training-highpri",
         "category": "MISCONFIGURATION",
         "event_kind": "state-change",
+        # added for per-team SNS filter policies (README, "The on-call topic")
+        "share_identifier": "prod",
+        "priority": "50",
     }
     assert "ValidationException" in message["Message"]
     [payload] = rig.slack_delivered()
@@ -306,8 +309,23 @@ def test_a_40_job_spot_reclaim_is_one_slack_digest(rig: Rig) -> None:
     assert rig.run(*events).sent == []  # every fact of the digest is recorded
 
 
-def test_a_critical_burst_pages_each_fact_and_posts_one_digest(rig: Rig) -> None:
+def test_a_critical_burst_pages_once_then_one_digest_by_default(rig: Rig) -> None:
     result = rig.run(*fleet(40, "CannotPullContainerError: manifest unknown"))
+    first, digest = rig.sns()
+    assert (
+        first["Subject"].startswith("[CRITICAL] container job")
+        and "group_size" not in first["MessageAttributes"]
+    )
+    assert digest["Subject"] == "[CRITICAL] 39 container jobs: MISCONFIGURATION on ml-training-highpri"
+    assert digest["MessageAttributes"]["group_size"]["Value"] == "39"
+    assert len(rig.slack_delivered()) == 1
+    assert result.sent.count(("slack", "critical")) == 1
+    assert rig.run(*fleet(40, "CannotPullContainerError: manifest unknown")).sent == []  # all recorded
+
+
+def test_a_critical_burst_pages_each_fact_and_posts_one_digest(rig: Rig) -> None:
+    policy = load_policy(json.dumps({"sns_grouping": "each"}))
+    result = rig.run(*fleet(40, "CannotPullContainerError: manifest unknown"), policy=policy)
     assert len(rig.sns()) == 40  # each critical fact (PublishBatch, 10 per call)
     assert len(rig.slack_delivered()) == 1
     assert result.sent.count(("sns", "critical")) == 40 and result.sent.count(("slack", "critical")) == 1

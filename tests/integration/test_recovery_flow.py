@@ -546,3 +546,16 @@ def test_a_checkpoint_listing_that_fails_is_retried_never_no_checkpoint() -> Non
             opened.recoverer(no_checkpoint="refuse").handle(event_of(sample(PREEMPTED)))
         assert caught.value.why is RetryReason.CHECKPOINT_UNREADABLE and "NoSuchBucket" in caught.value.reason
         assert opened.submits() == [] and opened.published() == []
+
+
+def test_with_no_job_queue_named_it_decides_and_reports_as_dry_run(h: Harness) -> None:
+    # The deployed default: BATCHPILOT_RECOVERY_JOB_QUEUES empty.
+    result = h.recoverer(job_queues="").handle(event_of(sample(SPOT)))
+    assert result.action is Action.DRY_RUN and h.submits() == []
+    assert "no job queue is named" in (result.message or "")
+    (event,) = h.published("Job Resubmitted")
+    assert event["dry_run"] is True and "new_job_arn" not in event
+    skipped = h.recoverer(job_queues="").handle(event_of(sample(USER)))
+    assert skipped.action is Action.SKIPPED
+    (skip,) = h.published("Recovery Skipped")
+    assert skip["dry_run"] is True and "dry run (no job queue is named" in skip["message"]

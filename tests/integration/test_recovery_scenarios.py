@@ -424,6 +424,39 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
         "events": [event],
     }
 
+    name = "batch-job/failed-spot-reclaim"
+    event = _container(name, "dry-run-default")
+    definition = "arn:aws:batch:us-east-1:111122223333:job-definition/llama-ft-train-dry:1"
+    event["detail"]["jobDefinition"] = definition
+    scenarios["container-job-no-queue-named-dry-run.json"] = {
+        "name": "the deployed default: no job queue named, dry-run",
+        "description": (
+            "RecoveryJobQueueArns is empty (the template's default): recovery decides as it "
+            "would, records and publishes Job Resubmitted with dry_run: true, submits nothing, and "
+            "every message says why (no job queue is named). The alert pages: the job stays failed."
+        ),
+        "world": _world(
+            ("llama-ft-train-dry", 1),
+            jobs=[
+                container_job_item(
+                    name,
+                    jobArn=event["detail"]["jobArn"],
+                    jobId=event["detail"]["jobId"],
+                    jobDefinition=definition,
+                )
+            ],
+            checkpoints=[checkpoint_item(f"s3://{BUCKET}/llama-ft/run-39/", "2026-11-21T05:00:00Z")],
+        ),
+        "events": [event],
+    }
+
+    # Recovery turned on for the scenarios that resubmit: their job queue is named (README,
+    # "Turning recovery on, queue by queue"); standalone training jobs have none: "*".
+    for file_name in (*EXPECTED_RESUBMIT, "container-job-duplicate-and-late-events.json"):
+        scenario = scenarios[file_name]
+        queue = scenario["events"][0]["detail"].get("jobQueue")
+        scenario.setdefault("parameters", {})["RecoveryJobQueueArns"] = queue or "*"
+
     # -- never delivered to recovery (RecoveryRule filters them) -----------------------
     scenarios["not-delivered-to-recovery.json"] = {
         "name": "what the rule keeps away",
@@ -525,8 +558,21 @@ SKIP_REASON = {
 }
 
 
+def test_the_default_decides_and_reports_as_dry_run(reports: dict[str, list[dict[str, Any]]]) -> None:
+    (report,) = reports["container-job-no-queue-named-dry-run.json"]
+    assert report["errors"] == [] and resubmits(report) == []
+    (event,) = [e for e in report["own_events"] if e["detail_type"] == "Job Resubmitted"]
+    assert event["detail"]["dry_run"] is True
+    titles = [n["title"] for n in report["notifications"]]
+    assert any(t.startswith("[dry run]") for t in titles), titles
+
+
 def test_every_scenario_has_an_expectation() -> None:
-    others = {"container-job-duplicate-and-late-events.json", "not-delivered-to-recovery.json"}
+    others = {
+        "container-job-duplicate-and-late-events.json",
+        "not-delivered-to-recovery.json",
+        "container-job-no-queue-named-dry-run.json",
+    }
     assert set(build_scenarios()) == set(EXPECTED_RESUBMIT) | set(EXPECTED_SKIP) | others
 
 

@@ -71,7 +71,9 @@ def evaluate(node: Any, template: dict[str, Any], params: dict[str, str]) -> Any
             if key == "Ref":
                 if arg == "AWS::NoValue":
                     return NO_VALUE
-                return pseudo.get(arg) or values.get(arg) or f"<{arg}>"
+                if arg in pseudo or arg in values:  # an empty parameter value is a value
+                    return pseudo.get(arg, values.get(arg))
+                return f"<{arg}>"
             if key == "Fn::If":
                 return walk(arg[1] if cond(arg[0]) else arg[2])
             if key == "Fn::Equals":
@@ -109,7 +111,8 @@ def test_role_allows_only_what_recovery_does(template: dict[str, Any]) -> None:
     role = props(template, "RecoveryFunctionRole", "AWS::IAM::Role")
     assert not role.get("ManagedPolicyArns")
     actions: set[str] = set()
-    for sid, statement in statements(template).items():
+    # With job queues named (the default names none: no submit permission, see below).
+    for sid, statement in statements(template, {"RecoveryJobQueueArns": "*"}).items():
         assert statement["Effect"] == "Allow", sid
         statement_actions = set(as_list(statement["Action"]))
         actions |= statement_actions
@@ -125,7 +128,8 @@ def test_own_queue_own_logs_own_bus_own_items(template: dict[str, Any]) -> None:
     raw = props(template, "RecoveryFunctionRole", "AWS::IAM::Role")["Policies"][0]["PolicyDocument"][
         "Statement"
     ]
-    by_sid = {s["Sid"]: s for s in raw}
+    # The submit statement sits inside an Fn::If (none named: no statement); the others have a Sid.
+    by_sid = {s["Sid"]: s for s in raw if "Sid" in s}
     assert getatt(by_sid["PollOwnQueue"]["Resource"], "Arn") == "RecoveryQueue"
     assert getatt(by_sid["WriteOwnLogs"]["Resource"], "Arn") == "RecoveryLogGroup"
     tables = by_sid["OwnItemsInStateTable"]
@@ -141,7 +145,9 @@ def test_own_queue_own_logs_own_bus_own_items(template: dict[str, Any]) -> None:
 
 
 def test_submit_only_to_the_configured_job_queues(template: dict[str, Any]) -> None:
-    wildcard = statements(template)["SubmitToConfiguredJobQueues"]
+    # The default names no job queue: recovery runs dry and may submit nowhere.
+    assert "SubmitToConfiguredJobQueues" not in statements(template)
+    wildcard = statements(template, {"RecoveryJobQueueArns": "*"})["SubmitToConfiguredJobQueues"]
     assert wildcard["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*"
     prefix = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue"
     queues = f"{prefix}/sm-training,{prefix}/gpu-spot"
@@ -234,12 +240,12 @@ def test_every_variable_is_a_setting_and_the_defaults_load() -> None:
         (
             "RecoveryJobQueueArns",
             [
+                "",  # the default: none named, dry-run
                 "*",
                 "arn:aws:batch:us-east-1:111122223333:job-queue/a",
                 "arn:aws:batch:us-east-1:111122223333:job-queue/a,arn:aws:batch:eu-west-1:111122223333:job-queue/b_2",
             ],
             [
-                "",
                 "a",
                 "*,arn:aws:batch:us-east-1:111122223333:job-queue/a",
                 f"{QUEUE_A}, {QUEUE_A}",

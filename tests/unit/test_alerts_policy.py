@@ -27,7 +27,12 @@ def test_empty_policy_is_the_defaults() -> None:
     assert policy.channels_for(Severity.WARNING) == (Channel.SLACK,)
     assert policy.channels_for(Severity.INFO) == (Channel.SLACK,)
     assert policy.channels_for(Severity.SILENT) == ()
-    assert (policy.digest_threshold, policy.sns_grouping, policy.recovery_expected) == (5, "each", True)
+    # Changed by the safe defaults: a burst pages once, then one digest (was "each").
+    assert (policy.digest_threshold, policy.sns_grouping, policy.recovery_expected) == (
+        5,
+        "page-then-digest",
+        True,
+    )
 
 
 @pytest.mark.parametrize(

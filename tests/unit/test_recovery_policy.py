@@ -47,7 +47,9 @@ def facts_of(raw: dict[str, Any]) -> JobFacts:
 
 
 def settings(**values: Any) -> RecoverySettings:
-    return RecoverySettings.from_mapping({"state_table": "StateTable", **values})
+    """Recovery turned on for every job queue (the deployed default, none named, is dry-run:
+    test_with_no_job_queue_named_every_decision_is_a_dry_run)."""
+    return RecoverySettings.from_mapping({"state_table": "StateTable", "job_queues": "*", **values})
 
 
 def snapshot_of(
@@ -610,8 +612,10 @@ def test_the_readme_table_is_the_code_s_table() -> None:
 def test_settings_defaults_and_environment() -> None:
     s = RecoverySettings.from_environ({"BATCHPILOT_STATE_TABLE": "StateTable"}, function="recovery")
     assert s.budgets == DEFAULT_BUDGETS
-    assert s.job_queues == ("*",) and s.execution_roles == ("*",)
-    # Changed by the safe defaults: refuse a step-0 restart for jobs that configure checkpoints.
+    # Changed by the safe defaults: no job queue named (so dry-run), and no step-0 restart for
+    # jobs that configure checkpoints.
+    assert s.job_queues == () and s.execution_roles == ("*",)
+    assert s.dry_run_reason == "no job queue is named in BATCHPILOT_RECOVERY_JOB_QUEUES"
     assert s.no_checkpoint is NoCheckpoint.REFUSE_IF_CONFIGURED and s.dry_run is False
     assert s.container_checkpoint[0] == (CheckpointSource.PARAMETER, "checkpoint_uri")
     assert all(isinstance(kind, CheckpointSource) for kind, _ in s.container_checkpoint)
@@ -669,3 +673,25 @@ def test_bad_configuration_names_the_variable(env: dict[str, str], variable: str
         RecoverySettings.from_environ({**base, **env}, function="recovery")
     assert variable in str(error.value)
     assert str(error.value).startswith("invalid recovery function configuration")
+
+
+def test_with_no_job_queue_named_every_decision_is_a_dry_run() -> None:
+    none_named = RecoverySettings.from_mapping({"state_table": "StateTable"})
+    spot = sample("batch-job/failed-spot-reclaim")
+    view = LineageView(LineageRef("bpabc", 0), None)
+    facts = facts_of(spot)
+    # A failure that would be resubmitted is decided as dry-run, and the message says why.
+    decided = decide(Case(facts, snapshot_of(spot), view, FOUND), none_named, NOW)
+    assert isinstance(decided, Decision) and decided.row is Row.DRY_RUN
+    assert "no job queue is named" in decided.message and "nothing is submitted" in decided.message
+    # Skips say so too.
+    skipped = decide(Case(facts_of(sample("batch-job/failed-application-error"))), none_named, NOW)
+    assert isinstance(skipped, Decision) and skipped.row is Row.NOT_RECOVERABLE
+    assert skipped.message.endswith(
+        "dry run (no job queue is named in BATCHPILOT_RECOVERY_JOB_QUEUES): nothing is submitted"
+    )
+    # Naming queues turns it on for those only.
+    named = settings(job_queues="gpu-spot-queue")
+    assert row_of(decide(Case(facts, snapshot_of(spot), view, FOUND), named, NOW)) is Row.RESUBMIT
+    other = settings(job_queues="ml-training-highpri")
+    assert row_of(decide(Case(facts), other, NOW)) is Row.QUEUE_NOT_MANAGED

@@ -207,11 +207,21 @@ class CapacityController:
 def recovery_settings(values: Mapping[str, Any]) -> RecoverySettings:
     """batchpilot's ``RecoverySettings`` from field names (budgets, backoff, pacing, ...).
 
+    The simulator models recovery turned on for every job queue and allowed to extend
+    ``preemptionRetriesBeforeTermination`` and to restart from step 0 (the deployed defaults are
+    stricter: no job queue named means dry-run); a scenario's ``values`` override these.
+
     Raises:
         RecoverySettingsError: ``<field>: <problem>``.
     """
+    simulated = {
+        "state_table": "simulated-state",
+        "job_queues": "*",
+        "no_checkpoint": "proceed",
+        "extend_preemption_retries": True,
+    }
     try:
-        return RecoverySettings.from_mapping({"state_table": "simulated-state", **values})
+        return RecoverySettings.from_mapping({**simulated, **values})
     except ValidationError as exc:
         raise RecoverySettingsError(_pydantic_problem(exc)) from None
 

@@ -231,8 +231,10 @@ class Harness:
     settings_values: dict[str, Any] = field(default_factory=dict)
 
     def settings(self, **values: Any) -> RecoverySettings:
-        """Recovery settings on the harness's table, the harness's values, then ``values``."""
-        return RecoverySettings.from_mapping({"state_table": TABLE, **self.settings_values, **values})
+        """Recovery settings on the harness's table, recovery turned on for every job queue (the
+        deployed default names none: dry-run), the harness's values, then ``values``."""
+        base = {"state_table": TABLE, "job_queues": "*"}
+        return RecoverySettings.from_mapping({**base, **self.settings_values, **values})
 
     def recoverer(
         self, *, batch: Any = None, sagemaker: Any = None, rate: float | None = None, **values: Any

@@ -108,6 +108,8 @@ class OwnFacts:
             ``critical: true``, e.g. a budget exhausted).
         will_retry: a ``Recovery Failed`` the recovery function retries by itself.
         restarts_from_step_zero: a ``Job Resubmitted`` without a checkpoint.
+        dry_run: a ``Job Resubmitted`` or ``Recovery Skipped`` decided in dry-run (nothing was or
+            would have been submitted).
     """
 
     job_kind: JobKind | None = None
@@ -122,6 +124,7 @@ class OwnFacts:
     critical: bool = False
     will_retry: bool = False
     restarts_from_step_zero: bool = False
+    dry_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +306,11 @@ class AlertFact:
     def will_retry(self) -> bool:
         """A ``Recovery Failed`` that the recovery function retries by itself."""
         return bool(self.own and self.own.will_retry)
+
+    @property
+    def dry_run(self) -> bool:
+        """A recovery outcome decided in dry-run: nothing was submitted."""
+        return bool(self.own and self.own.dry_run)
 
     @property
     def restarts_from_step_zero(self) -> bool:
@@ -518,6 +526,7 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                     reason=event.reason,
                     attempt=event.attempt,
                     restarts_from_step_zero=event.restarts_from_step_zero,
+                    dry_run=event.dry_run,
                 ),
                 thread_subject=event.failed_job_arn,
                 related_subjects=(event.new_job_arn,) if event.new_job_arn else (),
@@ -558,6 +567,7 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                     reason=event.message,
                     reason_code=event.skip_reason,
                     critical=event.critical,
+                    dry_run=event.dry_run,
                 ),
                 thread_subject=event.job_arn,
                 extra=_labelled([("Lineage", event.lineage_id), ("Budget used", budget)]),

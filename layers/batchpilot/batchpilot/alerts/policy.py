@@ -91,6 +91,10 @@ class SnsGrouping(StrEnum):
     """Every fact on its own."""
     GROUP = "group"
     """A burst (a group above ``digest_threshold``) as one message."""
+    PAGE_THEN_DIGEST = "page-then-digest"
+    """The default: a burst's first fact as its own page, the rest of the burst as one digest; a
+    burst is a group of facts with one job queue, category and severity in one batch (the alerts
+    queue's batching window)."""
 
 
 class PolicyError(ValueError):
@@ -225,8 +229,10 @@ class RoutingPolicy(_Strict):
         digest_threshold: within one batch, a group of more than this many facts with the same job
             queue, category and severity goes to each chat channel as one digest message (1-1000).
         digest_max_items: jobs listed by name in a digest; the rest are counted ("and N more").
-        sns_grouping: ``each`` publishes every fact routed to the on-call topic on its own;
-            ``group`` publishes a burst (a group above ``digest_threshold``) as one message.
+        sns_grouping: ``page-then-digest`` (default) publishes a burst's first fact on its own
+            and the rest of the burst as one digest; ``each`` publishes every fact routed to the
+            on-call topic on its own; ``group`` publishes a burst (a group above
+            ``digest_threshold``) as one message.
         recovery_expected: the recovery function is deployed: failures it resubmits (see
             :func:`batchpilot.alerts.facts.recovery_will_handle`) are ``info`` and its outcome
             event decides. False makes those failures ``critical`` like any other.
@@ -239,7 +245,7 @@ class RoutingPolicy(_Strict):
     channels: dict[Severity, list[Channel]] = Field(default_factory=_default_channels)
     digest_threshold: int = Field(default=5, ge=1, le=1000)
     digest_max_items: int = Field(default=20, ge=1, le=40)
-    sns_grouping: SnsGrouping = SnsGrouping.EACH
+    sns_grouping: SnsGrouping = SnsGrouping.PAGE_THEN_DIGEST
     recovery_expected: bool = True
 
     @field_validator("channels")

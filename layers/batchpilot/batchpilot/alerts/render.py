@@ -174,9 +174,12 @@ def title(fact: AlertFact) -> str:
             return f"{job} was preempted and requeued{queue}"
         case FactKind.JOB_RESUBMITTED:
             how = "from step 0" if fact.restarts_from_step_zero else "from its checkpoint"
+            if fact.dry_run:
+                return f"[dry run] {job} would be resubmitted {how}, nothing submitted{category}{queue}"
             return f"{job} resubmitted {how} (resubmission {fact.attempts}){category}{queue}"
         case FactKind.RECOVERY_SKIPPED:
-            return f"recovery skipped for {job}: {fact.reason_code}{queue}"
+            dry = "[dry run] " if fact.dry_run else ""
+            return f"{dry}recovery skipped for {job}: {fact.reason_code}{queue}"
         case FactKind.RECOVERY_FAILED:
             return f"resubmission of {job} failed: {fact.reason_code}{queue}"
         case FactKind.CAPACITY_ADJUSTED:

@@ -379,6 +379,12 @@ class AlertService:
         singles = wanted
         if self.policy.sns_grouping is SnsGrouping.GROUP:
             bursts, singles = self._bursts(wanted)
+        elif self.policy.sns_grouping is SnsGrouping.PAGE_THEN_DIGEST:
+            # The burst's first fact pages on its own; the rest follow as one digest message.
+            bursts, singles = self._bursts(wanted)
+            paged = {id(group[0]) for group in bursts} | {id(e) for e in singles}
+            singles = [e for e in wanted if id(e) in paged]
+            bursts = [group[1:] for group in bursts]
         units = [
             (
                 group,
@@ -387,7 +393,10 @@ class AlertService:
             )
             for group in bursts
         ]
-        units += [([e], sns_message(e.fact, e.severity, e.decision.why), [Channel.SNS]) for e in singles]
+        pages = [([e], sns_message(e.fact, e.severity, e.decision.why), [Channel.SNS]) for e in singles]
+        # page-then-digest: the page goes out before its digest.
+        first = self.policy.sns_grouping is SnsGrouping.PAGE_THEN_DIGEST
+        units = [*pages, *units] if first else units + pages
         self._publish(units, result)
 
     def _deliver_to_chat(

@@ -25,6 +25,7 @@ Own events (``source: batchpilot``):
 
 =============================================================================  ==========
 Job Resubmitted                                                                info
+Job Resubmitted in dry-run, for a failure announced as "recovery will handle"  critical
 Recovery Skipped BUDGET_EXHAUSTED                                              critical
 Recovery Skipped QUEUE_NOT_MANAGED, NO_CHECKPOINT, NOT_RECOVERABLE,
 ROLE_NOT_ALLOWED, TIME_LIMIT_ACTION, PREEMPTION_RETRIES_SPENT, for a category
@@ -136,6 +137,13 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
     code = fact.reason_code
     match fact.event_kind:
         case FactKind.JOB_RESUBMITTED:
+            if (
+                fact.dry_run
+                and policy.recovery_expected
+                and recovery_will_handle(fact.job_kind, fact.category)
+            ):
+                # The job event deferred to recovery (info); in dry-run nobody restarts the job.
+                return Severity.CRITICAL, "dry run: recovery would have resubmitted it; the job stays failed"
             return Severity.INFO, "the recovery function resubmitted the job"
         case FactKind.RECOVERY_FAILED:
             if fact.will_retry:

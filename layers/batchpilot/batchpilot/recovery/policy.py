@@ -23,7 +23,7 @@ for DescribeServiceJob.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum, IntEnum, StrEnum
 from typing import Final, Literal
@@ -211,7 +211,7 @@ class Row(Enum):
     )
     DRY_RUN = (
         17,
-        "`RecoveryDryRun=true`",
+        "`RecoveryDryRun=true`, or no job queue named in `RecoveryJobQueueArns` (the default)",
         "`Job Resubmitted` with `dry_run: true`, nothing submitted",
         Step.DRY_RUN,
         None,
@@ -418,7 +418,7 @@ def _checkpoint_rows(checkpoint: CheckpointState, plan: Decision, settings: Reco
             f"BATCHPILOT_RECOVERY_NO_CHECKPOINT={settings.no_checkpoint.value}"
         )
         return Decision(Row.NO_CHECKPOINT, message, plan.attempt, plan.used, plan.limit)
-    row = Row.DRY_RUN if settings.dry_run else Row.RESUBMIT
+    row = Row.DRY_RUN if settings.dry_run_reason else Row.RESUBMIT
     message = ""
     if checkpoint.restarts_from_step_zero:
         why = f": {checkpoint.rejected}" if checkpoint.rejected else ""
@@ -427,6 +427,19 @@ def _checkpoint_rows(checkpoint: CheckpointState, plan: Decision, settings: Reco
 
 
 def decide(case: Case, settings: RecoverySettings, now: datetime) -> Decision | Need:
+    """The decision for one failure (see :func:`_decide`); in dry-run (``RecoveryDryRun=true``, or
+    no job queue named) its message says so, whatever the row.
+    """
+    decision = _decide(case, settings, now)
+    reason = settings.dry_run_reason
+    if isinstance(decision, Decision) and reason:
+        dry = f"dry run ({reason}): nothing is submitted"
+        message = f"{decision.message}; {dry}" if decision.message else dry
+        return replace(decision, message=message)
+    return decision
+
+
+def _decide(case: Case, settings: RecoverySettings, now: datetime) -> Decision | Need:
     """The decision for one failure: the first row of :class:`Row` that matches on what is known.
 
     Args:

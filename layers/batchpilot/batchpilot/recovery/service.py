@@ -546,7 +546,11 @@ class Recoverer:
             lineage_id,
             attempt,
             new_job_arn=attempt.new_job_arn,
-            message=_step_zero_message(decision, new) if attempt.restarts_from_step_zero else None,
+            message=(
+                _step_zero_message(decision, new)
+                if attempt.restarts_from_step_zero
+                else (decision.message if dry_run and new else None)
+            ),
             metrics=points,
         )
 
@@ -690,6 +694,7 @@ class Recoverer:
             budget_used=decision.used if budget else None,
             budget_limit=decision.limit if budget else None,
             critical=row.critical,
+            dry_run=self.settings.dry_run_reason is not None,
         )
         try:
             self.events.publish([own])

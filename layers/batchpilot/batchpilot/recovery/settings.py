@@ -126,8 +126,10 @@ class RecoverySettings(FunctionSettings):
             (``BATCHPILOT_EVENT_BUS``, default ``default``).
         dry_run: decide, record and publish (``dry_run: true``) but submit nothing
             (``BATCHPILOT_RECOVERY_DRY_RUN``, default false).
-        job_queues: job queue ARNs or names recovery may resubmit to, or ``("*",)`` for all
-            (``BATCHPILOT_RECOVERY_JOB_QUEUES``, comma-separated, default ``*``).
+        job_queues: job queue ARNs or names recovery may resubmit to, ``("*",)`` for all, or
+            ``()`` for none (``BATCHPILOT_RECOVERY_JOB_QUEUES``, comma-separated, default empty:
+            with none named, recovery decides, reports and alerts as dry-run and submits
+            nothing, see :attr:`dry_run_reason`).
         execution_roles: SageMaker execution role ARNs a resubmitted training job may pass, or
             ``("*",)`` (``BATCHPILOT_RECOVERY_SAGEMAKER_ROLE_ARNS``, default ``*``).
         budgets: resubmissions per lineage and category (``BATCHPILOT_RECOVERY_BUDGETS``,
@@ -171,7 +173,7 @@ class RecoverySettings(FunctionSettings):
     state_table: str = Field(min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
     event_bus: str = Field(default="default", min_length=1, max_length=1600, pattern=r"^[A-Za-z0-9._/:-]+$")
     dry_run: bool = False
-    job_queues: Annotated[tuple[str, ...], BeforeValidator(_split)] = (ALL,)
+    job_queues: Annotated[tuple[str, ...], BeforeValidator(_split)] = ()
     execution_roles: Annotated[tuple[str, ...], BeforeValidator(_split)] = (ALL,)
     budgets: Annotated[dict[Category, int], BeforeValidator(_budgets)] = Field(
         default_factory=lambda: dict(DEFAULT_BUDGETS)
@@ -214,8 +216,8 @@ class RecoverySettings(FunctionSettings):
     @field_validator("job_queues")
     @classmethod
     def _check_queues(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if not value:
-            raise ValueError("give job queue ARNs or names, or * for every job queue")
+        if not value:  # none named: dry-run (dry_run_reason)
+            return value
         if ALL in value:
             if len(value) > 1:
                 raise ValueError("* cannot be combined with job queue names")
@@ -270,9 +272,20 @@ class RecoverySettings(FunctionSettings):
         return value
 
     # ------------------------------------------------------------------ questions the policy asks
+    @property
+    def dry_run_reason(self) -> str | None:
+        """Why recovery submits nothing (every decision is made, reported and alerted as dry-run),
+        or None when it acts: ``RecoveryDryRun=true``, or no job queue named (the default)."""
+        if self.dry_run:
+            return "BATCHPILOT_RECOVERY_DRY_RUN=true"
+        if not self.job_queues:
+            return "no job queue is named in BATCHPILOT_RECOVERY_JOB_QUEUES"
+        return None
+
     def manages_queue(self, queue: str | None) -> bool:
-        """True when ``queue`` (a job queue ARN or name) is one recovery may resubmit to."""
-        if self.job_queues == (ALL,):
+        """True when ``queue`` (a job queue ARN or name) is one recovery may resubmit to. With no
+        job queue named every queue is decided on (as dry-run: :attr:`dry_run_reason`)."""
+        if self.job_queues == (ALL,) or not self.job_queues:
             return True
         if not queue:
             return False

@@ -126,6 +126,7 @@ class RecoverySkipped(_OwnEvent):
     budget_used: int | None = None
     budget_limit: int | None = None
     critical: bool = False  # True for BUDGET_EXHAUSTED: a job nobody will restart
+    dry_run: bool = False  # recovery runs dry (RecoveryDryRun=true, or no job queue named)
 
 
 class RecoveryFailed(_OwnEvent):
