@@ -103,3 +103,7 @@ def test_capacity_run_reads_the_ledger_not_the_queues(
     assert gauge("RunnableJobs", JobQueue="q0") == 5_000
     assert gauge("RunnableInstanceDemand", JobQueue="q0") == 300 + 4_900 * 3  # unknown at the mean
     assert gauge("InstancesInUse", JobQueue="q0") == 30
+    # The aggregates keep no per-job times: no made-up age (the ledger publishes OldestRunnableAge).
+    assert not [
+        m for m in metrics if m.name == "OldestRunnableJobAge" and m.dimensions.get("JobQueue") == "q0"
+    ]

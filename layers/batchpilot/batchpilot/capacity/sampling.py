@@ -239,8 +239,11 @@ def _tally_points(
     points = [
         gauge("RunnableJobs", "Count", tally.jobs, dims, ts),
         gauge("RunnableInstanceDemand", "Count", tally.total_instances, dims, ts),
-        gauge("OldestRunnableJobAge", "Seconds", tally.age_seconds(now), dims, ts),
     ]
+    # Jobs whose creation time is unknown (a sample from the job ledger's aggregates, which keep no
+    # per-job times: the ledger function publishes OldestRunnableAge) have no age to report.
+    if tally.oldest is not None or not tally.jobs:
+        points.append(gauge("OldestRunnableJobAge", "Seconds", tally.age_seconds(now), dims, ts))
     if in_use is not None:
         points.append(gauge("InstancesInUse", "Count", in_use, dims, ts))
     return points
