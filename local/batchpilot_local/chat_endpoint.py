@@ -29,7 +29,14 @@ mode                   incoming webhook             ``chat.postMessage``
 ``channel_not_found``  404 ``channel_not_found``    200 ``{"ok": false, "error": "channel_not_found"}``
 ``channel_is_archived`` 410 ``channel_is_archived`` 200 ``{"ok": false, "error": "is_archived"}``
 ``server_error``       500, empty body              500, empty body
+``timeout``            200 ``ok`` after ``delay`` s  200 ``{"ok": true, ...}`` after ``delay`` s
+``hang``               no answer for ``delay`` s    no answer for ``delay`` s
 =====================  ===========================  =========================================
+
+``timeout`` takes the message (Slack shows it) but answers late, so a client with a shorter timeout
+gives up on a message that was posted; ``hang`` never takes it: the connection stays open without
+an answer for ``delay`` seconds (``fail_next``) or until the endpoint stops, then closes (the
+request is recorded with status 0, not delivered).
 
 Besides the scripted failures, the Slack side checks each message against Block Kit's limits (a
 top-level ``text`` or blocks, at most 50 blocks, header ≤150, section text ≤3,000, ≤10 fields of
@@ -44,7 +51,8 @@ the workflow's; 400 for a body that is not a message with one Adaptive Card atta
 (:data:`TEAMS_FAILURE_MODES`): ``rate_limited`` 429 with ``Retry-After``, ``bad_request`` 400,
 ``unauthorized`` 401, ``not_found`` 404 (a deleted or turned-off workflow), ``server_error`` 500,
 ``timeout`` (the answer comes only after ``delay`` seconds, so a client with a shorter timeout gives
-up). Error bodies are JSON ``{"error": {"code", "message"}}``; batchpilot reads only the status.
+up), ``hang`` (as Slack's: no answer, not delivered). Error bodies are JSON
+``{"error": {"code", "message"}}``; batchpilot reads only the status.
 """
 
 from __future__ import annotations
@@ -81,9 +89,19 @@ FAILURE_MODES = (
     "channel_not_found",
     "channel_is_archived",
     "server_error",
+    "timeout",
+    "hang",
 )
 """Slack's scripted failure modes."""
-TEAMS_FAILURE_MODES = ("rate_limited", "bad_request", "unauthorized", "not_found", "server_error", "timeout")
+TEAMS_FAILURE_MODES = (
+    "rate_limited",
+    "bad_request",
+    "unauthorized",
+    "not_found",
+    "server_error",
+    "timeout",
+    "hang",
+)
 """The Teams webhook's scripted failure modes."""
 TEAMS_MAX_MESSAGE_BYTES = 28 * 1024
 """Teams' message size limit (Microsoft Teams platform, "Create Incoming Webhooks")."""
@@ -324,7 +342,8 @@ class _Side(Generic[R]):
     # ----------------------------------------------------------------------- failures
     def fail_next(self, mode: str, *, times: int = 1, retry_after: int = 1, delay: float = 5.0) -> None:
         """Answer the next ``times`` requests with failure ``mode`` (one of ``MODES``);
-        ``retry_after``: the 429's header; ``delay``: seconds a ``timeout`` answer waits.
+        ``retry_after``: the 429's header; ``delay``: seconds a ``timeout`` answer waits, or a
+        ``hang`` holds the connection without answering.
 
         Raises:
             ValueError: an unknown mode or ``times`` < 1.
@@ -421,36 +440,44 @@ class LocalSlack(_Side[SlackRequest]):
         """The Web API base URL for ``slack_sdk.WebClient(base_url=...)``."""
         return self.base_url + "/api/"
 
-    def answer_webhook(self, payload: Mapping[str, Any]) -> tuple[int, str, dict[str, str]]:
-        """Status, body and headers for an incoming-webhook request."""
+    def answer_webhook(self, payload: Mapping[str, Any]) -> tuple[int, str, dict[str, str], float]:
+        """Status, body, headers and delay (seconds the answer is held back) of an incoming-webhook
+        request; status 0 is no answer at all (the ``hang`` mode)."""
         script = self._next_failure()
-        if script is not None:
+        if script is not None and script.mode == "hang":
+            return 0, "", {}, script.delay
+        delay = script.delay if script is not None and script.mode == "timeout" else 0.0
+        if script is not None and script.mode != "timeout":
             status, body = _WEBHOOK_ANSWERS[script.mode]
             headers = {"Retry-After": str(script.retry_after)} if status == 429 else {}
-            return status, body, headers
+            return status, body, headers, 0.0
         if block_kit_problem(payload) is not None:
-            return 400, "invalid_blocks", {}
-        return 200, "ok", {}
+            return 400, "invalid_blocks", {}, delay
+        return 200, "ok", {}, delay
 
     def answer_api(
         self, path: str, payload: Mapping[str, Any], headers: Any
-    ) -> tuple[int, str, dict[str, str], str | None, bool]:
-        """Status, body, headers, message ``ts`` and authorization of a Web API request."""
+    ) -> tuple[int, str, dict[str, str], str | None, bool, float]:
+        """Status, body, headers, message ``ts``, authorization and delay of a Web API request
+        (status 0: no answer, the ``hang`` mode)."""
         authorized = headers.get("Authorization") == f"Bearer {self.bot_token}"
         if path != "/api/chat.postMessage":
-            return 200, json.dumps({"ok": False, "error": "unknown_method"}), {}, None, authorized
+            return 200, json.dumps({"ok": False, "error": "unknown_method"}), {}, None, authorized, 0.0
         if not authorized:
-            return 200, json.dumps({"ok": False, "error": "invalid_auth"}), {}, None, False
+            return 200, json.dumps({"ok": False, "error": "invalid_auth"}), {}, None, False, 0.0
         script = self._next_failure()
-        if script is not None:
+        if script is not None and script.mode == "hang":
+            return 0, "", {}, None, True, script.delay
+        delay = script.delay if script is not None and script.mode == "timeout" else 0.0
+        if script is not None and script.mode != "timeout":
             if script.mode == "server_error":
-                return 500, "", {}, None, True
+                return 500, "", {}, None, True, 0.0
             body = json.dumps({"ok": False, "error": _API_ERRORS[script.mode]})
             if script.mode == "rate_limited":
-                return 429, body, {"Retry-After": str(script.retry_after)}, None, True
-            return 200, body, {}, None, True
+                return 429, body, {"Retry-After": str(script.retry_after)}, None, True, 0.0
+            return 200, body, {}, None, True, 0.0
         if block_kit_problem(payload) is not None:
-            return 200, json.dumps({"ok": False, "error": "invalid_blocks"}), {}, None, True
+            return 200, json.dumps({"ok": False, "error": "invalid_blocks"}), {}, None, True, delay
         with self._lock:
             self._next_ts += 1
             ts = f"{1_700_000_000 + self._next_ts}.{self._next_ts:06d}"
@@ -458,8 +485,8 @@ class LocalSlack(_Side[SlackRequest]):
         answer = {"ok": True, "channel": self.channel, "ts": ts, "message": {"text": payload.get("text")}}
         if not isinstance(channel, str):
             answer = {"ok": False, "error": "channel_not_found"}
-            return 200, json.dumps(answer), {}, None, True
-        return 200, json.dumps(answer), {}, ts, True
+            return 200, json.dumps(answer), {}, None, True, delay
+        return 200, json.dumps(answer), {}, ts, True, delay
 
 
 class LocalTeams(_Side[TeamsRequest]):
@@ -495,6 +522,8 @@ class LocalTeams(_Side[TeamsRequest]):
         if script is not None:
             if script.mode == "timeout":
                 return 202, "", {}, True, script.delay
+            if script.mode == "hang":
+                return 0, "", {}, True, script.delay
             status, code = _TEAMS_ANSWERS[script.mode]
             status, body, headers = _teams_error(status, code, f"scripted {script.mode}")
             if status == 429:
@@ -531,20 +560,25 @@ class _Handler(BaseHTTPRequestHandler):
             status, body, headers, authorized, delay = teams.answer(parts.query, payload, len(raw_bytes))
             size = len(raw_bytes)
             teams._record(TeamsRequest(path, payload, status, body, size, authorized, time.time(), delay))
-            time.sleep(delay)  # recorded first: the client may give up before the answer comes
         else:
             ts: str | None = None
             authorized = True
+            delay = 0.0
             if path.startswith("/api/"):
-                status, body, headers, ts, authorized = slack.answer_api(path, payload, self.headers)
+                status, body, headers, ts, authorized, delay = slack.answer_api(path, payload, self.headers)
                 kind = path.removeprefix("/api/")
             elif path == slack.webhook_path:
-                status, body, headers = slack.answer_webhook(payload)
+                status, body, headers, delay = slack.answer_webhook(payload)
                 kind = "webhook"
             else:
                 status, body, headers = 404, "no_service", {}
                 kind = "webhook"
             slack._record(SlackRequest(kind, path, payload, status, body, authorized, time.time(), ts))
+        # Recorded first: the client may give up before the answer comes. A stopping endpoint ends
+        # the wait, so a hung request never outlives it.
+        endpoint.stopping.wait(delay)
+        if status == 0:  # hang: close without an answer
+            return
         data = body.encode("utf-8")
         with contextlib.suppress(OSError):  # the client may have given up (a timeout)
             self.send_response(status)
@@ -607,10 +641,13 @@ class LocalChatEndpoint:
         self.teams = LocalTeams(self, workflow_path=workflow_path, signature=teams_signature)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.stopping = threading.Event()
+        """Set while the endpoint stops: held answers (``timeout``, ``hang``) end at once."""
 
     def start(self) -> LocalChatEndpoint:
         """Listen on 127.0.0.1 at an ephemeral port (idempotent)."""
         if self._server is None:
+            self.stopping.clear()
             server = _Server(("127.0.0.1", 0), _Handler)
             server.endpoint = self
             self._server = server
@@ -621,7 +658,8 @@ class LocalChatEndpoint:
         return self
 
     def stop(self) -> None:
-        """Stop listening (idempotent)."""
+        """Stop listening (idempotent); held answers end."""
+        self.stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

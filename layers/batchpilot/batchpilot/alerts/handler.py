@@ -13,7 +13,8 @@ Digests need the whole batch, so the work is batch-level (Powertools' documented
 
 Counters (namespace and ``Function`` dimension from :func:`batchpilot.shared.observability.configure`):
 one per record through :func:`~batchpilot.shared.observability.count_outcome`, ``EventsFailed``,
-``DuplicateAlertsSuppressed``, ``StaleAlertsSuppressed``, ``NotificationsSent`` by ``Channel`` and
+``DuplicateAlertsSuppressed``, ``StaleAlertsSuppressed``, ``DeliveriesNotRecorded`` (channels that
+delivered a fact whose delivery record could not be written), ``NotificationsSent`` by ``Channel`` and
 ``Severity``, ``NotificationsFailed`` by ``Channel`` and ``Reason`` and by ``Channel``. Log lines
 carry ids, severities, channels and reasons, never an event.
 """
@@ -68,6 +69,18 @@ def _log_record(record: RecordOutcome) -> None:
     if record.rejected is not None:
         count_outcome(record.rejected)
         return
+    if record.unrecorded:
+        # Delivered, but a later copy of the event may send again: never silent.
+        metrics.add_metric(name="DeliveriesNotRecorded", unit=MetricUnit.Count, value=len(record.unrecorded))
+        logger.error(
+            "notification delivered but its delivery record was not written",
+            extra={
+                "event_id": record.event_id,
+                "detail_type": record.detail_type,
+                "channels": [c.value for c in record.unrecorded],
+                "error": record.error,
+            },
+        )
     if record.failed:
         metrics.add_metric(name="EventsFailed", unit=MetricUnit.Count, value=1)
         logger.error(

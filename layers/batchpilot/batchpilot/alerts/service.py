@@ -25,9 +25,18 @@ For one batch (:meth:`AlertService.process`):
 7. a chat failure (any answer but the channel's success, no time left) falls back to the on-call
    topic, unless the fact went there already; one fallback message per failed group, whichever
    channels failed it;
-8. each delivered channel is recorded at once; a fact with a channel neither delivered nor
-   covered by the fallback has its claim released and its record fails, so SQS retries just it and
-   only its missing channels.
+8. each delivered channel is recorded at once; a record write that fails (after botocore's
+   retries) is written again at the end of the batch, and a fact whose delivery still is not
+   recorded is reported (``error``, ``unrecorded``) with its claim kept, so no copy of it sends
+   again while the lease lives; a fact with a channel neither delivered nor covered by the fallback
+   has its claim released and its record fails, so SQS retries just it and only its missing
+   channels.
+
+Time: every chat request is bounded by the time left minus :data:`CHAT_RESERVE_SECONDS` (kept for
+the on-call fallback and the writes), read again before each request and after each 429 wait; a
+channel that timed out (or refused the connection, or ran out of time) gets no more requests in this
+batch: its remaining groups fall back to the on-call topic at once (:data:`CHANNEL_DOWN`), so one
+hanging chat service costs one request timeout per batch, not one per fact.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
 from batchpilot.alerts.facts import AlertFact, fact_from_event
 from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
@@ -61,6 +71,7 @@ from batchpilot.shared.own_events import OwnEvent
 from batchpilot.shared.records import Outcome, Rejected, decode_any
 
 __all__ = [
+    "CHANNEL_DOWN",
     "CHAT_RESERVE_SECONDS",
     "NOT_CONFIGURED",
     "AlertService",
@@ -76,6 +87,11 @@ NOT_CONFIGURED = "not_configured"
 """Reason of a chat channel the deployment did not configure (a fallback, not a failure)."""
 DEADLINE = "deadline"
 """Reason of a chat post skipped because the invocation is about to time out."""
+CHANNEL_DOWN = "channel_down"
+"""Reason of a chat post skipped because the channel timed out (or refused the connection) earlier
+in the same batch."""
+_DOWN_REASONS = frozenset({"timeout", "connection_error", DEADLINE})
+"""Failures after which a channel gets no more requests in the batch."""
 
 
 class Suppressed(StrEnum):
@@ -103,6 +119,9 @@ class RecordOutcome:
         failed: a notification could not be delivered (or the state store failed): the record must
             be retried, so the handler raises for it.
         error: what went wrong (failed records; set too for partial trouble worth a log line).
+        unrecorded: channels that delivered the fact but whose delivery record could not be written
+            (even when written again at the end of the batch): a later copy of the event may send
+            to them once more (README "Reliability").
     """
 
     message_id: str
@@ -115,6 +134,7 @@ class RecordOutcome:
     channels: list[Channel] = field(default_factory=list)
     failed: bool = False
     error: str | None = None
+    unrecorded: list[Channel] = field(default_factory=list)
 
 
 @dataclass
@@ -146,6 +166,8 @@ class _Entry:
     requested: frozenset[Channel] = frozenset()
     satisfied: set[Channel] = field(default_factory=set)
     done: bool = False
+    unrecorded: dict[Channel, str] = field(default_factory=dict)
+    """Delivered channels whose record write failed → the error (written again at batch end)."""
 
     @property
     def severity(self) -> Severity:
@@ -243,6 +265,7 @@ class AlertService:
             ],
             result,
         )
+        self._record_again(active)
         for entry in active:
             if entry.done or entry.satisfied >= entry.requested:
                 continue
@@ -342,12 +365,33 @@ class AlertService:
         entry.satisfied.add(channel)
         if actual not in entry.outcome.channels:
             entry.outcome.channels.append(actual)
+        self._record(entry, channel)
+
+    def _record(self, entry: _Entry, channel: Channel) -> None:
+        """Write that ``channel`` delivered ``entry`` (``sent`` once every channel did); a failure
+        is kept in ``entry.unrecorded`` for :meth:`_record_again`, never dropped."""
         done = entry.satisfied >= entry.requested
         try:
             self.store.mark_delivered(entry.fact, channel, done=done, now=self.clock())
-        except Exception as exc:  # delivered but not recorded: a retry may repeat it; say so
-            entry.outcome.error = f"delivered but not recorded: {_error(exc)}"
+        except Exception as exc:
+            entry.unrecorded[channel] = _error(exc)
+            return
+        entry.unrecorded.pop(channel, None)
         entry.done = done
+
+    def _record_again(self, entries: list[_Entry]) -> None:
+        """Write the delivery records that failed during the batch once more (the store's client
+        retries each write too). What still fails is reported on the record's outcome; the claim is
+        kept, so its lease keeps other copies of the event from sending again until it runs out."""
+        for entry in entries:
+            for channel in sorted(entry.unrecorded):
+                self._record(entry, channel)
+            if entry.unrecorded:
+                entry.outcome.unrecorded = sorted(entry.unrecorded)
+                errors = ", ".join(f"{c.value}: {e}" for c, e in sorted(entry.unrecorded.items()))
+                entry.outcome.error = f"delivered but not recorded ({errors})"
+                # Delivered everywhere: neither released nor retried (a retry would send again).
+                entry.done = entry.satisfied >= entry.requested
 
     def _publish(
         self, units: list[tuple[list[_Entry], SnsMessage, list[Channel]]], result: BatchResult
@@ -418,6 +462,7 @@ class AlertService:
         def budget() -> float:
             return time_left() - CHAT_RESERVE_SECONDS
 
+        down: str | None = None  # the channel timed out earlier in this batch
         for group in groups:
             first = group[0]
             notice = Notice(
@@ -426,7 +471,9 @@ class AlertService:
             thread: str | None = None
             if notifier is None:
                 delivery = Delivery(False, NOT_CONFIGURED)
-            elif budget() <= 0:
+            elif down is not None:
+                delivery = Delivery(False, CHANNEL_DOWN)
+            elif budget() < MIN_REQUEST_SECONDS:
                 delivery = Delivery(False, DEADLINE)
             else:
                 threaded = notifier.threads and not notice.digest
@@ -439,6 +486,8 @@ class AlertService:
                 if delivery.thread and notifier is not None and notifier.threads and not notice.digest:
                     self._remember_thread(channel, first, thread, delivery.thread)
                 continue
+            if delivery.reason in _DOWN_REASONS:
+                down = delivery.reason
             self._fall_back(channel, group, delivery.reason or "unknown", result, fallbacks)
 
     @staticmethod

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "MAX_RATE_LIMIT_RETRIES",
+    "MIN_REQUEST_SECONDS",
     "REQUEST_TIMEOUT_SECONDS",
     "retry_after_seconds",
     "safe_url",
@@ -31,6 +32,9 @@ MAX_RATE_LIMIT_RETRIES = 3
 """429 answers waited out per post, at most."""
 REQUEST_TIMEOUT_SECONDS = 10.0
 """Longest wait for one HTTP request (less when the invocation has less time left)."""
+MIN_REQUEST_SECONDS = 0.5
+"""A request is not started (nor a 429 waited out) with less time left than this: it could not
+finish, and the on-call fallback needs the time."""
 
 
 def _is_loopback(host: str | None) -> bool:

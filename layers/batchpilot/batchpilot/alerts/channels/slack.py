@@ -7,7 +7,9 @@ loads it.
 Rendering (Slack Block Kit reference, https://api.slack.com/reference/block-kit/blocks): header
 text at most 150 characters, section text at most 3,000, each section field at most 2,000 and at
 most 10 fields per section, at most 50 blocks, always a top-level ``text`` (notifications and
-screen readers use it); event text is escaped for mrkdwn (``&``, ``<``, ``>``:
+screen readers use it); event text is escaped for mrkdwn everywhere, the top-level ``text`` included
+(Slack parses it as mrkdwn too: an unescaped ``<!channel>``, ``<@U…>`` or ``<http://…|x>`` in a job
+name would notify or link) (``&``, ``<``, ``>``:
 https://api.slack.com/reference/surfaces/formatting#escaping). Every cut is marked visibly
 (``…[truncated]``).
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchpilot.alerts.channels import (
     MAX_RATE_LIMIT_RETRIES,
+    MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
     retry_after_seconds,
     safe_url,
@@ -75,6 +78,7 @@ __all__ = [
     "payload_size",
     "quiet_logger",
     "reason_code",
+    "request_timeout",
     "slack_digest",
     "slack_message",
 ]
@@ -147,7 +151,7 @@ def slack_message(fact: AlertFact, severity: Severity, why: str) -> SlackMessage
     blocks.append(
         _context(_mrkdwn(f"Why {severity.value}: {why}. {fact.detail_type} at {fact.event_time.isoformat()}"))
     )
-    return SlackMessage(text=top_text(severity, headline), blocks=blocks[:MAX_BLOCKS])
+    return SlackMessage(text=_mrkdwn(top_text(severity, headline)), blocks=blocks[:MAX_BLOCKS])
 
 
 def slack_digest(
@@ -186,7 +190,7 @@ def slack_digest(
     blocks.append(_context(_mrkdwn(f"Why {severity.value}: {why}.")))
     if len(blocks) > MAX_BLOCKS:  # only with absurd settings: keep the header, summary and the end
         blocks = [*blocks[: MAX_BLOCKS - 2], _context("…list truncated to fit Slack's 50 blocks"), blocks[-1]]
-    return SlackMessage(text=top_text(severity, headline), blocks=blocks)
+    return SlackMessage(text=_mrkdwn(top_text(severity, headline)), blocks=blocks)
 
 
 def payload_size(message: SlackMessage) -> int:
@@ -229,10 +233,14 @@ def _exception_reason(exc: BaseException) -> str:
     return "client_error"
 
 
-def _deadline_retry_handler(time_left: TimeLeft, sleep: Callable[[float], None]) -> Any:
+def _deadline_retry_handler(
+    time_left: TimeLeft, sleep: Callable[[float], None], client: Callable[[], Any]
+) -> Any:
     """slack-sdk's rate-limit retry handler, bounded by the time left: retries a 429 only when
-    ``Retry-After`` (seconds) fits in ``time_left()``, sleeps exactly ``Retry-After``, and gives up
-    after :data:`MAX_RATE_LIMIT_RETRIES` retries."""
+    ``Retry-After`` (seconds) plus :data:`MIN_REQUEST_SECONDS` fits in ``time_left()``, sleeps
+    exactly ``Retry-After``, gives up after :data:`MAX_RATE_LIMIT_RETRIES` retries, and sets the
+    client's timeout for the next attempt to the time then left (``client()``: the slack-sdk client,
+    whose ``timeout`` each request reads), so a retry never outlives the deadline."""
     from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
     from slack_sdk.http_retry.request import HttpRequest
     from slack_sdk.http_retry.response import HttpResponse
@@ -254,7 +262,7 @@ def _deadline_retry_handler(time_left: TimeLeft, sleep: Callable[[float], None])
         ) -> bool:
             if response is None or response.status_code != 429:
                 return False
-            return retry_after(response) < time_left()
+            return retry_after(response) + MIN_REQUEST_SECONDS < time_left()
 
         def prepare_for_next_attempt(
             self,
@@ -266,9 +274,17 @@ def _deadline_retry_handler(time_left: TimeLeft, sleep: Callable[[float], None])
         ) -> None:
             state.next_attempt_requested = True
             sleep(retry_after(response))
+            client().timeout = request_timeout(time_left)
             state.increment_current_attempt()
 
     return DeadlineRateLimitRetryHandler(max_retry_count=MAX_RATE_LIMIT_RETRIES)
+
+
+def request_timeout(time_left: TimeLeft, cap: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    """Seconds one request may take: the time left, at most ``cap``, at least 0.1 (never rounded up:
+    a request must not outlive the time left). Typed ``Any``: slack-sdk annotates its ``timeout``
+    as ``int`` but hands it to ``urllib.request.urlopen``, which takes float seconds."""
+    return max(0.1, min(cap, time_left()))
 
 
 class SlackNotifier:
@@ -356,9 +372,6 @@ class SlackNotifier:
         except Exception:  # GetParameterError (AccessDenied, ResourceNotFound, throttled)
             return None
 
-    def _request_timeout(self, time_left: TimeLeft) -> int:
-        return max(1, int(min(self._timeout, time_left())))
-
     def _post_webhook(self, message: SlackMessage, time_left: TimeLeft) -> Delivery:
         from slack_sdk.webhook import WebhookClient
 
@@ -368,9 +381,14 @@ class SlackNotifier:
             return Delivery(False, "secret_unavailable")
         if not safe_url(url):
             return Delivery(False, "secret_invalid")
-        handler = _deadline_retry_handler(time_left, self._sleep)
+        if time_left() < MIN_REQUEST_SECONDS:
+            return Delivery(False, "deadline")
+        handler = _deadline_retry_handler(time_left, self._sleep, lambda: client)
         client = WebhookClient(
-            url, timeout=self._request_timeout(time_left), logger=self._logger, retry_handlers=[handler]
+            url,
+            timeout=request_timeout(time_left, self._timeout),
+            logger=self._logger,
+            retry_handlers=[handler],
         )
         response = client.send(
             text=message.text, blocks=message.blocks, unfurl_links=False, unfurl_media=False
@@ -391,12 +409,14 @@ class SlackNotifier:
             return Delivery(False, "secret_unavailable")
         if not safe_url(self.api_url):
             return Delivery(False, "api_url_invalid")
+        if time_left() < MIN_REQUEST_SECONDS:
+            return Delivery(False, "deadline")
         client = WebClient(
             token=token,
             base_url=self.api_url,
-            timeout=self._request_timeout(time_left),
+            timeout=request_timeout(time_left, self._timeout),
             logger=self._logger,
-            retry_handlers=[_deadline_retry_handler(time_left, self._sleep)],
+            retry_handlers=[_deadline_retry_handler(time_left, self._sleep, lambda: client)],
         )
         try:
             response = client.chat_postMessage(

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchpilot.alerts.channels import (
     MAX_RATE_LIMIT_RETRIES,
+    MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
     retry_after_seconds,
     safe_url,
@@ -77,6 +78,7 @@ __all__ = [
     "TeamsMessage",
     "TeamsNotifier",
     "card_text",
+    "markdown_escaped",
     "teams_digest",
     "teams_message",
 ]
@@ -130,6 +132,17 @@ def card_text(text: str) -> str:
     return _CONTROL.sub(" ", text).replace("{{", "{\u200b{").replace("}}", "}\u200b}")
 
 
+_MARKDOWN = re.compile(r"([\\\[\]<>])")
+
+
+def markdown_escaped(text: str) -> str:
+    """``text`` with the characters of Markdown links and of tags backslash-escaped (``\\ [ ] < >``):
+    for ``fallbackText``, which Teams may render as Markdown (Adaptive Cards schema,
+    AdaptiveCard.fallbackText), so a job name such as ``[x](https://evil)`` or ``<at>all</at>``
+    stays text. Emphasis characters are left alone: they cannot link or mention."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
 def _run(text: str, **style: Any) -> dict[str, Any]:
     return {"type": "TextRun", "text": card_text(text), **style}
 
@@ -161,7 +174,7 @@ def _card(text: str, body: list[dict[str, Any]], actions: list[dict[str, Any]]) 
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
-        "fallbackText": card_text(text),
+        "fallbackText": markdown_escaped(card_text(text)),
         "msteams": {"width": "Full"},
         "body": body,
     }
@@ -339,15 +352,17 @@ class TeamsNotifier:
             self._pool = urllib3.PoolManager(num_pools=2, maxsize=1)
         for attempt in range(MAX_RATE_LIMIT_RETRIES + 1):
             left = time_left()
-            if left <= 0:
+            if left < MIN_REQUEST_SECONDS:
                 return Delivery(False, "deadline")
             response = self._pool.request(
                 "POST",
                 url,
                 body=body,
                 headers={"Content-Type": "application/json; charset=utf-8"},
-                timeout=urllib3.Timeout(
-                    connect=min(CONNECT_TIMEOUT_SECONDS, left), read=min(self._timeout, left)
+                timeout=urllib3.Timeout(  # total: connect and read together never outlive the time left
+                    total=min(self._timeout, left),
+                    connect=min(CONNECT_TIMEOUT_SECONDS, left),
+                    read=min(self._timeout, left),
                 ),
                 retries=False,
                 redirect=False,
@@ -358,7 +373,7 @@ class TeamsNotifier:
             if status != 429:
                 return Delivery(False, f"http_{status}")
             wait = retry_after_seconds(response.headers.get("Retry-After"))
-            if attempt == MAX_RATE_LIMIT_RETRIES or wait >= time_left():
+            if attempt == MAX_RATE_LIMIT_RETRIES or wait + MIN_REQUEST_SECONDS >= time_left():
                 break
             self._sleep(wait)
         return Delivery(False, "rate_limited")
