@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
+from batchpilot_local.emulator.patch import cheap_transaction_rollback
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
@@ -182,6 +183,7 @@ class EmbeddedAws:
             self._guard.__enter__()
             self._mock = mock_aws(config={"batch": {"use_docker": False}})
             self._mock.start()
+            cheap_transaction_rollback()  # TransactWriteItems keeps its items, not table copies
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):

@@ -23,7 +23,7 @@ from typing import Any
 
 from batchpilot_local.emulator.core import Response
 
-__all__ = ["Handler", "install", "installed", "uninstall"]
+__all__ = ["Handler", "cheap_transaction_rollback", "install", "installed", "uninstall"]
 
 Handler = Callable[[Any], Response | None]
 """Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
@@ -61,3 +61,75 @@ def install(handler: Handler) -> None:
 def uninstall() -> None:
     """Remove the handler, if any: moto answers everything again. Idempotent."""
     vars(_stubber()).pop("process_request", None)
+
+
+def cheap_transaction_rollback() -> None:
+    """Make moto's ``TransactWriteItems`` keep a copy of the items it touches instead of the tables.
+
+    moto 5's ``DynamoDBBackend.transact_write_items`` deep-copies every table a transaction names
+    (once per operation) so that it can roll back; with a ledger that writes one transaction per
+    job event into one StateTable, each event then copies the whole table: time quadratic in the
+    replayed events and a peak memory of several table copies. A transaction only changes the
+    items it names, so keeping those items (or their absence) and putting them back is the same
+    rollback. Idempotent; process-wide (moto's class is patched once).
+    """
+    import copy
+
+    from moto.dynamodb import models
+
+    backend_class = models.DynamoDBBackend
+    if getattr(backend_class, "_batchpilot_cheap_rollback", False):
+        return
+    original = backend_class.transact_write_items
+
+    class _NoTableCopy:
+        """``copy`` as moto's module sees it while a transaction runs: tables are not copied."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            table_class = getattr(models, "Table")  # noqa: B009 - not exported by moto
+            return value if isinstance(value, table_class) else copy.deepcopy(value, memo)
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        for item in transact_items:
+            _, op = next(iter(item.items()))
+            name = op.get("TableName")
+            table = self.tables.get(name) if isinstance(name, str) else None
+            if table is None:
+                continue
+            if "Key" in op:
+                key = op["Key"]
+            elif "Item" in op:
+                key = {table.hash_key_attr: op["Item"].get(table.hash_key_attr)}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"].get(table.range_key_attr)
+            else:
+                continue
+            try:
+                current = self.get_item(name, key)
+            except Exception:
+                current = False
+            if current is not False:
+                snapshot = copy.deepcopy(current.to_json()["Attributes"]) if current else None
+                saved.append((name, key, snapshot))
+        module_copy = getattr(models, "copy")  # noqa: B009 - not exported: the module's own import
+        setattr(models, "copy", _NoTableCopy())  # noqa: B010
+        try:
+            original(self, transact_items)
+        except BaseException:
+            for name, key, attributes in reversed(saved):
+                if attributes is None:
+                    if self.get_item(name, key) is not None:
+                        self.delete_item(name, key)
+                else:
+                    self.put_item(name, attributes)
+            raise
+        finally:
+            setattr(models, "copy", module_copy)  # noqa: B010
+
+    backend_class.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    backend_class._batchpilot_cheap_rollback = True  # type: ignore[attr-defined]

@@ -1,0 +1,108 @@
+"""Replay speed: events per second and peak memory of `batchpilot replay` on an archive of plain
+job events (no world), for 1,000, 5,000 and 20,000 events.
+
+Each size runs in a fresh interpreter (`batchpilot replay --format json FILE`, output discarded),
+so peak memory (the child's ru_maxrss) is that size's own. The archive is JSON Lines of container
+and service job state changes (SUBMITTED .. SUCCEEDED, a few FAILED), different jobs and queues,
+one event per second of event time, as an EventBridge archive exported with
+`aws logs filter-log-events` would be. Prints one JSON line per size and a final summary line.
+
+    .venv/bin/python benchmarks/bench_replay.py                 # 1,000, 5,000 and 20,000 events
+    .venv/bin/python benchmarks/bench_replay.py --sizes 1000    # one size
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import EVENTS_DIR, ROOT, machine
+
+STATUSES = ["SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED"]
+
+
+def archive(count: int) -> list[dict[str, Any]]:
+    """``count`` plain job events: container and service jobs walking through their states."""
+    container = json.loads((EVENTS_DIR / "batch-job/running.json").read_text(encoding="utf-8"))
+    service = json.loads((EVENTS_DIR / "service-job/running.json").read_text(encoding="utf-8"))
+    start = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    events = []
+    for i in range(count):
+        job, step = divmod(i, len(STATUSES))
+        event = copy.deepcopy(container if job % 2 else service)
+        status = STATUSES[step] if job % 25 or step < 5 else "FAILED"
+        event["id"] = f"bench-{i:06d}"
+        event["time"] = (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        detail = event["detail"]
+        detail["status"] = status
+        detail["jobName"] = f"bench-job-{job:05d}"
+        detail["jobArn"] = detail["jobArn"].rsplit("/", 1)[0] + f"/00000000-0000-4000-8000-{job:012d}"
+        detail["jobQueue"] = detail["jobQueue"].rsplit("/", 1)[0] + f"/bench-queue-{job % 4}"
+        events.append(event)
+    return events
+
+
+def run_one(count: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "archive.jsonl"
+        path.write_text("\n".join(json.dumps(e) for e in archive(count)) + "\n", encoding="utf-8")
+        code = (
+            "import resource, sys, time\n"
+            "from batchpilot_local.cli import main\n"
+            "started = time.perf_counter()\n"
+            "rc = main(['replay', '--format', 'json', sys.argv[1]])\n"
+            "elapsed = time.perf_counter() - started\n"
+            "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "sys.stderr.write(f'BENCH {rc} {elapsed} {peak}\\n')\n"
+        )
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+    line = next((x for x in done.stderr.splitlines() if x.startswith("BENCH ")), None)
+    if line is None:
+        raise SystemExit(f"replay of {count} events failed: {done.stderr[-2000:]}")
+    _, rc, elapsed, maxrss_kb = line.split()
+    return {
+        "events": count,
+        "exit": int(rc),
+        "replay_s": round(float(elapsed), 2),
+        "process_s": round(wall, 2),
+        "events_per_s": round(count / float(elapsed), 1),
+        "peak_rss_mb": round(int(maxrss_kb) / 1024, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
+    args = parser.parse_args()
+    results = []
+    for size in args.sizes:
+        result = run_one(size)
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    print(json.dumps({"machine": machine(), "results": results, "self_rss_mb": _self_rss()}))
+
+
+def _self_rss() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+if __name__ == "__main__":
+    main()
