@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from time import sleep
 from types import ModuleType
 from typing import Any
 
@@ -553,17 +554,24 @@ def test_a_blocked_job_wakes_the_function_and_gets_the_limit_it_needs(
     assert entry["Time"] == blocked_at and entry["Resources"] == [arn("service-environment", "sm-training")]
 
 
-def test_each_batch_runs_the_environment_once_and_the_next_batch_again(
+def test_each_batch_runs_the_environment_once_and_a_second_batch_that_minute_not_at_all(
     aws: EmbeddedAws, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     event = sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource")
     seed_blocked_job(aws, event["detail"], limit=8, instances=4)
     handler = load_handler(**policy(**{"sm-training": {"job_queues": ["sm-training-highpri"], "max": 48}}))
-    for _ in range(2):  # the second batch is not coalesced with the first
-        run = invoke(aws, handler, sqs_event([json.dumps(event)] * 3, QUEUE), lambda_context, capsys)
-        assert run.result == {"batchItemFailures": []}
-        assert run.calls["batch:DescribeServiceEnvironments"] == 1
-        assert run.count("EventsProcessed") == 3 and run.gauge("CapacityRuns") == 1
+    if (second := datetime.now(UTC).second) >= 55:  # both batches in one wall-clock minute
+        sleep(61 - second)
+    run = invoke(aws, handler, sqs_event([json.dumps(event)] * 3, QUEUE), lambda_context, capsys)
+    assert run.result == {"batchItemFailures": []}
+    assert run.calls["batch:DescribeServiceEnvironments"] == 1
+    assert run.count("EventsProcessed") == 3 and run.gauge("CapacityRuns") == 1
+    # Another invocation in the same minute (another batch, or a concurrent execution environment):
+    # the environment's wake-up is already claimed in the StateTable, so no second run (no fan-out).
+    run = invoke(aws, handler, sqs_event([json.dumps(event)] * 3, QUEUE), lambda_context, capsys)
+    assert run.result == {"batchItemFailures": []}
+    assert run.calls["batch:DescribeServiceEnvironments"] == 0
+    assert run.count("EventsProcessed") == 3
 
 
 def test_a_blocked_job_larger_than_the_maximum_is_a_critical_refusal(

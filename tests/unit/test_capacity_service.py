@@ -73,6 +73,7 @@ class Batch:
 class Store:
     def __init__(self) -> None:
         self.state = EnvironmentState()
+        self.wakes: set[tuple[str, datetime]] = set()
 
     def load(self, environment: str) -> EnvironmentState:
         return self.state
@@ -88,6 +89,15 @@ class Store:
 
     def remember_demands(self, queue: str, demands: Mapping[str, Mapping[str, int]], now: datetime) -> None:
         pass
+
+    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+        if (environment, minute) in self.wakes:
+            return False
+        self.wakes.add((environment, minute))
+        return True
+
+    def release_wake(self, environment: str, minute: datetime, now: datetime) -> None:
+        self.wakes.discard((environment, minute))
 
 
 class Bus:

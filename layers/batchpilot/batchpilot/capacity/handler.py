@@ -143,6 +143,14 @@ class CapacityProcessor(BatchProcessor):
             return
         self._ran.add(blocked.environment)
         report = self.service.run_blocked(blocked)
+        if report is None:
+            count_outcome(
+                Outcome.PROCESSED,
+                "service environment already woken this minute",
+                event_id=blocked.event_id,
+                service_environment=blocked.environment,
+            )
+            return
         log_run(report, self.service.settings)
         if report.errors:
             raise RuntimeError(report.errors[0])

@@ -85,6 +85,16 @@ class StateStore(Protocol):
         """
         ...
 
+    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+        """Claim the one blocked-event run of ``environment`` in ``minute`` (whole minutes, aware
+        UTC), across invocations: True for the first claim (or ``claimant``'s own, repeated),
+        False when another claimant made one already."""
+        ...
+
+    def release_wake(self, environment: str, minute: datetime, now: datetime) -> None:
+        """Give a claim of :meth:`claim_wake` back (its run failed)."""
+        ...
+
     def cached_demands(self, queue: str, job_arns: Sequence[str]) -> dict[str, dict[str, int]]:
         """Job ARN → cached demand (instance type → instances) of those of ``job_arns`` that have
         one; the others are absent."""

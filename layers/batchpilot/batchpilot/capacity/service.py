@@ -287,15 +287,32 @@ class CapacityService:
         """
         return self.run(scheduled_time(event), Trigger.SCHEDULE)
 
-    def run_blocked(self, blocked: BlockedRun) -> RunReport:
+    def run_blocked(self, blocked: BlockedRun) -> RunReport | None:
         """A run of the blocked job's environment at the event's time, the job counted as blocked
-        by ``SERVICE_ENVIRONMENT_MAX_RESOURCE`` whatever ``ListServiceJobs`` says of it."""
-        return self.run(
+        by ``SERVICE_ENVIRONMENT_MAX_RESOURCE`` whatever ``ListServiceJobs`` says of it; at most one
+        per environment per wall-clock minute across invocations (the store's :meth:`claim_wake`:
+        a burst of blocked events wakes the environment once, not once per batch).
+
+        Returns:
+            The report, or None when another invocation already woke the environment this minute
+            (its run lists every RUNNABLE job, this one included; the schedule runs it again).
+            A run with errors gives its claim back, so the retried record runs it.
+
+        Raises:
+            botocore.exceptions.ClientError: the wake-up claim could not be written.
+        """
+        minute = self.clock().replace(second=0, microsecond=0)
+        if not self.store.claim_wake(blocked.environment, minute, self.clock(), blocked.event_id):
+            return None
+        report = self.run(
             blocked.time,
             Trigger.QUEUE_BLOCKED,
             environments=[blocked.environment],
             blocked={blocked.queue: [blocked.job_arn]},
         )
+        if report.errors:
+            self.store.release_wake(blocked.environment, minute, self.clock())
+        return report
 
     def run(
         self,

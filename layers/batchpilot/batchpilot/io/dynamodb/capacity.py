@@ -42,6 +42,14 @@ def _state_key(environment: str) -> dict[str, Any]:
     return key(f"capacity#env#{key_part(environment)}", "state")
 
 
+WAKE_TTL = timedelta(hours=1)
+"""How long a wake-up claim is kept (it only matters within its minute)."""
+
+
+def _wake_key(environment: str, minute: datetime) -> dict[str, Any]:
+    return key(f"capacity#env#{key_part(environment)}", f"wake#{minute.strftime('%Y-%m-%dT%H:%M')}")
+
+
 def _demand_pk(queue: str) -> str:
     return f"capacity#demand#{key_part(queue)}"
 
@@ -145,6 +153,49 @@ class CapacityStateStore:
                 return None
             raise
         return version
+
+    # ------------------------------------------------------------------ wake-ups
+    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+        """Claim the one blocked-event run of ``environment`` in ``minute`` (a conditional PutItem
+        of ``capacity#env#<name>`` / ``wake#<YYYY-MM-DDTHH:MM>``, kept for :data:`WAKE_TTL`; a
+        released claim may be taken again).
+
+        Args:
+            claimant: who claims (the event id): a claim botocore resent after DynamoDB took it but
+                the answer was lost finds its own item and still counts as claimed.
+
+        Returns:
+            True for the first claim of that minute; False when another claimant holds it.
+
+        Raises:
+            botocore.exceptions.ClientError: any other DynamoDB error (throttling already retried).
+        """
+        return self._put_wake(environment, minute, now, claimant, released=False)
+
+    def release_wake(self, environment: str, minute: datetime, now: datetime) -> None:
+        """Give the minute's claim back (its run failed: the retried record may run then). A
+        PutItem, as the claim: the role needs no DeleteItem."""
+        self._put_wake(environment, minute, now, "", released=True)
+
+    def _put_wake(
+        self, environment: str, minute: datetime, now: datetime, claimant: str, *, released: bool
+    ) -> bool:
+        fields = {"at": iso(now), "by": claimant, "released": released, "expires_at": _ttl(now, WAKE_TTL)}
+        item = {**_wake_key(environment, minute), **encode(fields)}
+        condition: dict[str, Any] = {}
+        if not released:
+            condition = {
+                "ConditionExpression": "attribute_not_exists(pk) OR released = :yes OR #by = :by",
+                "ExpressionAttributeNames": {"#by": "by"},
+                "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":by": {"S": claimant}},
+            }
+        try:
+            self._client.put_item(TableName=self._table, Item=item, **condition)
+        except ClientError as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise
+        return True
 
     # ------------------------------------------------------------------ payload-demand cache
     def cached_demands(self, queue: str, job_arns: Sequence[str]) -> dict[str, dict[str, int]]:
