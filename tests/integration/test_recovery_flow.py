@@ -13,7 +13,9 @@ from batchpilot.io.dynamodb.lineage import DynamoLineageStore
 from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.policy import Row
+from batchpilot.recovery.ports import TagError
 from batchpilot.recovery.service import Action, RetryLater, RetryReason
+from batchpilot.shared.classification import JobKind
 from batchpilot.shared.own_events import PublishError, SkipReason
 from batchpilot_local.testing.recovery import (
     BUCKET,
@@ -559,3 +561,72 @@ def test_with_no_job_queue_named_it_decides_and_reports_as_dry_run(h: Harness) -
     assert skipped.action is Action.SKIPPED
     (skip,) = h.published("Recovery Skipped")
     assert skip["dry_run"] is True and "dry run (no job queue is named" in skip["message"]
+
+
+# ------------------------------------------------------------------------ following the successor
+def _tag_calls(h: Harness) -> list[Any]:
+    return [e for e in h.aws.journal if e.action in ("batch:TagResource", "sagemaker:AddTags")]
+
+
+@pytest.mark.parametrize("name", [SPOT, CAPACITY, SM_SPOT])
+def test_the_failed_job_is_tagged_with_its_successor_exactly_once(h: Harness, name: str) -> None:
+    h.aws.drain_journal()
+    raw = sample(name)
+    result = h.recoverer().handle(event_of(raw))
+    assert result.action is Action.RESUBMITTED and result.tag_error is None
+    for _ in range(3):  # the same failure delivered again: ALREADY_HANDLED, no second tag call
+        assert h.recoverer().handle(event_of(raw)).action is Action.DUPLICATE
+    (call,) = _tag_calls(h)
+    assert call.succeeded
+    if call.action == "batch:TagResource":
+        assert call.params["resourceArn"] == result.job_arn
+        tags = batch_client(h).list_tags_for_resource(resourceArn=result.job_arn)["tags"]
+    else:
+        assert call.params["ResourceArn"] == result.job_arn
+        listed = h.aws.client("sagemaker").list_tags(ResourceArn=result.job_arn)["Tags"]
+        tags = {t["Key"]: t["Value"] for t in listed}
+    assert tags["batchpilot:successor-arn"] == result.new_job_arn
+    assert tags["batchpilot:successor-name"] == result.new_job_name
+
+
+def batch_client(h: Harness) -> Any:
+    return h.aws.client("batch")
+
+
+def test_a_tag_call_that_fails_leaves_the_resubmission_standing(h: Harness) -> None:
+    recoverer = h.recoverer()
+    gateway = recoverer.jobs[JobKind.CONTAINER_JOB]
+
+    class NoTags:
+        kinds = gateway.kinds
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(gateway, name)
+
+        def tag_successor(self, failed_job_arn: str, tags: Any) -> None:
+            raise TagError("AccessDeniedException")
+
+    recoverer.jobs = {**recoverer.jobs, JobKind.CONTAINER_JOB: NoTags()}
+    result = recoverer.handle(event_of(sample(SPOT)))
+    assert result.action is Action.RESUBMITTED and result.new_job_arn
+    assert result.tag_error == "AccessDeniedException"
+    assert result.log_fields()["successor_tag_error"] == "AccessDeniedException"
+    assert [m.name for m in result.metrics].count("SuccessorTagFailed") == 1
+    assert len(h.submits()) == 1 and len(h.published("Job Resubmitted")) == 1
+
+
+def test_a_redelivery_after_a_failed_publish_does_not_tag_again(h: Harness) -> None:
+    h.aws.drain_journal()
+    recoverer = h.recoverer()
+    real = recoverer.events
+
+    class Down:
+        def publish(self, events: Any) -> None:
+            raise PublishError("events down")
+
+    recoverer.events = Down()
+    with pytest.raises(RetryLater):
+        recoverer.handle(event_of(sample(SPOT)))
+    recoverer.events = real
+    assert recoverer.handle(event_of(sample(SPOT))).action is Action.RESUBMITTED
+    assert len(_tag_calls(h)) == 1 and len(h.submits()) == 1

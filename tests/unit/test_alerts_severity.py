@@ -338,3 +338,36 @@ def test_a_resubmission_is_named_after_the_job_not_its_id() -> None:
     assert named.job_name == "llama-pretrain"
     unnamed = fact_of(own(JobResubmitted(**base)))  # an older producer: the ARN's last part
     assert unnamed.job_name == JOB.rsplit("/", 1)[-1]
+
+
+def test_a_resubmission_names_both_jobs_and_links_both() -> None:
+    from batchpilot.alerts.render import console_links, sns_message, title
+
+    new_arn = "arn:aws:batch:us-east-1:111122223333:service-job/0d7a1c2e-1111-4000-8000-000000000001"
+    event = JobResubmitted(
+        time=NOW,
+        lineage_id="lin-9",
+        attempt=1,
+        job_kind="service-job",
+        job_name="llama-pretrain",
+        original_job_arn=JOB,
+        failed_job_arn=JOB,
+        new_job_arn=new_arn,
+        new_job_name="llama-pretrain-r1-abc",
+        category="CAPACITY",
+        operation="batch:SubmitServiceJob",
+        checkpoint_uri="s3://ckpt/run/",
+        checkpoint_object="s3://ckpt/run/step-1000/model.pt",
+        checkpoint_age_seconds=5400,
+    )
+    fact = fact_of(own(event))
+    assert title(fact).startswith("service job llama-pretrain resubmitted as llama-pretrain-r1-abc")
+    links = dict(console_links(fact))
+    assert links["Failed job"].endswith("#jobs/detail/4c7599ae-0a82-49aa-ba5a-4727fcce14a8")
+    assert links["New job"].endswith("#jobs/detail/0d7a1c2e-1111-4000-8000-000000000001")
+    body = sns_message(fact, Severity.INFO, "why").body
+    assert "s3://ckpt/run/step-1000/model.pt" in body and "1.5 h old at the failure" in body
+    # In dry-run nothing was submitted: the title says so, and a failure announced as handled pages.
+    dry = fact_of(own(event.model_copy(update={"new_job_arn": None, "dry_run": True})))
+    assert title(dry).startswith("[dry run] service job llama-pretrain would be resubmitted")
+    assert decide(dry, RoutingPolicy()).severity is Severity.CRITICAL

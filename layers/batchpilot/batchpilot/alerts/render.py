@@ -176,7 +176,9 @@ def title(fact: AlertFact) -> str:
             how = "from step 0" if fact.restarts_from_step_zero else "from its checkpoint"
             if fact.dry_run:
                 return f"[dry run] {job} would be resubmitted {how}, nothing submitted{category}{queue}"
-            return f"{job} resubmitted {how} (resubmission {fact.attempts}){category}{queue}"
+            new = dict(fact.extra).get("New job")
+            as_new = f" as {new}" if new else ""
+            return f"{job} resubmitted{as_new} {how} (resubmission {fact.attempts}){category}{queue}"
         case FactKind.RECOVERY_SKIPPED:
             dry = "[dry run] " if fact.dry_run else ""
             return f"{dry}recovery skipped for {job}: {fact.reason_code}{queue}"
@@ -200,6 +202,19 @@ def _logs_fragment(value: str) -> str:
     return quote(value, safe="").replace("%", "$25")
 
 
+def _job_url(base: str, region: str, arn: str) -> str | None:
+    """The console page of a Batch job / service job (``...:job/ID``, ``...:service-job/ID``) or a
+    SageMaker training job (``...:training-job/NAME``) ARN; None for anything else."""
+    name = resource_name(arn)
+    if not name:
+        return None
+    if ":batch:" in arn:
+        return f"{base}/batch/home?region={region}#jobs/detail/{quote(name, safe='')}"
+    if ":sagemaker:" in arn:
+        return f"{base}/sagemaker/home?region={region}#/jobs/{quote(name, safe='')}"
+    return None
+
+
 def console_links(fact: AlertFact) -> list[tuple[str, str]]:
     """``[(label, url)]``: the Batch job, the SageMaker training job and its CloudWatch logs in the
     AWS console of the event's region (nothing without a region)."""
@@ -208,6 +223,13 @@ def console_links(fact: AlertFact) -> list[tuple[str, str]]:
         return []
     base = f"https://{region}.console.aws.amazon.com"
     links: list[tuple[str, str]] = []
+    if fact.event_kind is FactKind.JOB_RESUBMITTED:
+        # Both jobs: the failed one (the subject) and its successor (related_subjects).
+        for label, arn in (("Failed job", fact.subject), *(("New job", a) for a in fact.related_subjects)):
+            url = _job_url(base, region, arn)
+            if url:
+                links.append((label, url))
+        return links
     if fact.job_kind in {JobKind.CONTAINER_JOB, JobKind.SERVICE_JOB} and fact.job_id:
         links.append(
             ("Batch job", f"{base}/batch/home?region={region}#jobs/detail/{quote(fact.job_id, safe='')}")

@@ -23,7 +23,7 @@ from batchpilot.capacity.model import (
 from batchpilot.ledger.model import JobDetails
 from batchpilot.ledger.model import JobStatus as LedgerStatus
 from batchpilot.ledger.ports import DescribeError, ListedJob, QueueInfo
-from batchpilot.recovery.ports import SubmitError
+from batchpilot.recovery.ports import SubmitError, TagError
 from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
 from batchpilot.recovery.settings import CheckpointSource
 from batchpilot.recovery.snapshot import JobSnapshot, container_job_snapshot, service_job_snapshot
@@ -517,6 +517,20 @@ class BatchJobs:
                 raise error
         assert error is not None
         raise error
+
+    def tag_successor(self, failed_job_arn: str, tags: Mapping[str, str]) -> None:
+        """TagResource on the failed job's or service job's ARN (AWS Batch API Reference,
+        ``TagResource``: jobs and service jobs can be tagged).
+
+        Raises:
+            TagError: Batch refused it, or could not be reached after botocore's retries.
+        """
+        try:
+            self._client.tag_resource(resourceArn=failed_job_arn, tags=dict(tags))
+        except ClientError as exc:
+            raise TagError(str(exc.response.get("Error", {}).get("Code") or "Unknown")) from None
+        except BotoCoreError as exc:
+            raise TagError(type(exc).__name__) from None
 
     def _job_named(self, queue: str, name: str) -> str | None:
         """The ARN of the job named ``name`` in ``queue`` (``ListJobs`` with a ``JOB_NAME`` filter)."""

@@ -12,11 +12,12 @@ from :func:`batchpilot.io.clients.client`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchpilot.recovery.ports import SubmitError
+from batchpilot.recovery.ports import SubmitError, TagError
 from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
 from batchpilot.recovery.snapshot import JobSnapshot, training_job_snapshot
 from batchpilot.shared.arns import resource_name
@@ -105,6 +106,21 @@ class TrainingJobs:
             raise SubmitError(code, message, http_status=status) from None
         except BotoCoreError as exc:  # connection errors, timeouts after botocore's retries
             raise SubmitError(type(exc).__name__, str(exc), transient=True) from None
+
+    def tag_successor(self, failed_job_arn: str, tags: Mapping[str, str]) -> None:
+        """AddTags on the failed training job's ARN (SageMaker API Reference, ``AddTags``).
+
+        Raises:
+            TagError: SageMaker refused it, or could not be reached after botocore's retries.
+        """
+        try:
+            self._client.add_tags(
+                ResourceArn=failed_job_arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+            )
+        except ClientError as exc:
+            raise TagError(_error(exc)[0]) from None
+        except BotoCoreError as exc:
+            raise TagError(type(exc).__name__) from None
 
     def _training_job_named(self, name: str) -> str | None:
         """The ARN of the training job ``name`` (DescribeTrainingJob), or None when there is none."""

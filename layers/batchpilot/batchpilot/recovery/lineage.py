@@ -66,6 +66,8 @@ class AttemptRecord:
         published: the ``Job Resubmitted`` (or final ``Recovery Failed``) event was published.
         failure_published: a ``Recovery Failed`` event for a transient submit error was published.
         error_code: AWS's error code when the submit failed.
+        successor_tagged: the failed job carries its successor's ARN and name
+            (``batchpilot:successor-arn`` / ``-name``): tagged once, never again on a redelivery.
     """
 
     attempt: int
@@ -87,6 +89,7 @@ class AttemptRecord:
     published: bool = False
     failure_published: bool = False
     error_code: str | None = None
+    successor_tagged: bool = False
 
 
 @dataclass(frozen=True)

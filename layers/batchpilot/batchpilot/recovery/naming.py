@@ -21,6 +21,8 @@ __all__ = [
     "LINEAGE_TAG",
     "MAX_TAGS",
     "SAGEMAKER_NAME_MAX",
+    "SUCCESSOR_ARN_TAG",
+    "SUCCESSOR_NAME_TAG",
     "batch_job_name",
     "client_token",
     "is_valid_batch_name",
@@ -35,6 +37,11 @@ LINEAGE_TAG = "batchpilot:lineage"
 """Tag on every resubmitted job: the lineage id."""
 ATTEMPT_TAG = "batchpilot:attempt"
 """Tag on every resubmitted job: the resubmission number within the lineage (1 = first)."""
+SUCCESSOR_ARN_TAG = "batchpilot:successor-arn"
+"""Tag recovery adds to a failed job once its resubmission exists: the new job's ARN (Batch
+TagResource / SageMaker AddTags), so whoever watches the failed job can follow the work."""
+SUCCESSOR_NAME_TAG = "batchpilot:successor-name"
+"""Tag recovery adds to a failed job next to :data:`SUCCESSOR_ARN_TAG`: the new job's name."""
 ARRAY_INDEX_TAG = "batchpilot:array-index"
 """Tag on a resubmitted array child: the index it had in its array job."""
 ARRAY_INDEX_ENV = "BATCHPILOT_ARRAY_INDEX"

@@ -19,7 +19,7 @@ seconds (floats).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from batchpilot.recovery.checkpoint import CheckpointLocation, CheckpointState
@@ -42,6 +42,7 @@ __all__ = [
     "MetricSink",
     "Pacer",
     "SubmitError",
+    "TagError",
 ]
 
 TRANSIENT_CODES = frozenset(
@@ -88,6 +89,15 @@ class SubmitError(Exception):
         self.transient = (
             transient if transient is not None else (code in TRANSIENT_CODES or http_status >= 500)
         )
+
+
+class TagError(Exception):
+    """Tagging a failed job with its successor (Batch TagResource, SageMaker AddTags) failed;
+    ``code`` is AWS's error code or the botocore exception's class name. The resubmission stands."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(f"tagging the failed job with its successor failed: {code}")
+        self.code = code
 
 
 class DeferError(Exception):
@@ -140,6 +150,16 @@ class JobGateway(Protocol):
 
         Raises:
             SubmitError: AWS refused it (``transient`` for throttling and server errors).
+        """
+        ...
+
+    def tag_successor(self, failed_job_arn: str, tags: Mapping[str, str]) -> None:
+        """Add ``tags`` (the successor's ARN and name) to the failed job: Batch TagResource on
+        the job or service job ARN, SageMaker AddTags on the training job ARN. Tagging the same
+        key again with the same value changes nothing.
+
+        Raises:
+            TagError: AWS refused it or could not be reached (after botocore's retries).
         """
         ...
 

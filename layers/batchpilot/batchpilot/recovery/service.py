@@ -41,6 +41,7 @@ from batchpilot.recovery.lineage import (
     base_name,
     ref_from_tags,
 )
+from batchpilot.recovery.naming import SUCCESSOR_ARN_TAG, SUCCESSOR_NAME_TAG
 from batchpilot.recovery.pacing import NotInTime
 from batchpilot.recovery.policy import UNKNOWN, Case, Decision, Need, Row, Step, decide
 from batchpilot.recovery.ports import (
@@ -53,6 +54,7 @@ from batchpilot.recovery.ports import (
     MetricSink,
     Pacer,
     SubmitError,
+    TagError,
 )
 from batchpilot.recovery.requests import (
     Operation,
@@ -137,6 +139,7 @@ class RecoveryResult:
         metrics: the job metric points written for it (``Resubmissions``, ``LostInstanceHours``,
             ``RecoverySkipped``, ``RecoveryFailed``).
         dropped_tags: tag keys of the failed job left off to stay within 50 tags.
+        tag_error: AWS's error code when tagging the failed job with its successor failed.
         The other attributes name the event, the job, the lineage and the new job.
     """
 
@@ -154,6 +157,7 @@ class RecoveryResult:
     new_job_name: str | None = None
     new_job_arn: str | None = None
     error: str | None = None
+    tag_error: str | None = None
     dropped_tags: list[str] = field(default_factory=list)
     metrics: list[MetricPoint] = field(default_factory=list)
 
@@ -185,6 +189,7 @@ class RecoveryResult:
             "new_job_name": self.new_job_name,
             "new_job_arn": self.new_job_arn,
             "error": self.error,
+            "successor_tag_error": self.tag_error,  # the resubmission stands; counted as SuccessorTagFailed
             "dropped_tags": self.dropped_tags or None,  # keys only: over the 50-tag limit
         }
 
@@ -533,12 +538,15 @@ class Recoverer:
             budget_limit=decision.limit,
             dry_run=dry_run,
         )
+        attempt, tag_error = self._tag_successor(job, attempt)
         self._publish_attempt(lineage_id, attempt, own)
         points = [
             self._point("Resubmissions", 1.0, event, facts),
             self._point("LostInstanceHours", attempt.lost_instance_hours, event, facts),
         ]
-        return self._attempt_result(
+        if tag_error is not None:
+            points.append(self._point("SuccessorTagFailed", 1.0, event, facts))
+        result = self._attempt_result(
             Action.DRY_RUN if dry_run else Action.RESUBMITTED,
             event,
             job,
@@ -553,6 +561,27 @@ class Recoverer:
             ),
             metrics=points,
         )
+        result.tag_error = tag_error
+        return result
+
+    def _tag_successor(self, job: JobSnapshot, attempt: AttemptRecord) -> tuple[AttemptRecord, str | None]:
+        """Tag the failed job with its successor's ARN and name, once per attempt (the attempt
+        record remembers it, so a redelivery after a failed publish does not tag again; a
+        duplicate event never gets here: it is ALREADY_HANDLED).
+
+        Returns:
+            The attempt (``successor_tagged`` set when tagged) and the error code when tagging
+            failed: the resubmission stands, the failure is counted (``SuccessorTagFailed``) and
+            logged (``tag_error``), and the tag is not retried.
+        """
+        if attempt.state is not AttemptState.SUBMITTED or not attempt.new_job_arn or attempt.successor_tagged:
+            return attempt, None
+        tags = {SUCCESSOR_ARN_TAG: attempt.new_job_arn, SUCCESSOR_NAME_TAG: attempt.new_job_name}
+        try:
+            self.jobs[job.kind].tag_successor(job.arn, tags)
+        except TagError as exc:
+            return attempt, exc.code
+        return replace(attempt, successor_tagged=True), None
 
     def _submit_failed(
         self,

@@ -74,6 +74,7 @@ def attempt_to_item(record: AttemptRecord) -> dict[str, Any]:
             "published": record.published,
             "failure_published": record.failure_published,
             "error_code": record.error_code,
+            "successor_tagged": record.successor_tagged or None,
         }
     )
 
@@ -103,6 +104,7 @@ def attempt_from_item(item: Mapping[str, Any]) -> AttemptRecord:
         published=bool(item.get("published", False)),
         failure_published=bool(item.get("failure_published", False)),
         error_code=item.get("error_code"),
+        successor_tagged=bool(item.get("successor_tagged", False)),
     )
 
 
