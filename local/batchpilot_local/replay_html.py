@@ -315,10 +315,18 @@ def dashboard_charts(
                 continue
             start = min(t for points in series.values() for t, _ in points)
             page.figure(
-                _points_chart(series, start, title=title, ylabel=str(properties.get("yAxisLabel") or "")),
+                _points_chart(series, start, title=title, ylabel=_y_label(properties)),
             )
             drawn += 1
     return drawn
+
+
+def _y_label(properties: Mapping[str, Any]) -> str:
+    """The widget's ``yAxis.left.label``, or an empty string."""
+    axis = properties.get("yAxis")
+    left = axis.get("left") if isinstance(axis, Mapping) else None
+    label = left.get("label") if isinstance(left, Mapping) else None
+    return str(label) if label else ""
 
 
 def _points_chart(

@@ -88,7 +88,7 @@ def test_the_html_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> 
         == 0
     )
 
-    loaded = load_in_chromium(report, selectors=(".msg.slack", ".msg.sns", ".msg .hdr", "table"))
+    loaded = load_in_chromium(report, selectors=(".msg.slack", ".msg.sns", ".msg .hdr", "table", "h3"))
 
     assert loaded["errors"] == []
     assert loaded["requests"] == [report.as_uri()]  # the page itself, nothing else
@@ -97,8 +97,9 @@ def test_the_html_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> 
     assert counts[".msg.sns"] == 1 and counts[".msg.slack"] >= 3  # failure, resubmission, capacity changes
     assert counts[".msg .hdr"] >= counts[".msg.sns"] + 1  # Slack headers and the SNS subject are drawn
     assert counts["table"] >= 3
+    assert counts["h3"] == 4  # the template's four dashboards, their widgets drawn from the replayed metrics
     charts = loaded["charts"]
-    assert len(charts) >= 2  # the burst timeline; queue wait per share
+    assert len(charts) >= 2 + 4  # the burst timeline, queue wait per share, and dashboard widgets with data
     for chart in charts:
         assert chart["width"] > 100 and chart["height"] > 50
         assert chart["drawn"] > 10  # axes, ticks, lines: the chart has content, not an empty box
