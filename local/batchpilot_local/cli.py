@@ -35,6 +35,8 @@ from typing import Any, TextIO
 from batchpilot_local.clock import ClockScenario
 from batchpilot_local.embedded_aws import WorldError
 from batchpilot_local.inputs import InputError, read_inputs
+from batchpilot_local.lineage_command import add_parser as add_lineage_parser
+from batchpilot_local.lineage_command import run_lineage
 from batchpilot_local.replay import Replayer
 from batchpilot_local.replay_options import (
     Filters,
@@ -150,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reported on the event that closed the batch, as Lambda would run them)",
     )
     add_simulate_parser(commands)
+    add_lineage_parser(commands)
     return parser
 
 
@@ -302,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     if args.command == "simulate":
         return run_simulate(args, stdout, stderr)
+    if args.command == "lineage":
+        return run_lineage(args, stdout, stderr)
     if args.command != "replay":
         parser.print_usage(stderr)
         stderr.write("batchpilot: a command is required (try: batchpilot replay events/)\n")

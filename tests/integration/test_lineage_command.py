@@ -1,0 +1,60 @@
+"""``batchpilot lineage``: a job's lineage from the state table and Batch, against the embedded AWS."""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+
+from batchpilot.recovery.service import Action
+from batchpilot_local.cli import main
+from batchpilot_local.testing.recovery import (
+    BUCKET,
+    TABLE,
+    checkpoint_item,
+    container_job_item,
+    event_of,
+    harness,
+    world,
+)
+from batchpilot_local.testing.samples import sample
+
+SPOT = "batch-job/failed-spot-reclaim"
+
+
+def _run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_lineage_prints_every_attempt_and_where_it_runs_now() -> None:
+    seed = world(
+        jobs=[container_job_item(SPOT)],
+        checkpoints=[checkpoint_item(f"s3://{BUCKET}/llama-ft/run-39/", "2026-11-21T05:00:00Z")],
+    )
+    with harness(seed) as h:
+        result = h.recoverer().handle(event_of(sample(SPOT)))
+        assert result.action is Action.RESUBMITTED and result.new_job_arn
+        for asked in (result.job_arn, result.new_job_arn, sample(SPOT)["detail"]["jobName"]):
+            code, out, err = _run("lineage", asked, "--table", TABLE, "--region", "us-east-1")
+            assert (code, err) == (0, ""), (asked, err)
+            assert f"original   llama3-8b-lora-ft-run-39  {result.job_arn}" in out
+            assert f"1  submitted  {result.new_job_name}  {result.new_job_arn}" in out
+            assert "why: SPOT_INTERRUPTION: Host EC2 (instance" in out
+            assert (
+                f"checkpoint: s3://{BUCKET}/llama-ft/run-39/step-1000/model.pt (2026-11-21T05:00:00+00:00)"
+                in out
+            )
+            assert f"now: {result.new_job_arn} is " in out
+
+
+def test_an_unknown_job_is_one_clear_line_and_exit_1() -> None:
+    with harness(world(jobs=[container_job_item(SPOT)])):
+        arn = sample(SPOT)["detail"]["jobArn"]
+        code, out, err = _run("lineage", arn, "--table", TABLE)
+        assert (code, out) == (1, "")
+        assert err == f"batchpilot lineage: {arn} has no lineage: recovery never resubmitted it\n"
+        code, out, err = _run("lineage", "no-such-job", "--table", TABLE)
+        assert (code, out) == (1, "")
+        assert err == "batchpilot lineage: no job named no-such-job in Batch or SageMaker\n"
