@@ -9,6 +9,8 @@ it; botocore's retry logic, parsers and error classes run as they do against AWS
 - ``ACCEPTED_SERVER_ERROR`` / ``ACCEPTED_TIMEOUT``: the emulator (moto and the embedded Batch and
   SageMaker) handles the request, then the client sees a 500 / a read timeout instead of the answer,
   as when AWS accepted a request whose answer was lost;
+- ``INVALID``: a 400 ``ValidationException`` (as DynamoDB answers a key over 2,048 bytes, or
+  SageMaker a 100 KB training-job name); never retried by botocore;
 - ``KILL_BEFORE`` / ``KILL_AFTER``: :class:`Killed` is raised before the request is sent / after the
   emulator handled it, as when Lambda ends the invocation (a timeout, an out-of-memory kill) at that
   point. :class:`Killed` derives from ``BaseException``, so no ``except Exception`` in the code
@@ -38,6 +40,7 @@ class FaultKind(StrEnum):
     SERVER_ERROR = "server-error"
     ACCEPTED_SERVER_ERROR = "accepted-server-error"
     ACCEPTED_TIMEOUT = "accepted-timeout"
+    INVALID = "invalid"
     KILL_BEFORE = "kill-before"
     KILL_AFTER = "kill-after"
 
@@ -203,6 +206,8 @@ class HttpFaults:
             raise Killed(f"killed after {fault.operation}")
         if kind is FaultKind.ACCEPTED_TIMEOUT:
             raise ReadTimeoutError(endpoint_url=request.url)
+        if kind is FaultKind.INVALID:
+            return _error_response(request.url, service, 400, "ValidationException")
         if kind is FaultKind.THROTTLE:
             return _error_response(
                 request.url,

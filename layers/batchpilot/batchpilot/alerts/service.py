@@ -51,13 +51,14 @@ from typing import Any
 from pydantic_core import from_json
 
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
-from batchpilot.alerts.facts import AlertFact, fact_from_event
+from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
 from batchpilot.alerts.ports import (
     AlertStore,
     ClaimState,
     Delivery,
+    JobDirectory,
     Notice,
     Notifier,
     OnCallTopic,
@@ -67,6 +68,7 @@ from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import SnsMessage, sns_digest, sns_message
 from batchpilot.alerts.severity import Decision, decide
 from batchpilot.shared.clock import Clock
+from batchpilot.shared.errors import is_permanent
 from batchpilot.shared.own_events import OwnEvent
 from batchpilot.shared.records import Outcome, Rejected, decode_any
 
@@ -84,6 +86,8 @@ CHAT_RESERVE_SECONDS = 5.0
 """Seconds of the invocation kept for the on-call fallback and the state writes: a chat channel is
 not attempted (nor a 429 waited out) when less than this would remain."""
 NOT_CONFIGURED = "not_configured"
+_PREEMPTION_KINDS = frozenset({FactKind.PREEMPTION_STARTED, FactKind.PREEMPTION_COMPLETED})
+"""Facts whose event names only the job's ARN: looked up in the :class:`JobDirectory`."""
 """Reason of a chat channel the deployment did not configure (a fallback, not a failure)."""
 DEADLINE = "deadline"
 """Reason of a chat post skipped because the invocation is about to time out."""
@@ -210,6 +214,8 @@ class AlertService:
         channels: the configured chat channels.
         clock: "now", aware UTC (:func:`batchpilot.shared.clock.utc_now` in Lambda).
         lease_margin: seconds a claim outlives the invocation's remaining time.
+        directory: looks up the job a preemption event names (name, queue, share, priority:
+            DescribeServiceJob); None: preemption alerts name the job by its ARN only.
     """
 
     def __init__(
@@ -218,6 +224,7 @@ class AlertService:
         store: AlertStore,
         topic: OnCallTopic,
         channels: ChannelRegistry,
+        directory: JobDirectory | None = None,
         *,
         clock: Clock,
         lease_margin: float = 30.0,
@@ -228,6 +235,7 @@ class AlertService:
         self.channels = channels
         self.clock = clock
         self.lease_margin = lease_margin
+        self.directory = directory
 
     # ------------------------------------------------------------------------------ entry point
     def process(self, records: Sequence[tuple[str, str | bytes]], time_left: TimeLeft) -> BatchResult:
@@ -292,6 +300,9 @@ class AlertService:
         else:
             outcome.event_id = decoded.id
             fact = fact_from_event(decoded)
+            if self.directory is not None and fact.event_kind in _PREEMPTION_KINDS:
+                context = self.directory.lookup(fact.subject)  # the event names only the ARN
+                fact = with_context(fact, context) if context is not None else fact
         decision = decide(fact, self.policy)
         outcome.detail_type, outcome.severity = fact.detail_type, decision.severity
         return _Entry(outcome, fact, decision, self._requested(decision))
@@ -335,8 +346,7 @@ class AlertService:
                         entry.outcome.suppressed = Suppressed.STALE
             except Exception as exc:
                 stale.add(id(entry))
-                entry.outcome.failed = True
-                entry.outcome.error = f"state store: {_error(exc)}"
+                self._store_failed(entry, exc)
         return [e for e in entries if e.decision.notify and id(e) not in stale]
 
     def _claim(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
@@ -347,8 +357,7 @@ class AlertService:
             try:
                 claim = self.store.claim(entry.fact, entry.severity, now, lease_until)
             except Exception as exc:
-                entry.outcome.failed = True
-                entry.outcome.error = f"state store: {_error(exc)}"
+                self._store_failed(entry, exc)
                 continue
             if claim.state is ClaimState.SENT:
                 entry.outcome.outcome, entry.outcome.suppressed = Outcome.DUPLICATE, Suppressed.DUPLICATE
@@ -360,6 +369,17 @@ class AlertService:
             entry.satisfied |= set(claim.delivered) & entry.requested
             claimed.append(entry)
         return claimed
+
+    @staticmethod
+    def _store_failed(entry: _Entry, exc: Exception) -> None:
+        """The state store refused ``entry``: retried when transient; an error no retry can fix
+        (:func:`batchpilot.shared.errors.is_permanent`) makes the record ``invalid``, not retried."""
+        if is_permanent(exc):
+            entry.outcome.outcome = Outcome.INVALID
+            entry.outcome.error = f"permanent state store error: {_error(exc)}"
+            return
+        entry.outcome.failed = True
+        entry.outcome.error = f"state store: {_error(exc)}"
 
     def _mark(self, entry: _Entry, channel: Channel, actual: Channel) -> None:
         entry.satisfied.add(channel)

@@ -23,8 +23,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
+from batchpilot.shared.errors import error_code, is_permanent
 from batchpilot.shared.observability import count_outcome, logger, metrics
-from batchpilot.shared.records import Rejected
+from batchpilot.shared.records import Outcome, Rejected
 
 __all__ = ["RecoveryHandler", "time_left_of"]
 
@@ -51,7 +52,9 @@ class RecoveryHandler:
 
         Counts: ``EventsProcessed`` / ``DuplicateEvents`` / ``EventsIgnored`` / ``InvalidEvents``
         (:func:`~batchpilot.shared.observability.count_outcome`), ``RecordsRetried`` for a record
-        handed back, ``RecordErrors`` for anything else raised.
+        handed back, ``PermanentErrors`` (and ``InvalidEvents``) for an error no retry can fix
+        (:func:`batchpilot.shared.errors.is_permanent`: not raised, so not retried), ``RecordErrors``
+        for anything else raised.
 
         Raises:
             RetryLater: the record must come back later (its visibility is set to when it is due).
@@ -78,6 +81,20 @@ class RecoveryHandler:
                 logger.warning("could not delay the record", extra={"error": exc.defer_error})
             raise
         except Exception as exc:
+            if is_permanent(exc):
+                # AWS refused the request as invalid (a 100 KB job name, a key DynamoDB rejects): no
+                # retry can help. Counted as an invalid event (and PermanentErrors), never retried.
+                metrics.add_metric(name="PermanentErrors", unit=MetricUnit.Count, value=1)
+                count_outcome(
+                    Rejected(
+                        Outcome.INVALID,
+                        None,
+                        None,
+                        f"permanent error: {error_code(exc) or type(exc).__name__}",
+                    ),
+                    message_id=record.message_id,
+                )
+                return
             # A bug or an AWS outage: logged at ERROR (without the event), counted, and retried by SQS
             # up to the queue's redrive limit, then the dead-letter queue and its alarm.
             metrics.add_metric(name="RecordErrors", unit=MetricUnit.Count, value=1)
