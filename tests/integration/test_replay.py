@@ -509,6 +509,5 @@ def test_own_events_published_by_the_recovery_function_still_reach_the_alerts_fu
     assert report.errors == []
     assert {"alerts", "recovery"} <= set(report.functions)
     titles = [n["title"] for n in report.notifications]
-    assert any(t.startswith("recovery skipped for container job") and "NOT_FOUND" in t for t in titles), (
-        titles
-    )
+    # ("[dry run] " leads the title while no job queue is named in RecoveryJobQueueArns, the default.)
+    assert any("recovery skipped for container job" in t and "NOT_FOUND" in t for t in titles), titles
