@@ -13,6 +13,7 @@ from batchpilot.alerts.handler import AlertsProcessor
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.service import AlertService
 from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.io.batch import BatchJobDirectory
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
@@ -23,12 +24,11 @@ from batchpilot.shared.observability import configure, logger, metrics
 settings = AlertsSettings.from_environ(os.environ, function="alerts")
 configure(settings)
 secrets = SecretSource(client("secretsmanager")) if settings.chat_channels else None
-channels = ChannelRegistry(
-    [SlackNotifier.configured(settings, secrets), TeamsNotifier.configured(settings, secrets)]
-)
+channels = ChannelRegistry([n.configured(settings, secrets) for n in (SlackNotifier, TeamsNotifier)])
 store = DynamoAlertStore(client("dynamodb"), settings.state_table)
 topic = SnsPublisher(client("sns"), settings.oncall_topic_arn)
-processor = AlertsProcessor(AlertService(settings.policy, store, topic, channels, clock=utc_now))
+jobs = BatchJobDirectory(client("batch"))  # preemption alerts: the job's name, queue, share, priority
+processor = AlertsProcessor(AlertService(settings.policy, store, topic, channels, jobs, clock=utc_now))
 
 
 @logger.inject_lambda_context(log_event=False)

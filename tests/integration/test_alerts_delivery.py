@@ -8,6 +8,7 @@ between 429 retries are injected.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import random
@@ -509,3 +510,28 @@ def test_any_order_and_batching_sends_each_fact_at_most_once_and_every_terminal_
         assert sum("TIMEOUT" in t for t in texts) == 1
         subjects = [m["Subject"] for m in rig.sns()]
         assert sorted(subjects) == sorted(set(subjects)) and len(subjects) == 2  # the two critical facts
+
+
+def test_a_preemption_alert_names_the_job_its_queue_share_priority_and_the_preempting_share(
+    rig: Rig,
+) -> None:
+    started = sample("service-job-preemption/started")
+    arn = started["detail"]["preemptedJobArn"]
+    described = copy.deepcopy(sample("service-job/running")["detail"])
+    described.update(
+        jobArn=arn,
+        jobId=arn.rsplit("/", 1)[-1],
+        jobName="gemma-7b-sft-run12",
+        jobQueue="arn:aws:batch:us-east-1:111122223333:job-queue/sm-quota-queue",
+        quotaShareName="platform",
+        schedulingPriority=40,
+    )
+    rig.aws.batch.put_service_job(described)
+    rig.run(started)
+    [payload] = rig.slack_delivered()
+    text = json.dumps(payload)
+    assert payload["text"].startswith(
+        "Info: service job gemma-7b-sft-run12 is being preempted on sm-quota-queue"
+    )
+    for value in ("platform", "40", "Preempted by share", "research"):
+        assert value in text, value

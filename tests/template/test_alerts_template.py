@@ -113,9 +113,13 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
         "WriteOwnLogs",
         "PublishToOnCallTopic",
         "OwnAlertRecords",
+        "DescribePreemptedServiceJobs",
         "ReadSlackSecrets",
         "ReadTeamsSecret",
     }
+    # preemption events name only the job's ARN: one read-only describe for the alert
+    describe = sids["DescribePreemptedServiceJobs"]
+    assert as_list(describe["Action"]) == ["batch:DescribeServiceJob"] and describe["Resource"] == "*"
     assert getatt(sids["PollOwnQueue"]["Resource"], "Arn") == "AlertsQueue"
     assert getatt(sids["WriteOwnLogs"]["Resource"], "Arn") == "AlertsLogGroup"
     publish = sids["PublishToOnCallTopic"]
@@ -137,7 +141,9 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
     assert teams["_condition"] == "HasTeamsWebhook"
     assert as_list(teams["Action"]) == ["secretsmanager:GetSecretValue"]
     assert teams["Resource"] == {"Ref": "TeamsWebhookSecretArn"}  # that secret only
-    for statement in sids.values():
+    for sid, statement in sids.items():
+        if sid == "DescribePreemptedServiceJobs":  # read-only; Batch's describes take no resource ARN
+            continue
         assert statement["Effect"] == "Allow" and "*" not in as_list(statement["Resource"])
 
 

@@ -18,6 +18,7 @@ from batchpilot.alerts.policy import RoutingPolicy
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.service import AlertService, BatchResult
 from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.io.batch import BatchJobDirectory
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
@@ -124,6 +125,7 @@ class Rig:
             DynamoAlertStore(self.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
             SnsPublisher(self.aws.client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
             channels if channels is not None else self.channels(real_sleep=real_sleep),
+            BatchJobDirectory(self.aws.client("batch")),  # as functions/alerts/app.py wires it
             clock=self.clock,
         )
 

@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from batchpilot.alerts.ports import JobContext
 from batchpilot.recovery.policy import RECOVERABLE
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category, EventKind, JobFacts, JobKind, classify
@@ -55,6 +56,7 @@ __all__ = [
     "fact_from_job_event",
     "fact_from_own_event",
     "recovery_will_handle",
+    "with_context",
 ]
 
 BATCH_LOG_GROUP = "/aws/batch/job"
@@ -283,6 +285,11 @@ class AlertFact:
         return self.job.scheduling_priority if self.job else None
 
     @property
+    def preempting_share(self) -> str | None:
+        """The share whose job preempted this one (preemption facts), when the event names it."""
+        return self.job.preempting_share if self.job else None
+
+    @property
     def quota(self) -> str | None:
         """The account service quota a QUOTA failure names (job events), else None."""
         return self.job.quota if self.job else None
@@ -472,6 +479,25 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
 def _age(seconds: float | None) -> str | None:
     """``2.5 h old at the failure`` (seconds → hours), or None."""
     return None if seconds is None else f"{seconds / 3600:.1f} h old at the failure"
+
+
+def with_context(fact: AlertFact, context: JobContext) -> AlertFact:
+    """``fact`` (a preemption fact, whose event names only the job's ARN) with the job's name,
+    queue, share and priority from ``context`` (DescribeServiceJob); values the fact has win."""
+    job = fact.job
+    if job is None:
+        return fact
+    job = dataclasses.replace(
+        job,
+        name=job.name or context.name,
+        queue=job.queue or context.queue,
+        share_identifier=job.share_identifier or context.share_identifier,
+        quota_share=job.quota_share or context.quota_share,
+        scheduling_priority=job.scheduling_priority
+        if job.scheduling_priority is not None
+        else context.priority,
+    )
+    return dataclasses.replace(fact, job=job)
 
 
 def _number(value: int | None) -> str | None:

@@ -28,6 +28,8 @@ __all__ = [
     "Claim",
     "ClaimState",
     "Delivery",
+    "JobContext",
+    "JobDirectory",
     "Notice",
     "Notifier",
     "OnCallTopic",
@@ -173,4 +175,30 @@ class SecretReader(Protocol):
 
     def get(self, secret_id: str) -> str:
         """The secret's string value (``GetSecretValue``). Raises when it cannot be read."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a preemption alert needs and its event lacks (the event names only the job's ARN).
+
+    Attributes:
+        name, queue: ``jobName``, job queue *name*.
+        share_identifier, quota_share: fair-share identifier / quota share name, when any.
+        priority: ``schedulingPriority`` (higher runs first within its share), when set.
+    """
+
+    name: str | None
+    queue: str | None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    priority: int | None = None
+
+
+class JobDirectory(Protocol):
+    """Looks a service job up by ARN (AWS Batch DescribeServiceJob, one call)."""
+
+    def lookup(self, job_arn: str) -> JobContext | None:
+        """The job's name, queue, share and priority; None when AWS does not describe it or the
+        call fails (the alert then goes out without them). Never raises."""
         ...

@@ -279,6 +279,7 @@ def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
         ("Quota share", fact.quota_share),
         ("Status", f"{fact.status}/{fact.secondary_status}" if fact.secondary_status else fact.status),
         ("Priority", str(fact.priority) if fact.priority is not None else None),
+        ("Preempted by share", fact.preempting_share),
         ("Category", fact.category.value if fact.category else None),
         ("Quota", fact.quota),
         ("Hint", hint(fact)),

@@ -14,6 +14,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from batchpilot.alerts.ports import JobContext
 from batchpilot.capacity.model import (
     CapacityLimit,
     QueueSnapshot,
@@ -32,7 +33,7 @@ from batchpilot.shared.classification import JobFacts, JobKind
 from batchpilot.shared.events import JobEvent, to_datetime_or_none
 from batchpilot.shared.resources import UNTYPED, instances_from_payload
 
-__all__ = ["BatchCapacityClient", "BatchJobs", "BatchLedgerClient"]
+__all__ = ["BatchCapacityClient", "BatchJobDirectory", "BatchJobs", "BatchLedgerClient"]
 
 _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
 
@@ -393,6 +394,35 @@ class BatchLedgerClient:
 
 # ------------------------------------------------------------------------------------ recovery
 _UNKNOWN_JOB = "ClientException"  # Batch's error code for a job id it does not know
+
+
+class BatchJobDirectory:
+    """The alerts function's :class:`batchpilot.alerts.ports.JobDirectory`: one
+    DescribeServiceJob per preemption fact (the preemption events name only the job's ARN; AWS
+    Batch User Guide, "Service job preemption events").
+
+    Args:
+        client: a boto3 ``batch`` client.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def lookup(self, job_arn: str) -> JobContext | None:
+        """Name, job queue name, share identifier, quota share and scheduling priority of the
+        service job ``job_arn``; None when Batch does not describe it or the call fails."""
+        try:
+            job = self._client.describe_service_job(jobId=resource_name(job_arn))
+        except (ClientError, BotoCoreError):
+            return None
+        priority = job.get("schedulingPriority")
+        return JobContext(
+            name=job.get("jobName"),
+            queue=resource_name(job.get("jobQueue")),
+            share_identifier=job.get("shareIdentifier") or None,
+            quota_share=job.get("quotaShareName") or None,
+            priority=priority if isinstance(priority, int) else None,
+        )
 
 
 def _submit_error(exc: ClientError) -> SubmitError:

@@ -127,6 +127,8 @@ class JobFacts:
             job usage'``), else None.
         time_limit_action: the job was ended by its job queue's ``jobStateTimeLimitActions``
             (``Canceled``/``Terminated by JobStateTimeLimit action``): an administrator's limit.
+        preempting_share: the (quota) share whose job preempted this one, when a preemption's
+            ``statusReason`` names it (``PREEMPTION_IN_PROGRESS: ... from quota share NAME``).
     """
 
     kind: JobKind
@@ -158,6 +160,7 @@ class JobFacts:
     scheduling_priority: int | None = None
     quota: str | None = None
     time_limit_action: bool = False
+    preempting_share: str | None = None
 
 
 BATCH_TERMINAL = frozenset({"SUCCEEDED", "FAILED"})
@@ -543,8 +546,15 @@ def _training_job(detail: TrainingJobDetail) -> JobFacts:
     )
 
 
+# "PREEMPTION_IN_PROGRESS: Preempted by job <arn> from quota share <name>" (AWS Batch User Guide,
+# "Service job preemption events"; the wording is matched loosely: "share" or "quota share").
+_PREEMPTING_SHARE = re.compile(r"\bfrom (?:quota )?share ([A-Za-z0-9_.:-]{1,255})")
+
+
 def _preemption(arn: str, status: str | None, reason: str | None, kind: EventKind) -> JobFacts:
+    found = _PREEMPTING_SHARE.search(reason or "")
     return JobFacts(
+        preempting_share=found.group(1) if found else None,
         kind=JobKind.SERVICE_JOB,
         event_kind=kind,
         arn=arn,
