@@ -88,7 +88,8 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Harness, ModuleType]]
             RECENT_LINEAGE, JobKind.SERVICE_JOB, record.failed_job_arn, "mistral-dpo-run18", None, now
         )
         assert store.reserve(base.with_attempt(record), previous=None)
-        yield h, load_handler(monkeypatch)
+        # Recovery turned on for every job queue (the template's default names none: dry-run).
+        yield h, load_handler(monkeypatch, BATCHPILOT_RECOVERY_JOB_QUEUES="*")
     shared_metrics.clear_metrics()
 
 

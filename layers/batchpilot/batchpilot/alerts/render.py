@@ -263,7 +263,10 @@ def hint(fact: AlertFact) -> str | None:
     management") or a larger instance type; QUOTA: a Service Quotas increase for the quota named.
     """
     if fact.category is Category.OUT_OF_MEMORY:
-        return "give the job more memory (its MEMORY resource requirement) or a larger instance type"
+        if fact.job_kind is JobKind.CONTAINER_JOB:
+            return "give the job more memory (its MEMORY resource requirement) or a larger instance type"
+        # A SageMaker training job's memory is its instance type's (host and GPU memory).
+        return "use a larger instance type (more host or GPU memory), or less memory per step"
     if fact.category is Category.QUOTA:
         what = f"'{fact.quota}'" if fact.quota else "named in the reason"
         return f"request an increase of the account service quota {what} in Service Quotas; not resubmitted"
