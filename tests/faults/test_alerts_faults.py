@@ -320,4 +320,3 @@ def test_every_text_sent_to_teams_is_escaped(teams_rig: Rig) -> None:
     for block in blocks(card["body"]):
         if block.get("type") == "TextBlock":  # Markdown: batchpilot's own words only
             assert "evil" not in block["text"] and "<!" not in block["text"], block
-

@@ -10,6 +10,7 @@ killed, is delivered again to a fresh Recoverer (a new execution environment), a
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,26 +29,33 @@ from batchpilot_local.testing.recovery import (
 )
 from batchpilot_local.testing.samples import sample
 
-PREEMPTED = "service-job/failed-preemption-budget-spent"
+CAPACITY = "service-job/failed-sagemaker-capacity"
 SPOT = "batch-job/failed-spot-reclaim"
 SM_CAPACITY = "sagemaker/failed-capacity-error"
-CKPT = f"s3://{BUCKET}/llm/run-12/"
 CASES = {
-    "SubmitServiceJob": (PREEMPTED, "batch"),
+    "SubmitServiceJob": (CAPACITY, "batch"),
     "SubmitJob": (SPOT, "batch"),
     "CreateTrainingJob": (SM_CAPACITY, "sagemaker"),
 }
+CHECKPOINTS = {
+    CAPACITY: f"s3://{BUCKET}/llm/run-12/",
+    SPOT: f"s3://{BUCKET}/llama-ft/run-39/",  # the container job's checkpoint_uri parameter
+    SM_CAPACITY: f"s3://{BUCKET}/llama3-70b/",
+}
+
+
+def fresh_checkpoint(name: str) -> str:
+    """A checkpoint written a minute before the failure (resumable whatever the freshness rules)."""
+    failed_at = datetime.fromisoformat(sample(name)["time"].replace("Z", "+00:00"))
+    return (failed_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fault_world() -> dict[str, Any]:
     return world(
-        service_jobs=[service_job_item(PREEMPTED, checkpoint_uri=CKPT)],
+        service_jobs=[service_job_item(CAPACITY, checkpoint_uri=CHECKPOINTS[CAPACITY])],
         jobs=[container_job_item(SPOT)],
-        training_jobs=[training_job_item(SM_CAPACITY, checkpoint_uri=f"s3://{BUCKET}/llama3-70b/")],
-        checkpoints=[
-            checkpoint_item(CKPT, "2026-11-21T22:00:00Z"),
-            checkpoint_item(f"s3://{BUCKET}/llama-ft/run-39/", "2026-11-21T05:00:00Z"),
-        ],
+        training_jobs=[training_job_item(SM_CAPACITY, checkpoint_uri=CHECKPOINTS[SM_CAPACITY])],
+        checkpoints=[checkpoint_item(uri, fresh_checkpoint(name)) for name, uri in CHECKPOINTS.items()],
     )
 
 

@@ -42,6 +42,7 @@ SUCCESSOR_ARN_TAG = "batchpilot:successor-arn"
 TagResource / SageMaker AddTags), so whoever watches the failed job can follow the work."""
 SUCCESSOR_NAME_TAG = "batchpilot:successor-name"
 """Tag recovery adds to a failed job next to :data:`SUCCESSOR_ARN_TAG`: the new job's name."""
+_SUCCESSOR_TAGS = frozenset({SUCCESSOR_ARN_TAG, SUCCESSOR_NAME_TAG})
 ARRAY_INDEX_TAG = "batchpilot:array-index"
 """Tag on a resubmitted array child: the index it had in its array job."""
 ARRAY_INDEX_ENV = "BATCHPILOT_ARRAY_INDEX"
@@ -119,8 +120,11 @@ def merge_tags(
     """The tags of a resubmitted job: the failed job's tags, then batchpilot's, at most 50.
 
     Keys starting with ``aws:`` are reserved by AWS and dropped; batchpilot's own keys replace any
-    earlier values. When the result would pass 50 tags, user tags are kept in key order and the
-    rest dropped.
+    earlier values; the successor tags recovery puts on a failed job (:data:`SUCCESSOR_ARN_TAG`,
+    :data:`SUCCESSOR_NAME_TAG`) are dropped: they describe the failed job, and a request rebuilt
+    after they were added (a redelivery after a crash) must equal the first, or Batch refuses its
+    ``clientToken`` ("already used with different parameters"). When the result would pass 50
+    tags, user tags are kept in key order and the rest dropped.
 
     Returns:
         ``(tags, dropped_keys)``.
@@ -128,7 +132,7 @@ def merge_tags(
     kept = {
         str(k): str(v)
         for k, v in sorted((user_tags or {}).items())
-        if not str(k).lower().startswith(_RESERVED_TAG_PREFIX) and k not in own
+        if not str(k).lower().startswith(_RESERVED_TAG_PREFIX) and k not in own and k not in _SUCCESSOR_TAGS
     }
     room = MAX_TAGS - len(own)
     keys = list(kept)
