@@ -21,9 +21,8 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from batchpilot.alerts.ports import JobContext
-from batchpilot.recovery.policy import RECOVERABLE
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.classification import Category, EventKind, JobFacts, JobKind, classify
+from batchpilot.shared.classification import RECOVERABLE, Category, EventKind, JobFacts, JobKind, classify
 from batchpilot.shared.events import (
     BatchJobQueueBlocked,
     BatchJobStateChange,
@@ -358,7 +357,7 @@ def recovery_will_handle(
 ) -> bool:
     """True when the recovery function resubmits a *terminal failure* of this kind and category.
 
-    The recovery policy's own table decides (:data:`batchpilot.recovery.policy.RECOVERABLE`,
+    The recovery policy's own table decides (:data:`batchpilot.shared.classification.RECOVERABLE`,
     decision-table row 5, shared so both functions always agree): a FAILED service job lost to
     PREEMPTION, SPOT_INTERRUPTION, CAPACITY or INTERNAL_ERROR; a FAILED container job lost to a
     spot reclaim (FAILED means Batch's retries are spent); a standalone SageMaker training job

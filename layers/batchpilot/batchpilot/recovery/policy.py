@@ -34,7 +34,7 @@ from batchpilot.recovery.pacing import backoff_seconds
 from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.recovery.snapshot import JobSnapshot
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.classification import Category, JobFacts, JobKind, NodeRole
+from batchpilot.shared.classification import RECOVERABLE, Category, JobFacts, JobKind, NodeRole
 from batchpilot.shared.own_events import SkipReason
 
 __all__ = [
@@ -49,15 +49,6 @@ __all__ = [
     "decide",
     "table_markdown",
 ]
-
-RECOVERABLE: dict[JobKind, frozenset[Category]] = {
-    JobKind.SERVICE_JOB: frozenset(
-        {Category.PREEMPTION, Category.SPOT_INTERRUPTION, Category.CAPACITY, Category.INTERNAL_ERROR}
-    ),
-    JobKind.CONTAINER_JOB: frozenset({Category.SPOT_INTERRUPTION}),
-    JobKind.TRAINING_JOB: frozenset({Category.CAPACITY, Category.INTERNAL_ERROR, Category.SPOT_INTERRUPTION}),
-}
-"""Row 5: the categories each kind of job is resubmitted for."""
 
 _WHY_NOT: dict[Category, str] = {
     Category.MISCONFIGURATION: "the job cannot run as configured; resubmitting would fail the same way",

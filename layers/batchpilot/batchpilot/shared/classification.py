@@ -35,6 +35,7 @@ from batchpilot.shared.events import (
 from batchpilot.shared.resources import UNTYPED, instances_by_type
 
 __all__ = [
+    "RECOVERABLE",
     "Category",
     "EventKind",
     "JobFacts",
@@ -89,6 +90,18 @@ class NodeRole(StrEnum):
     PARENT = "parent"
     MAIN_NODE = "main-node"
     NODE = "node"
+
+
+RECOVERABLE: dict[JobKind, frozenset[Category]] = {
+    JobKind.SERVICE_JOB: frozenset(
+        {Category.PREEMPTION, Category.SPOT_INTERRUPTION, Category.CAPACITY, Category.INTERNAL_ERROR}
+    ),
+    JobKind.CONTAINER_JOB: frozenset({Category.SPOT_INTERRUPTION}),
+    JobKind.TRAINING_JOB: frozenset({Category.CAPACITY, Category.INTERNAL_ERROR, Category.SPOT_INTERRUPTION}),
+}
+"""The categories each kind of job is resubmitted for when AWS Batch or SageMaker gave up on it
+(row 5 of the recovery decision table, :mod:`batchpilot.recovery.policy`); here, beside the
+categories, so the alerts function agrees with recovery without importing it."""
 
 
 @dataclass(frozen=True, slots=True)
