@@ -343,7 +343,7 @@ def test_five_thousand_runnable_jobs_cost_a_bounded_number_of_calls(
             "batch:DescribeServiceEnvironments": 1,
             "batch:ListServiceJobs": 50,
             "batch:GetJobQueueSnapshot": 1,
-            "dynamodb:GetItem": 1,
+            "dynamodb:BatchGetItem": 1,  # every environment's state in one read
             "dynamodb:PutItem": 1,
             "dynamodb:Query": 1,  # the job ledger holds nothing for the queue: listed as before
         }

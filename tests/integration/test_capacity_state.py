@@ -91,3 +91,20 @@ def test_the_payload_cache_by_key_and_by_partition(client: Any) -> None:
     ]
     assert int(item["expires_at"]["N"]) == int((NOW + DEMAND_TTL).timestamp())
     assert store.cached_demands("hi", []) == {}
+
+
+def test_load_many_reads_every_environment_state_in_batches_of_100(client: Any) -> None:
+    store = CapacityStateStore(client, TABLE)
+    saved = EnvironmentState(last_change_at=NOW - timedelta(minutes=5))
+    names = [f"env-{i:03d}" for i in range(130)]
+    for name in names[::10]:
+        assert store.save(name, saved, NOW) == 1
+    calls: list[str] = []
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    states = store.load_many(names)
+    assert calls == ["BatchGetItem", "BatchGetItem"]  # 100 keys, then 30
+    assert set(states) == set(names)
+    for name in names:
+        expected = store.load(name)
+        assert states[name] == expected
+        assert (expected.version == 1) == (name in names[::10])

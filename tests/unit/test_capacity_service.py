@@ -78,6 +78,9 @@ class Store:
     def load(self, environment: str) -> EnvironmentState:
         return self.state
 
+    def load_many(self, environments: Sequence[str]) -> dict[str, EnvironmentState]:
+        return {name: self.state for name in environments}
+
     def save(self, environment: str, state: EnvironmentState, now: datetime) -> int | None:
         if state.version != self.state.version:
             return None

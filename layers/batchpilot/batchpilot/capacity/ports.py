@@ -77,6 +77,10 @@ class StateStore(Protocol):
         """The saved state (strongly consistent read); a fresh ``EnvironmentState()`` if none."""
         ...
 
+    def load_many(self, environments: Sequence[str]) -> dict[str, EnvironmentState]:
+        """:meth:`load` of each of ``environments`` at once (one request for a run's states)."""
+        ...
+
     def save(self, environment: str, state: EnvironmentState, now: datetime) -> int | None:
         """Write ``state`` if nobody saved since it was loaded (its ``version``).
 

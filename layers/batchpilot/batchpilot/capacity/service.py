@@ -37,7 +37,7 @@ from batchpilot.capacity.model import (
     RunnableJob,
     ServiceEnvironment,
 )
-from batchpilot.capacity.policy import EnvironmentDecision, decide, notices
+from batchpilot.capacity.policy import EnvironmentDecision, EnvironmentState, decide, notices
 from batchpilot.capacity.ports import BatchCapacityApi, EventPublisher, GaugeSink, LedgerDemand, StateStore
 from batchpilot.capacity.sampling import (
     QueueSample,
@@ -362,6 +362,10 @@ class CapacityService:
             report.outcomes = [EnvironmentOutcome(name, error=error) for name in names]
             return report
         budget = [self.settings.describe_budget]
+        try:  # one read for every environment's state: a run's cost must not grow per environment
+            states: dict[str, EnvironmentState] = self.store.load_many(names)
+        except Exception:  # each environment then reads its own state, and reports its own error
+            states = {}
         for name in names:
             outcome = EnvironmentOutcome(name)
             report.outcomes.append(outcome)
@@ -370,7 +374,9 @@ class CapacityService:
                 outcome.error = "DescribeServiceEnvironments: no such service environment"
                 continue
             try:
-                self._run_environment(environment, now, timestamp, blocked, budget, report, outcome)
+                self._run_environment(
+                    environment, now, timestamp, blocked, budget, report, outcome, states.get(name)
+                )
             except Exception as exc:  # isolate: one environment's error never stops the others
                 outcome.error = _describe(exc)
         return report
@@ -385,6 +391,7 @@ class CapacityService:
         budget: list[int],
         report: RunReport,
         outcome: EnvironmentOutcome,
+        state: EnvironmentState | None = None,
     ) -> None:
         settings = self.settings
         config = settings.environment(environment.name)
@@ -407,7 +414,8 @@ class CapacityService:
 
         bounds = config.bounds()
         policy = config.policy(settings.policy.defaults)
-        state = self.store.load(environment.name)
+        if state is None:
+            state = self.store.load(environment.name)
         floors = {unit: config.floor(unit, now) for unit in bounds}
         decision = decide(environment, by_unit, bounds, floors, policy, state, now)
         outcome.decision = decision

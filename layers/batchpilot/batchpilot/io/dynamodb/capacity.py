@@ -66,6 +66,17 @@ def _clock_from(raw: Any) -> UnitClock:
     return UnitClock(below_since=from_iso(raw.get("below_since")), history=tuple(history))
 
 
+def _state_from(item: Mapping[str, Any]) -> EnvironmentState:
+    clocks = {str(u): _clock_from(c) for u, c in (item.get("clocks") or {}).items()}
+    notices = {str(k): n for k, v in (item.get("notices") or {}).items() if (n := _notice_from(v))}
+    return EnvironmentState(
+        version=int(item.get("version", 0)),
+        last_change_at=from_iso(item.get("last_change_at")),
+        clocks=clocks,
+        notices=notices,
+    )
+
+
 def _notice_from(raw: Any) -> Notice | None:
     if not isinstance(raw, Mapping):
         return None
@@ -102,17 +113,30 @@ class CapacityStateStore:
             TableName=self._table, Key=_state_key(environment), ConsistentRead=True
         )
         raw = response.get("Item")
-        if not raw:
-            return EnvironmentState()
-        item = decode(raw)
-        clocks = {str(u): _clock_from(c) for u, c in (item.get("clocks") or {}).items()}
-        notices = {str(k): n for k, v in (item.get("notices") or {}).items() if (n := _notice_from(v))}
-        return EnvironmentState(
-            version=int(item.get("version", 0)),
-            last_change_at=from_iso(item.get("last_change_at")),
-            clocks=clocks,
-            notices=notices,
-        )
+        return _state_from(decode(raw)) if raw else EnvironmentState()
+
+    def load_many(self, environments: Sequence[str]) -> dict[str, EnvironmentState]:
+        """The saved states of ``environments`` in one strongly consistent ``BatchGetItem`` per 100
+        (the API's maximum); a missing item is a fresh state. Keys DynamoDB returns unprocessed
+        (throttling) are read one by one with :meth:`load`, not retried in a loop."""
+        states = {name: EnvironmentState() for name in environments}
+        by_key = {_state_key(name)["pk"]["S"]: name for name in environments}
+        names = list(environments)
+        for start in range(0, len(names), _BATCH_GET):
+            keys = [_state_key(name) for name in names[start : start + _BATCH_GET]]
+            response = self._client.batch_get_item(
+                RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}}
+            )
+            for raw in response.get("Responses", {}).get(self._table, []):
+                item = decode(raw)
+                name = by_key.get(str(item.get("pk")))
+                if name is not None:
+                    states[name] = _state_from(item)
+            for unprocessed in response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []):
+                name = by_key.get(unprocessed["pk"]["S"])
+                if name is not None:
+                    states[name] = self.load(name)
+        return states
 
     def save(self, environment: str, state: EnvironmentState, now: datetime) -> int | None:
         """Write ``state`` if nobody wrote since it was loaded (``version`` still ``state.version``).
