@@ -93,7 +93,7 @@ class Store:
     def remember_demands(self, queue: str, demands: Mapping[str, Mapping[str, int]], now: datetime) -> None:
         pass
 
-    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+    def claim_wake(self, environment: str, minute: datetime, now: datetime) -> bool:
         if (environment, minute) in self.wakes:
             return False
         self.wakes.add((environment, minute))

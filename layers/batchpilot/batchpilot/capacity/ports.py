@@ -89,10 +89,10 @@ class StateStore(Protocol):
         """
         ...
 
-    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+    def claim_wake(self, environment: str, minute: datetime, now: datetime) -> bool:
         """Claim the one blocked-event run of ``environment`` in ``minute`` (whole minutes, aware
-        UTC), across invocations: True for the first claim (or ``claimant``'s own, repeated),
-        False when another claimant made one already."""
+        UTC), across invocations: True for the first claim, False when another invocation (or an
+        earlier delivery of the same event) made one already."""
         ...
 
     def release_wake(self, environment: str, minute: datetime, now: datetime) -> None:

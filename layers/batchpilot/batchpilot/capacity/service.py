@@ -302,7 +302,7 @@ class CapacityService:
             botocore.exceptions.ClientError: the wake-up claim could not be written.
         """
         minute = self.clock().replace(second=0, microsecond=0)
-        if not self.store.claim_wake(blocked.environment, minute, self.clock(), blocked.event_id):
+        if not self.store.claim_wake(blocked.environment, minute, self.clock()):
             return None
         report = self.run(
             blocked.time,

@@ -13,6 +13,7 @@ Items (keys ``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's T
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -179,22 +180,21 @@ class CapacityStateStore:
         return version
 
     # ------------------------------------------------------------------ wake-ups
-    def claim_wake(self, environment: str, minute: datetime, now: datetime, claimant: str) -> bool:
+    def claim_wake(self, environment: str, minute: datetime, now: datetime) -> bool:
         """Claim the one blocked-event run of ``environment`` in ``minute`` (a conditional PutItem
         of ``capacity#env#<name>`` / ``wake#<YYYY-MM-DDTHH:MM>``, kept for :data:`WAKE_TTL`; a
-        released claim may be taken again).
-
-        Args:
-            claimant: who claims (the event id): a claim botocore resent after DynamoDB took it but
-                the answer was lost finds its own item and still counts as claimed.
+        released claim may be taken again). Each claim carries a random token: when botocore resends
+        the PutItem after DynamoDB took it but the answer was lost, the resend finds its own token
+        and still counts as claimed; any other invocation (a redelivery of the same event included)
+        finds the minute taken.
 
         Returns:
-            True for the first claim of that minute; False when another claimant holds it.
+            True for the first claim of that minute; False when another claim holds it.
 
         Raises:
             botocore.exceptions.ClientError: any other DynamoDB error (throttling already retried).
         """
-        return self._put_wake(environment, minute, now, claimant, released=False)
+        return self._put_wake(environment, minute, now, uuid.uuid4().hex, released=False)
 
     def release_wake(self, environment: str, minute: datetime, now: datetime) -> None:
         """Give the minute's claim back (its run failed: the retried record may run then). A
