@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import html
 import io
+import os
 import re
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Page", "figure_svg", "line_chart", "stacked_area_chart"]
+__all__ = ["Page", "figure_svg", "line_chart", "stacked_area_chart", "write_page"]
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto;
@@ -187,3 +190,26 @@ def stacked_area_chart(
         axes.legend(loc="upper right", fontsize=8, ncols=min(4, len(names)))
     axes.set_ylim(bottom=0)
     return figure_svg(figure)
+
+
+def write_page(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory, then a rename.
+
+    The file gets the mode ``open()`` would give it (0666 less the umask), not mkstemp's 0600.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    handle, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -21,14 +21,13 @@ import html
 import json
 import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from batchpilot_local.html_report import Page, figure_svg, line_chart
+from batchpilot_local.html_report import Page, figure_svg, line_chart, write_page
 from batchpilot_local.notifications import Delivery
 from batchpilot_local.replay_summary import Summary, TickRow, duration, percentile
 from batchpilot_local.report import EventReport, MetricRecord
@@ -465,16 +464,4 @@ def write_report(
             namespace,
         )
     text = build_report(reports, summary, template=template, namespace=namespace)
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_page(path, text)

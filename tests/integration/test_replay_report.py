@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from batchpilot_local.cli import main
-from batchpilot_local.testing.browser import CHROMIUM, INSTALL_HINT, load_in_chromium
+from batchpilot_local.testing.browser import load_in_chromium, require_chromium
 from batchpilot_local.testing.paths import repo_root
 
 ROOT = repo_root()
@@ -73,12 +73,7 @@ def test_per_event_detail_has_the_reason_and_metric_timestamps_and_own_counters_
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        pytest.skip(INSTALL_HINT)
-    pytest.importorskip(
-        "playwright.sync_api", reason="playwright is a dev dependency: pip install -e '.[dev]'"
-    )
-    return CHROMIUM
+    return require_chromium()
 
 
 def test_the_html_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:

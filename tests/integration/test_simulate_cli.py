@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -14,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 from batchpilot_local.simulate.checks import capacity_violations, job_violations, quota_violations
-from batchpilot_local.simulate.command import add_parser, run_command
 from batchpilot_local.simulate.run import run_scenario
+from batchpilot_local.testing.simulate import simulate_cli as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "events" / "simulate").glob("*.yaml"))
@@ -37,21 +36,6 @@ TOP_KEYS = {
     "preemptions",
     "shares",
 }
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """``batchpilot simulate ...`` through the sub-command's own parser and runner (the wiring into
-    ``batchpilot_local.cli`` has a test of its own)."""
-    parser = argparse.ArgumentParser(prog="batchpilot")
-    add_parser(parser.add_subparsers(dest="command"))
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            namespace = parser.parse_args(list(args))
-        except SystemExit as exc:
-            return int(exc.code or 0), "", err.getvalue()
-    code = run_command(namespace, out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_batchpilot_cli_runs_simulate() -> None:

@@ -4,84 +4,37 @@ console error, makes no request, and draws every chart (each ``<svg>``) with a n
 
 from __future__ import annotations
 
-import argparse
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
-from batchpilot_local.simulate.command import add_parser, run_command
+from batchpilot_local.testing.browser import load_in_chromium, require_chromium
+from batchpilot_local.testing.simulate import simulate_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-INSTALL = (
-    "headless Chromium is needed at /usr/bin/chromium: install it with "
-    "`sudo apt-get update && sudo apt-get install -y chromium` (Debian/Ubuntu; CI's .ci/run does this)"
-)
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        pytest.skip(INSTALL)
-    pytest.importorskip(
-        "playwright.sync_api", reason="playwright is a dev dependency: pip install -e '.[dev]'"
-    )
-    return CHROMIUM
+    return require_chromium()
 
 
 def _report(tmp_path: Path, *args: str) -> Path:
     path = tmp_path / "report.html"
-    parser = argparse.ArgumentParser(prog="batchpilot")
-    add_parser(parser.add_subparsers(dest="command"))
-    out, err = io.StringIO(), io.StringIO()
-    code = run_command(parser.parse_args(["simulate", *args, "--report", str(path)]), out, err)
-    assert code == 0, err.getvalue()
+    code, _, err = simulate_cli("simulate", *args, "--report", str(path))
+    assert code == 0, err
     return path
 
 
-def _load(chromium: Path, report: Path) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
-
-    errors: list[str] = []
-    requests: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium), args=ARGS)
-        try:
-            context = browser.new_context(offline=True)
-            page = context.new_page()
-            page.on(
-                "console", lambda message: errors.append(message.text) if message.type == "error" else None
-            )
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(report.as_uri(), wait_until="load")
-            charts = page.evaluate(
-                """() => [...document.querySelectorAll('svg')].map(svg => {
-                    const box = svg.getBoundingClientRect();
-                    return {width: box.width, height: box.height,
-                            drawn: svg.querySelectorAll('path, use').length};
-                })"""
-            )
-            title = page.title()
-            tables = page.evaluate("() => document.querySelectorAll('table').length")
-        finally:
-            browser.close()
-    return {"errors": errors, "requests": requests, "charts": charts, "title": title, "tables": tables}
+def _load(report: Path) -> dict[str, Any]:
+    loaded = load_in_chromium(report, selectors=("table",))
+    loaded["tables"] = loaded["counts"]["table"]
+    return loaded
 
 
 def test_report_of_one_scenario_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
     report = _report(tmp_path, str(ROOT / "events/simulate/quota-lend-and-borrow.yaml"))
-    loaded = _load(chromium, report)
+    loaded = _load(report)
     assert loaded["errors"] == []
     assert loaded["requests"] == [report.as_uri()]  # the page itself, nothing else
     assert loaded["title"] == "batchpilot simulate: quota-lend-and-borrow"
@@ -99,7 +52,7 @@ def test_compare_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> N
         str(ROOT / "events/simulate/article-fifo.yaml"),
         str(ROOT / "events/simulate/article-fair-share.yaml"),
     )
-    loaded = _load(chromium, report)
+    loaded = _load(report)
     assert loaded["errors"] == []
     assert len(loaded["charts"]) == 6
     assert all(c["width"] > 100 and c["height"] > 50 and c["drawn"] > 10 for c in loaded["charts"])

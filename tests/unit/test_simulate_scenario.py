@@ -3,9 +3,6 @@ generated workloads and recorded histories."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import json
 import random
 from pathlib import Path
@@ -13,10 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-from batchpilot_local.simulate.command import add_parser, run_command
 from batchpilot_local.simulate.instances import ACCELERATORS, accelerators
 from batchpilot_local.simulate.scenario import Distribution, ScenarioError, load_scenario, parse_scenario
 from batchpilot_local.simulate.workload import build_jobs
+from batchpilot_local.testing.simulate import simulate_cli as cli
 
 GPU = "ml.g5.xlarge"
 
@@ -48,21 +45,6 @@ def write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """``batchpilot simulate ...`` through the sub-command's own parser and runner (the wiring into
-    ``batchpilot_local.cli`` has a test of its own)."""
-    parser = argparse.ArgumentParser(prog="batchpilot")
-    add_parser(parser.add_subparsers(dest="command"))
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stderr(err):
-        try:
-            namespace = parser.parse_args(list(args))
-        except SystemExit as exc:
-            return int(exc.code or 0), "", err.getvalue()
-    code = run_command(namespace, out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def mutate(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

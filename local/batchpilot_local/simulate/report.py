@@ -7,11 +7,9 @@ matplotlib, no script, no network).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
-from batchpilot_local.html_report import Page, line_chart, stacked_area_chart
+from batchpilot_local.html_report import Page, line_chart, stacked_area_chart, write_page
 from batchpilot_local.simulate.run import Run
 
 __all__ = ["build_report", "write_report"]
@@ -151,16 +149,4 @@ def write_report(path: str | os.PathLike[str], runs: Sequence[Run]) -> None:
         OSError: the file cannot be written.
     """
     text = build_report(runs)
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(temporary, 0o666 & ~umask)  # as open() would create it, not mkstemp's 0600
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_page(path, text)

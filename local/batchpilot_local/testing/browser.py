@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "INSTALL_HINT", "load_in_chromium"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "INSTALL_HINT", "load_in_chromium", "require_chromium"]
 
 CHROMIUM = Path("/usr/bin/chromium")
 """Debian's chromium package (``.ci/run`` installs it)."""
@@ -28,6 +28,18 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+def require_chromium() -> Path:
+    """Return :data:`CHROMIUM`, or skip the calling test when it or Playwright is absent."""
+    import pytest
+
+    if not CHROMIUM.exists():
+        pytest.skip(INSTALL_HINT)
+    pytest.importorskip(
+        "playwright.sync_api", reason="playwright is a dev dependency: pip install -e '.[dev]'"
+    )
+    return CHROMIUM
 
 
 def load_in_chromium(report: Path, *, selectors: tuple[str, ...] = ()) -> dict[str, Any]:
