@@ -9,6 +9,7 @@ import sys
 import sysconfig
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from batchpilot_local.template import load_template
 
@@ -32,6 +33,27 @@ LAMBDA_ENV = {
     "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
     "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
 }
+
+
+def sqs_record(index: int, body: str, queue: str) -> dict[str, Any]:
+    """One record of Lambda's SQS event, shaped as SQS delivers it (every attribute Lambda sends),
+    the ``index``-th message of the queue named ``queue`` in the test account."""
+    return {
+        "messageId": f"00000000-0000-4000-8000-{index:012d}",
+        "receiptHandle": f"AQEB-receipt-{index}",
+        "body": body,
+        "attributes": {
+            "ApproximateReceiveCount": "1",
+            "SentTimestamp": "1763633000000",
+            "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+            "ApproximateFirstReceiveTimestamp": "1763633000001",
+        },
+        "messageAttributes": {},
+        "md5OfBody": "e4e68fb7bd0e697a0ae8f1bb342846b3",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:us-east-1:111122223333:{queue}",
+        "awsRegion": "us-east-1",
+    }
 
 
 def cpu_model() -> str:

@@ -41,21 +41,12 @@ from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, write
 
 sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
 
+from batchpilot_local.lambda_runtime import FakeLambdaContext  # noqa: E402
 from batchpilot_local.testing.harness import create_state_table, load_app  # noqa: E402
 
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"
 T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
-
-
-class _Context:
-    function_name = "batchpilot-capacity"
-    memory_limit_in_mb = 256
-    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:batchpilot-capacity"
-    aws_request_id = "bench"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 def _env() -> dict[str, str]:
@@ -126,7 +117,7 @@ def _run(aws: Any, handler: ModuleType, minute: int, sink: Any) -> tuple[float, 
     sys.stdout = sink  # EMF and logs: not part of what is measured here
     try:
         start = time.perf_counter()
-        result = handler.lambda_handler(_event(minute), _Context())
+        result = handler.lambda_handler(_event(minute), FakeLambdaContext("batchpilot-capacity", 256, 60))
         elapsed = time.perf_counter() - start
     finally:
         sys.stdout = real

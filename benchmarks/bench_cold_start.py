@@ -45,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import xml.sax.saxutils
@@ -54,8 +55,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, shown, write_section
+from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, shown, sqs_record, write_section
 from batchpilot_local.template import FunctionSpec, load_template
+from batchpilot_local.testing.harness import LAMBDA_CONTEXT_SOURCE
 
 GOALS = {"metrics": 0.75, "alerts": 1.5}  # cold start / `import boto3`, from the issue
 BATCH_SIZE = 10  # the first batch: the template's BatchSize for metrics, recovery and capacity
@@ -70,7 +72,8 @@ TABLE_HEADER = (
 # Runs in `python3.13 -I -S -B -c`. argv: mode (empty | boto3 | handler), code dir, layer python dir,
 # handler ("app.lambda_handler"), SQS event file, result file. Writes {"import": [wall s, cpu s],
 # "first_batch": [...], "failures": n, "chat": [...]} (only "import" for boto3; nothing for empty).
-CHILD = r"""
+CHILD = (
+    r"""
 import json, os, sys, time
 
 mode, code_dir, layer_dir, handler, event_file, result_file = sys.argv[1:7]
@@ -85,18 +88,9 @@ if mode != "empty":
         with open(event_file) as f:
             event = json.load(f)
 
-        class Context:
-            function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
-            function_version = "$LATEST"
-            memory_limit_in_mb = int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"])
-            invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:" + function_name
-            aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
-            log_group_name = "/aws/lambda/" + function_name
-            log_stream_name = "2026/11/20/[$LATEST]0123456789abcdef"
-
-            def get_remaining_time_in_millis(self):
-                return 30_000
-
+"""
+    + textwrap.indent(LAMBDA_CONTEXT_SOURCE, " " * 8)
+    + r"""
         module_name, attribute = handler.rsplit(".", 1)
         w0, c0 = time.perf_counter(), time.process_time()
         # __import__, not importlib.import_module: only the former shows up in -X importtime.
@@ -112,7 +106,8 @@ if mode != "empty":
         )
     with open(result_file, "w") as f:
         json.dump(result, f)
-""".replace("CHAT_LIBRARIES", repr(CHAT_LIBRARIES))
+"""
+).replace("CHAT_LIBRARIES", repr(CHAT_LIBRARIES))
 
 
 # ------------------------------------------------------------------------------ fake AWS endpoint
@@ -344,27 +339,14 @@ def first_batch(spec: FunctionSpec, template_routes: Any, events_dir: Path) -> t
             samples.append(event)
     if not samples:
         raise SystemExit(f"no sample in events/ is routed to {spec.short_name}")
-    records = []
-    for index in range(BATCH_SIZE):
-        body = json.dumps(samples[index % len(samples)], separators=(",", ":"))
-        records.append(
-            {
-                "messageId": f"00000000-0000-4000-8000-{index:012d}",
-                "receiptHandle": f"AQEB{index:04d}",
-                "body": body,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1763633000000",
-                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-                    "ApproximateFirstReceiveTimestamp": "1763633000001",
-                },
-                "messageAttributes": {},
-                "md5OfBody": "e4e68fb7bd0e697a0ae8f1bb342846b3",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": f"arn:aws:sqs:us-east-1:111122223333:batchpilot-{spec.short_name}",
-                "awsRegion": "us-east-1",
-            }
+    records = [
+        sqs_record(
+            index,
+            json.dumps(samples[index % len(samples)], separators=(",", ":")),
+            f"batchpilot-{spec.short_name}",
         )
+        for index in range(BATCH_SIZE)
+    ]
     return {"Records": records}, min(len(samples), BATCH_SIZE)
 
 

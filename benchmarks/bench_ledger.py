@@ -25,22 +25,13 @@ from _common import ROOT, pin_to_one_core
 
 sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
 
+from batchpilot_local.lambda_runtime import FakeLambdaContext  # noqa: E402
 from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event  # noqa: E402
 from batchpilot_local.testing.samples import service_job  # noqa: E402
 
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"
 T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
-
-
-class _Context:
-    function_name = "batchpilot-ledger"
-    memory_limit_in_mb = 256
-    invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:batchpilot-ledger"
-    aws_request_id = "bench"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 def main() -> None:
@@ -94,7 +85,10 @@ def main() -> None:
         try:
             for start in range(0, len(bodies), 10):
                 t = time.process_time()
-                result = handler.lambda_handler(sqs_event(bodies[start : start + 10], "q"), _Context())
+                result = handler.lambda_handler(
+                    sqs_event(bodies[start : start + 10], "q"),
+                    FakeLambdaContext("batchpilot-ledger", 256, 60),
+                )
                 cpu += time.process_time() - t
                 assert result == {"batchItemFailures": []}, result
         finally:

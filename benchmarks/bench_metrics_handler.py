@@ -37,6 +37,7 @@ from _common import (
     percentile,
     pin_to_one_core,
     shown,
+    sqs_record,
     write_section,
 )
 
@@ -90,26 +91,10 @@ def sqs_batches(bodies: list[str], events: int) -> list[dict[str, Any]]:
     """``events`` records round-robin over ``bodies``, in Lambda SQS events of BATCH_SIZE records."""
     batches = []
     for start in range(0, events, BATCH_SIZE):
-        records = []
-        for i in range(start, min(start + BATCH_SIZE, events)):
-            records.append(
-                {
-                    "messageId": f"00000000-0000-4000-8000-{i:012d}",
-                    "receiptHandle": f"AQEB-receipt-{i}",
-                    "body": bodies[i % len(bodies)],
-                    "attributes": {
-                        "ApproximateReceiveCount": "1",
-                        "SentTimestamp": "1763633000000",
-                        "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-                        "ApproximateFirstReceiveTimestamp": "1763633000001",
-                    },
-                    "messageAttributes": {},
-                    "md5OfBody": "e4e68fb7bd0e697a0ae8f1bb342846b3",
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": "arn:aws:sqs:us-east-1:111122223333:batchpilot-MetricsQueue",
-                    "awsRegion": "us-east-1",
-                }
-            )
+        records = [
+            sqs_record(i, bodies[i % len(bodies)], "batchpilot-MetricsQueue")
+            for i in range(start, min(start + BATCH_SIZE, events))
+        ]
         batches.append({"Records": records})
     return batches
 

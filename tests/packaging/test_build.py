@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batchpilot_local.testing.harness import LAMBDA_CONTEXT_SOURCE
 from cfnlint.decode import decode_str
 
 pytestmark = pytest.mark.packaging
@@ -448,7 +449,8 @@ def test_arm64_artifact_has_python313_bytecode_for_every_module(
 
 # Runs in `python3.13 -I -S`: no site-packages, no PYTHON* variables, no script dir on sys.path.
 # argv: function dir, layer python dir, module, attribute, event file, result file, forbidden roots...
-INVOKE = r"""
+INVOKE = (
+    r"""
 import json, os, sys
 
 function_dir, layer_dir, module_name, attribute, event_file, result_file, *forbidden = sys.argv[1:]
@@ -472,18 +474,9 @@ outside = sorted(
 )
 assert not outside, f"modules imported from outside the function, the layer and the stdlib: {outside}"
 
-class Context:
-    function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
-    function_version = "$LATEST"
-    memory_limit_in_mb = int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"])
-    invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:" + function_name
-    aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
-    log_group_name = "/aws/lambda/" + function_name
-    log_stream_name = "2026/11/20/[$LATEST]0123456789abcdef"
-
-    def get_remaining_time_in_millis(self):
-        return 30_000
-
+"""
+    + LAMBDA_CONTEXT_SOURCE
+    + r"""
 if event_file == "-":
     body = "{}"  # a malformed record: handled without any AWS call
 else:
@@ -506,6 +499,7 @@ sys.stdout.flush()
 with open(result_file, "w") as f:
     json.dump(result, f)
 """
+)
 
 
 def resolve(value: Any, template: dict[str, Any], where: str) -> str | None:

@@ -18,6 +18,22 @@ from batchpilot_local.embedded_aws import create_tables
 from batchpilot_local.template import STATE_TABLE, AppTemplate, load_template
 from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
 
+LAMBDA_CONTEXT_SOURCE = """class Context:
+    function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
+    function_version = "$LATEST"
+    memory_limit_in_mb = int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"])
+    invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:" + function_name
+    aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
+    log_group_name = "/aws/lambda/" + function_name
+    log_stream_name = "2026/11/20/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self):
+        return 30_000
+"""
+"""Source of Lambda's ``context`` class for a script run in an isolated child interpreter
+(``python -I -S -c``) that cannot import this package: paste it into the script (which has imported
+``os``; the function's name and memory come from Lambda's environment variables)."""
+
 
 @functools.cache
 def app_template() -> AppTemplate:
