@@ -29,7 +29,7 @@ from batchpilot.shared.records import Outcome
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, block_kit_problem
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.testing.alerts import ENV, START, Clock, Rig, fact_of, open_rig
+from batchpilot_local.testing.alerts import ENV, START, Clock, Rig, fact_of, failed_fleet, open_rig
 from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -283,22 +283,8 @@ def test_without_slack_everything_goes_to_the_topic_and_is_not_a_failure() -> No
 
 
 # ------------------------------------------------------------------------------------ bursts
-def fleet(count: int, reason: str) -> list[dict[str, Any]]:
-    return [
-        batch_job(
-            "FAILED",
-            id=f"burst-{i}",
-            jobArn=f"arn:aws:batch:us-east-1:111122223333:job/{i:08d}-1111-4000-8000-000000000000",
-            jobId=f"{i:08d}-1111-4000-8000-000000000000",
-            jobName=f"sweep-lr-{i:03d}",
-            attempts=[{"container": {"reason": reason}}],
-        )
-        for i in range(count)
-    ]
-
-
 def test_a_40_job_spot_reclaim_is_one_slack_digest(rig: Rig) -> None:
-    events = fleet(40, "Host EC2 (instance i-0abc) terminated.")
+    events = failed_fleet(40, "Host EC2 (instance i-0abc) terminated.")
     result = rig.run(*events)
     assert all(r.outcome is Outcome.PROCESSED for r in result.records)
     [digest] = rig.slack_delivered()
@@ -311,7 +297,7 @@ def test_a_40_job_spot_reclaim_is_one_slack_digest(rig: Rig) -> None:
 
 
 def test_a_critical_burst_pages_once_then_one_digest_by_default(rig: Rig) -> None:
-    result = rig.run(*fleet(40, "CannotPullContainerError: manifest unknown"))
+    result = rig.run(*failed_fleet(40, "CannotPullContainerError: manifest unknown"))
     first, digest = rig.sns()
     assert (
         first["Subject"].startswith("[CRITICAL] container job")
@@ -321,12 +307,12 @@ def test_a_critical_burst_pages_once_then_one_digest_by_default(rig: Rig) -> Non
     assert digest["MessageAttributes"]["group_size"]["Value"] == "39"
     assert len(rig.slack_delivered()) == 1
     assert result.sent.count(("slack", "critical")) == 1
-    assert rig.run(*fleet(40, "CannotPullContainerError: manifest unknown")).sent == []  # all recorded
+    assert rig.run(*failed_fleet(40, "CannotPullContainerError: manifest unknown")).sent == []  # all recorded
 
 
 def test_a_critical_burst_pages_each_fact_and_posts_one_digest(rig: Rig) -> None:
     policy = load_policy(json.dumps({"sns_grouping": "each"}))
-    result = rig.run(*fleet(40, "CannotPullContainerError: manifest unknown"), policy=policy)
+    result = rig.run(*failed_fleet(40, "CannotPullContainerError: manifest unknown"), policy=policy)
     assert len(rig.sns()) == 40  # each critical fact (PublishBatch, 10 per call)
     assert len(rig.slack_delivered()) == 1
     assert result.sent.count(("sns", "critical")) == 40 and result.sent.count(("slack", "critical")) == 1
@@ -334,7 +320,7 @@ def test_a_critical_burst_pages_each_fact_and_posts_one_digest(rig: Rig) -> None
 
 def test_the_policy_can_group_a_burst_on_the_topic_too(rig: Rig) -> None:
     policy = load_policy(json.dumps({"sns_grouping": "group", "digest_threshold": 10}))
-    rig.run(*fleet(40, "CannotPullContainerError: manifest unknown"), policy=policy)
+    rig.run(*failed_fleet(40, "CannotPullContainerError: manifest unknown"), policy=policy)
     [message] = rig.sns()
     assert message["Subject"] == "[CRITICAL] 40 container jobs: MISCONFIGURATION on ml-training-highpri"
     assert message["MessageAttributes"]["group_size"]["Value"] == "40"
@@ -342,7 +328,7 @@ def test_the_policy_can_group_a_burst_on_the_topic_too(rig: Rig) -> None:
 
 def test_a_digest_slack_refuses_goes_to_the_topic_as_one_message(rig: Rig) -> None:
     rig.slack.fail_next("channel_is_archived")
-    result = rig.run(*fleet(12, "Host EC2 (instance i-0abc) terminated."))
+    result = rig.run(*failed_fleet(12, "Host EC2 (instance i-0abc) terminated."))
     [message] = rig.sns()
     assert (
         message["Subject"].startswith("[INFO] 12 container jobs")
@@ -352,7 +338,7 @@ def test_a_digest_slack_refuses_goes_to_the_topic_as_one_message(rig: Rig) -> No
 
 
 def test_small_groups_are_posted_one_by_one(rig: Rig) -> None:
-    rig.run(*fleet(5, "Host EC2 (instance i-0abc) terminated."))
+    rig.run(*failed_fleet(5, "Host EC2 (instance i-0abc) terminated."))
     assert len(rig.slack_delivered()) == 5
 
 

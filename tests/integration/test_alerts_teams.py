@@ -29,7 +29,7 @@ from batchpilot_local.chat_endpoint import (
     adaptive_card_problem,
 )
 from batchpilot_local.notifications import notification_from_teams
-from batchpilot_local.testing.alerts import Rig, open_rig
+from batchpilot_local.testing.alerts import Rig, failed_fleet, open_rig
 from batchpilot_local.testing.samples import batch_job, envelope, sample
 
 CRITICAL = "service-job/failed-validation"  # critical → on-call topic + chat
@@ -49,20 +49,6 @@ def cards(teams: LocalTeams) -> list[dict[str, Any]]:
 def runs(card: dict[str, Any]) -> list[dict[str, Any]]:
     """Every TextRun of the card's body."""
     return [i for b in card["body"] if b["type"] == "RichTextBlock" for i in b["inlines"]]
-
-
-def fleet(count: int, reason: str) -> list[dict[str, Any]]:
-    return [
-        batch_job(
-            "FAILED",
-            id=f"burst-{i}",
-            jobArn=f"arn:aws:batch:us-east-1:111122223333:job/{i:08d}-2222-4000-8000-000000000000",
-            jobId=f"{i:08d}-2222-4000-8000-000000000000",
-            jobName=f"sweep-lr-{i:03d}",
-            attempts=[{"container": {"reason": reason}}],
-        )
-        for i in range(count)
-    ]
 
 
 # ------------------------------------------------------------------------------- the endpoint
@@ -186,7 +172,7 @@ def test_a_critical_fact_teams_refuses_is_not_paged_twice(rig: Rig) -> None:
 
 
 def test_a_burst_is_one_digest_card(rig: Rig) -> None:
-    result = rig.run(*fleet(40, "Host EC2 (instance i-0abc) terminated."))
+    result = rig.run(*failed_fleet(40, "Host EC2 (instance i-0abc) terminated.", series="2222"))
     assert ("teams", "info") in result.sent and result.sent.count(("teams", "info")) == 1
     [card] = cards(rig.teams)
     [request] = rig.teams.delivered()
@@ -304,7 +290,11 @@ def test_the_registry_drives_delivery_for_a_channel_the_service_does_not_name(ri
     # Threads: the job's later message is a reply in the thread its first message started.
     assert [(len(n.facts), thread) for n, thread in pigeon.posts] == [(1, None), (1, "pigeon-1")]
     # Digests: a burst is one notice of every fact.
-    rig.run(*fleet(12, "Host EC2 (instance i-0abc) terminated."), policy=policy, channels=channels)
+    rig.run(
+        *failed_fleet(12, "Host EC2 (instance i-0abc) terminated.", series="2222"),
+        policy=policy,
+        channels=channels,
+    )
     notice, thread = pigeon.posts[-1]
     assert notice.digest and len(notice.facts) == 12 and thread is None
     # Fallback: the channel's failure goes to the on-call topic, counted with its reason.

@@ -27,6 +27,7 @@ from batchpilot.shared.records import Rejected, decode_any
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
+from batchpilot_local.testing.samples import batch_job
 
 __all__ = [
     "ENV",
@@ -35,8 +36,25 @@ __all__ = [
     "Clock",
     "Rig",
     "fact_of",
+    "failed_fleet",
     "open_rig",
 ]
+
+
+def failed_fleet(count: int, reason: str, series: str = "1111") -> list[dict[str, Any]]:
+    """A burst: ``count`` container jobs (``sweep-lr-000``, ...) FAILED with the same ``reason``;
+    ``series`` is a group of the job ids, so that two test files' fleets have distinct ids."""
+    return [
+        batch_job(
+            "FAILED",
+            id=f"burst-{i}",
+            jobArn=f"arn:aws:batch:us-east-1:111122223333:job/{i:08d}-{series}-4000-8000-000000000000",
+            jobId=f"{i:08d}-{series}-4000-8000-000000000000",
+            jobName=f"sweep-lr-{i:03d}",
+            attempts=[{"container": {"reason": reason}}],
+        )
+        for i in range(count)
+    ]
 
 
 def fact_of(event: Mapping[str, Any]) -> AlertFact:
