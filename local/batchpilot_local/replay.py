@@ -366,26 +366,9 @@ class Replayer:
     def _replay_one(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, index: int, event: Any, origin: str | None
     ) -> EventReport:
-        problem = _not_an_event(event)
-        if problem is not None:
-            mapping = event if isinstance(event, Mapping) else {}
-            return EventReport(
-                index=index,
-                event_id=None,
-                detail_type=_text(mapping.get("detail-type")),
-                source=_text(mapping.get("source")),
-                origin=origin,
-                errors=[problem],
-                is_event=False,
-            )
-        report = EventReport(
-            index=index,
-            event_id=_text(event.get("id")),
-            detail_type=event["detail-type"],
-            source=event["source"],
-            origin=origin,
-            job=job_summary(event),
-        )
+        report = self._report_for(index, event, origin)
+        if not report.is_event:
+            return report
         routes = sorted(
             self.template.routes_for(event, self._input_bus(event)),
             key=lambda r: (r.function.short_name, r.rule),

@@ -20,10 +20,9 @@ import pytest
 from batchpilot.io import clients as adapters
 from batchpilot.io.dynamodb.capacity import CapacityStateStore
 from batchpilot.shared.observability import logger
-from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import MetricRecord, parse_output
-from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event
+from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
 from batchpilot_local.testing.samples import sample
 from botocore.awsrequest import AWSResponse
 
@@ -143,11 +142,7 @@ def scheduled(moment: datetime) -> dict[str, Any]:
 
 @pytest.fixture
 def aws() -> Iterator[EmbeddedAws]:
-    shared_metrics.clear_metrics()
-    with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), TABLE)
-        yield embedded
-    shared_metrics.clear_metrics()
+    yield from aws_with_state_table(TABLE)
 
 
 def load_handler(**env: str) -> ModuleType:

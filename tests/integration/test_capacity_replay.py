@@ -13,6 +13,7 @@ from batchpilot_local.clock import ClockScenario
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.report import EventReport
+from batchpilot_local.testing.harness import report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
 
 SCENARIOS = EVENTS_DIR / "scenarios" / "capacity"
@@ -50,15 +51,7 @@ def updates(report: EventReport) -> list[int]:
 
 
 def gauge(report: EventReport, name: str, **dims: str) -> float:
-    found = [
-        m.value
-        for m in report.metrics
-        if m.name == name
-        and {k: v for k, v in m.dimensions.items() if k not in ("service", "CapacityUnit")} == dims
-    ]
-    assert len(found) == 1, (name, dims, found)
-    assert isinstance(found[0], float)
-    return found[0]
+    return report_gauge(report, name, ("service", "CapacityUnit"), **dims)
 
 
 def test_every_tick_is_a_report_without_errors(reports: dict[str, list[EventReport]]) -> None:

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from batchpilot.ledger.model import AggregateKey, Delta, JobStatus
-from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import parse_output
-from batchpilot_local.testing.harness import create_state_table, load_app
+from batchpilot_local.testing.harness import aws_with_state_table, load_app
 from batchpilot_local.testing.ledger import seed_aggregates
 
 TABLE = "batchpilot-StateTable"
@@ -26,11 +25,7 @@ ARN = f"arn:aws:batch:us-east-1:{ACCOUNT}"
 
 @pytest.fixture
 def aws() -> Iterator[EmbeddedAws]:
-    shared_metrics.clear_metrics()
-    with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), TABLE)
-        yield embedded
-    shared_metrics.clear_metrics()
+    yield from aws_with_state_table(TABLE)
 
 
 def scheduled() -> dict[str, Any]:

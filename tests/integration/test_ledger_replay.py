@@ -8,6 +8,7 @@ from batchpilot_local.clock import ClockScenario
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.report import EventReport
+from batchpilot_local.testing.harness import report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
 
 SCENARIO = EVENTS_DIR / "scenarios" / "ledger" / "fair-share-fleet.json"
@@ -21,15 +22,7 @@ def ticks() -> list[EventReport]:
 
 
 def gauge(report: EventReport, name: str, **dims: str) -> float:
-    found = [
-        m.value
-        for m in report.metrics
-        if m.name == name
-        and {k: v for k, v in m.dimensions.items() if k not in ("service", "Function")} == dims
-    ]
-    assert len(found) == 1, (name, dims, found)
-    assert isinstance(found[0], float)
-    return found[0]
+    return report_gauge(report, name, ("service", "Function"), **dims)
 
 
 def test_ticks_run_the_ledger_without_errors(ticks: list[EventReport]) -> None:

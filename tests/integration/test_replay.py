@@ -22,6 +22,7 @@ from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.template import load_template
+from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS_DIR = ROOT / "events"
@@ -39,15 +40,7 @@ REPORT_KEYS = [
     "own_events",
 ]
 JOB_SOURCES = {"aws.batch", "aws.sagemaker"}
-JOB_DETAIL_TYPES = {
-    "Batch Job State Change",
-    "Batch Job Queue Blocked",
-    "Batch Service Job State Change",
-    "Batch Service Job Queue Blocked",
-    "Batch Service Job Preemption Started",
-    "Batch Service Job Preemption Completed",
-    "SageMaker Training Job State Change",
-}
+JOB_DETAIL_TYPES = set(METRICS_DETAIL_TYPES)
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -8,13 +8,14 @@ import functools
 import importlib.util
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from batchpilot_local.embedded_aws import create_tables
+from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
+from batchpilot_local.report import EventReport
 from batchpilot_local.template import STATE_TABLE, AppTemplate, load_template
 from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
 
@@ -54,6 +55,18 @@ def create_state_table(dynamodb: Any, name: str = STATE_TABLE) -> None:
     """Create template.yaml's StateTable (keys ``pk``/``sk``, TTL) as ``name`` with a moto-backed
     DynamoDB client, unless it exists."""
     create_tables(dynamodb, {name: app_template().tables[STATE_TABLE]})
+
+
+def aws_with_state_table(name: str = STATE_TABLE) -> Iterator[EmbeddedAws]:
+    """Embedded AWS with the state table ``name`` created, for a fixture (``yield from``); the
+    layer's shared Powertools metrics are cleared before and after, so no test sees another's."""
+    from batchpilot.shared.observability import metrics as shared_metrics
+
+    shared_metrics.clear_metrics()
+    with EmbeddedAws() as embedded:
+        create_state_table(embedded.client("dynamodb"), name)
+        yield embedded
+    shared_metrics.clear_metrics()
 
 
 def load_app(
@@ -142,3 +155,17 @@ def metric_values(blobs: Iterable[Mapping[str, Any]], name: str) -> list[tuple[f
             values = blob[name] if isinstance(blob[name], list) else [blob[name]]
             found += [(float(v), {k: blob[k] for k in keys}) for v in values]
     return found
+
+
+def report_gauge(report: EventReport, name: str, ignore: Iterable[str], **dims: str) -> float:
+    """The one value of metric ``name`` in a replay ``report`` whose dimensions, less those named in
+    ``ignore``, are exactly ``dims`` (asserts there is exactly one, and that it is a float)."""
+    ignored = set(ignore)
+    found = [
+        m.value
+        for m in report.metrics
+        if m.name == name and {k: v for k, v in m.dimensions.items() if k not in ignored} == dims
+    ]
+    assert len(found) == 1, (name, dims, found)
+    assert isinstance(found[0], float)
+    return found[0]
