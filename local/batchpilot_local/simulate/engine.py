@@ -1266,14 +1266,7 @@ class Simulation:
             return
         if outcome.step is RecoveryStep.DRY_RUN:
             self.trace.recovery["DRY_RUN"] += 1
-            decider.record(
-                lineage_id=f"lineage-{job.lineage}",
-                failed_job_arn=job.arn,
-                job_name=job.spec.name,
-                queue=job.queue.name,
-                outcome=outcome,
-                now=start + timedelta(seconds=self.now),
-            )
+            self._record_recovery(job, outcome)
             return
         self._recovery_store.put((job, outcome))
 
@@ -1292,8 +1285,6 @@ class Simulation:
             self._resubmit(job, outcome)
 
     def _resubmit(self, job: _Job, outcome: RecoveryOutcome) -> None:
-        decider = self._recovery
-        assert decider is not None
         # README "How a job is resubmitted": the same payload (so the same CheckpointConfig.S3Uri:
         # SageMaker restores the newest checkpoint), queue, share and priority.
         self.trace.submits.append(self.now)
@@ -1305,6 +1296,12 @@ class Simulation:
             saved_s=job.saved_s,
             checkpoint_at=job.checkpoint_at,
         )
+        self._record_recovery(job, outcome)
+
+    def _record_recovery(self, job: _Job, outcome: RecoveryOutcome) -> None:
+        """Record ``outcome`` in the recovery decider's lineage of ``job``, at the simulated now."""
+        decider = self._recovery
+        assert decider is not None
         decider.record(
             lineage_id=f"lineage-{job.lineage}",
             failed_job_arn=job.arn,
