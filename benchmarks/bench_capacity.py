@@ -31,7 +31,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
@@ -43,6 +42,7 @@ sys.path[0:0] = [str(ROOT / "layers" / "batchpilot"), str(ROOT / "local")]
 
 from batchpilot_local.lambda_runtime import FakeLambdaContext  # noqa: E402
 from batchpilot_local.testing.harness import create_state_table, load_app  # noqa: E402
+from batchpilot_local.testing.samples import scheduled_event  # noqa: E402
 
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"
@@ -70,18 +70,7 @@ def _load() -> ModuleType:
 
 
 def _event(minute: int) -> dict[str, Any]:
-    at = T0 + timedelta(minutes=minute)
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": ACCOUNT,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {},
-    }
+    return scheduled_event(T0 + timedelta(minutes=minute), {})
 
 
 def _world(jobs: int) -> dict[str, Any]:

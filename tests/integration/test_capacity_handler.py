@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from batchpilot.shared.observability import logger
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import MetricRecord, parse_output
 from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
-from batchpilot_local.testing.samples import sample
+from batchpilot_local.testing.samples import sample, scheduled_event
 from botocore.awsrequest import AWSResponse
 
 QUEUE = "batchpilot-CapacityQueue"
@@ -127,17 +126,10 @@ def policy(**envs: dict[str, Any]) -> dict[str, str]:
 
 def scheduled(moment: datetime) -> dict[str, Any]:
     """What CapacitySchedule's Input becomes for one run."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": ACCOUNT,
-        "time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [f"arn:aws:scheduler:us-east-1:{ACCOUNT}:schedule/default/batchpilot-CapacitySchedule"],
-        "detail": {"attempt": "1"},
-    }
+    return scheduled_event(
+        moment,
+        resources=[f"arn:aws:scheduler:us-east-1:{ACCOUNT}:schedule/default/batchpilot-CapacitySchedule"],
+    )
 
 
 @pytest.fixture

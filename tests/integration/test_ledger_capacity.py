@@ -4,7 +4,6 @@ the number of RUNNABLE jobs, and jobs of unknown size count at the queue's mean,
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import parse_output
 from batchpilot_local.testing.harness import aws_with_state_table, load_app
 from batchpilot_local.testing.ledger import seed_aggregates
+from batchpilot_local.testing.samples import scheduled_event
 
 TABLE = "batchpilot-StateTable"
 ACCOUNT = "111122223333"
@@ -29,17 +29,7 @@ def aws() -> Iterator[EmbeddedAws]:
 
 
 def scheduled() -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": ACCOUNT,
-        "time": T0.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {"attempt": "1"},
-    }
+    return scheduled_event(T0)
 
 
 def test_capacity_run_reads_the_ledger_not_the_queues(

@@ -5,6 +5,8 @@ training jobs), for account ``111122223333`` in ``us-east-1``."""
 from __future__ import annotations
 
 import json
+import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,19 @@ def envelope(
         "detail": detail,
         **extra,
     }
+
+
+def scheduled_event(at: datetime, detail: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """EventBridge Scheduler's event for a run at ``at`` (a new id each call); ``detail`` defaults to
+    the template's schedule Input (``{"attempt": "1"}``); ``extra`` as for :func:`envelope`."""
+    return envelope(
+        "Scheduled Event",
+        {"attempt": "1"} if detail is None else detail,
+        source="aws.scheduler",
+        id=str(uuid.uuid4()),
+        time=at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **extra,
+    )
 
 
 def batch_job(status: str, **detail: Any) -> dict[str, Any]:
