@@ -369,16 +369,21 @@ class Replayer:
         report = self._report_for(index, event, origin)
         if not report.is_event:
             return report
+        routes, body = self._routes_of(event, report)
+        for route in routes:
+            self._deliver(aws, runtime, route, body, report)
+        self._drain_own_events(aws, runtime, report)
+        return report
+
+    def _routes_of(self, event: Mapping[str, Any], report: EventReport) -> tuple[list[Route], str]:
+        """The routes an input event takes (by function, then rule), recorded in
+        ``report.functions``, and the event as an SQS message body."""
         routes = sorted(
             self.template.routes_for(event, self._input_bus(event)),
             key=lambda r: (r.function.short_name, r.rule),
         )
         report.functions = sorted({route.function.short_name for route in routes})
-        body = json.dumps(event, ensure_ascii=False)
-        for route in routes:
-            self._deliver(aws, runtime, route, body, report)
-        self._drain_own_events(aws, runtime, report)
-        return report
+        return routes, json.dumps(event, ensure_ascii=False)
 
     def _input_bus(self, event: Mapping[str, Any]) -> str:
         """The bus an input event is put on (see :meth:`run`'s ``bus``)."""
@@ -554,12 +559,7 @@ class _Batcher:
         if report.is_event:
             moment = _event_time(event) or self._clock or datetime.now(UTC)
             self._clock = moment
-            routes = sorted(
-                replayer.template.routes_for(event, replayer._input_bus(event)),
-                key=lambda r: (r.function.short_name, r.rule),
-            )
-            report.functions = sorted({route.function.short_name for route in routes})
-            body = json.dumps(event, ensure_ascii=False)
+            routes, body = replayer._routes_of(event, report)
             for route in routes:
                 pending = self._pending.get(route.queue)
                 if pending is not None and (moment - pending.first).total_seconds() > route.batching_window_s:
