@@ -22,6 +22,7 @@ from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.template import load_template
+from batchpilot_local.testing.samples import sample_event_paths
 from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,12 +47,7 @@ JOB_DETAIL_TYPES = set(METRICS_DETAIL_TYPES)
 # ------------------------------------------------------------------------------------ helpers
 def sample_events() -> list[dict[str, Any]]:
     """Every single-event file under events/, in path order."""
-    out = []
-    for path in sorted(EVENTS_DIR.rglob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "detail-type" in data:
-            out.append(data)
-    return out
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sample_event_paths()]
 
 
 def find_sample(predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
