@@ -20,6 +20,7 @@ import re
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -333,7 +334,14 @@ class LambdaRuntime:
         the returned :class:`Invocation`.
         """
         short = spec.short_name
-        with self._stdout.capture() as buffer, _environment(self.environment(spec)):
+        with (
+            self._stdout.capture() as buffer,
+            _environment(self.environment(spec)),
+            warnings.catch_warnings(),
+        ):
+            # In Lambda this goes to the function's log; here it would repeat on the user's terminal
+            # for every invocation whose batch had no job metrics (a capacity tick, a skip).
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
             if short not in self._handlers and short not in self._init_errors:
                 self._load(spec)
             self._bind_loggers()

@@ -120,6 +120,37 @@ class ShareUsage:
 
 
 @dataclass
+class FleetUsage:
+    """One service environment as the job ledger last reported it (its fleet gauges).
+
+    Attributes:
+        environment: the service environment's name.
+        reserved, in_use, limit: ``ReservedInstances``, ``InstancesInUse``, ``CapacityLimit``
+            (instances), or None when not emitted.
+        utilisation: ``Utilization`` as a fraction (the ledger publishes Percent), or None.
+        idle_while_queued: ``IdleWhileQueued`` (instance-minutes per minute), or None.
+        gpus_in_use: ``GpusInUse``, or None.
+    """
+
+    environment: str
+    reserved: float | None = None
+    in_use: float | None = None
+    limit: float | None = None
+    utilisation: float | None = None
+    idle_while_queued: float | None = None
+    gpus_in_use: float | None = None
+
+
+_FLEET_FIELDS = {
+    "ReservedInstances": "reserved",
+    "InstancesInUse": "in_use",
+    "CapacityLimit": "limit",
+    "IdleWhileQueued": "idle_while_queued",
+    "GpusInUse": "gpus_in_use",
+}
+
+
+@dataclass
 class Summary:
     """The figures of one replay (see the module docstring)."""
 
@@ -134,6 +165,7 @@ class Summary:
     capacity_changes: list[CapacityChange] = field(default_factory=list)
     capacity_refusals: Counter[str] = field(default_factory=Counter)
     shares: dict[tuple[str, str], ShareUsage] = field(default_factory=dict)
+    fleet: dict[str, FleetUsage] = field(default_factory=dict)
     timelines: dict[str, list[TickRow]] = field(default_factory=dict)
 
     def count(self, channel: str | None = None, severity: str | None = None) -> int:
@@ -220,6 +252,21 @@ def _own_events(summary: Summary, report: EventReport) -> None:
             )
         elif kind == "Capacity Limited":
             summary.capacity_refusals[str(detail.get("limit_reason"))] += 1
+
+
+def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
+    """The last fleet gauge of each service environment (dimension ``ServiceEnvironment`` alone,
+    besides ``service``: the ledger's per-environment gauges, not the capacity function's)."""
+    for metric in metrics:
+        environment = metric.dimensions.get("ServiceEnvironment")
+        if environment is None or set(metric.dimensions) - {"ServiceEnvironment", "service"}:
+            continue
+        if metric.name == "Utilization":
+            fleet = summary.fleet.setdefault(environment, FleetUsage(environment))
+            fleet.utilisation = _value(metric) / 100  # Percent on the wire, a fraction here
+        elif metric.name in _FLEET_FIELDS:
+            fleet = summary.fleet.setdefault(environment, FleetUsage(environment))
+            setattr(fleet, _FLEET_FIELDS[metric.name], _value(metric))
 
 
 def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
@@ -311,6 +358,7 @@ def summarise(
                 summary.pages.append(str(note.get("title")))
         _own_events(summary, report)
         _share_metrics(summary, report.metrics)
+        _fleet_metrics(summary, report.metrics)
         tick = scenario_of(report)
         if tick is not None:
             scenario, at = tick
@@ -414,9 +462,32 @@ def render_overview(summary: Summary) -> str:
     if summary.capacity_refusals:
         refusals = ", ".join(f"{reason} {n}" for reason, n in summary.capacity_refusals.most_common())
         lines.append(f"Capacity limited ({sum(summary.capacity_refusals.values())}): {refusals}")
+    if summary.fleet:
+        lines.extend(_fleet_lines(summary))
     if summary.shares:
         lines.extend(_share_lines(summary))
     return "\n".join(lines) + "\n"
+
+
+def _fleet_lines(summary: Summary) -> list[str]:
+    rows = [
+        ["service environment", "reserved", "in use", "limit", "utilisation", "idle while queued", "GPUs"]
+    ]
+    fleet = sorted(summary.fleet.values(), key=lambda f: f.environment)
+    for f in fleet[:_MAX_ROWS]:
+        rows.append(
+            [
+                f.environment,
+                _number(f.reserved),
+                _number(f.in_use),
+                _number(f.limit),
+                "-" if f.utilisation is None else f"{100 * f.utilisation:.1f} %",
+                _number(f.idle_while_queued),
+                _number(f.gpus_in_use),
+            ]
+        )
+    title = "Fleet: utilisation against reserved capacity (the job ledger's last gauges)"
+    return [title, *_more(_table(rows), len(fleet))]
 
 
 def _share_lines(summary: Summary) -> list[str]:
@@ -448,6 +519,8 @@ def render_timelines(summary: Summary) -> str:
     demand, limit, decision, reason); empty when the replay had no clock scenario."""
     blocks = []
     for scenario, rows in summary.timelines.items():
+        if not rows:  # a clock scenario whose ticks decided no capacity (the ledger's, say)
+            continue
         table = [["time", "service environment", "in use", "demand", "limit", "decision", "reason"]]
         for row in rows:
             decision = row.decision or "-"

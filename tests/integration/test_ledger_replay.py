@@ -67,3 +67,19 @@ def test_a_requeued_jobs_age_restarts_and_its_attempt_is_lost(ticks: list[EventR
         )
         == 840
     )
+
+
+def test_the_first_screen_shows_utilisation_against_reserved_capacity_and_shares(
+    ticks: list[EventReport],
+) -> None:
+    from batchpilot_local.replay_summary import render_overview, render_timelines, summarise
+
+    overview = render_overview(summarise(ticks))
+    fleet = overview.splitlines()
+    start = fleet.index("Fleet: utilisation against reserved capacity (the job ledger's last gauges)")
+    header, row = fleet[start + 1].split(), fleet[start + 2].split()
+    assert header[:3] == ["service", "environment", "reserved"]
+    # The last tick: 10 of 24 reserved instances in use, 16 the limit, 8 instances of work waiting.
+    assert row[:5] == ["article-env", "24", "10", "16", "41.7"] and row[6:8] == ["8", "80"]  # idle, GPUs
+    assert "Shares (3)" in overview and "entitlement" in overview
+    assert render_timelines(summarise(ticks)) == ""  # the ledger scenario runs no capacity decision
