@@ -176,3 +176,79 @@ def test_recovery_not_expected_makes_recoverable_failures_critical() -> None:
     spot = fact_of(sample("batch-job/failed-spot-reclaim"))
     assert decide(spot, RoutingPolicy()).severity is Severity.INFO
     assert decide(spot, policy).severity is Severity.CRITICAL
+
+
+# ------------------------------------------------------------------ per-share Slack channels
+TEAM_POLICY = {
+    "slack_channels": [
+        {"match": {"share_identifier": ["nlp*"]}, "slack_channel": "#team-nlp-training"},
+        {"match": {"quota_share": ["vision-*"]}, "slack_channel": "C0VISION01"},
+    ]
+}
+
+
+def test_slack_channel_routes_are_validated() -> None:
+    policy = load_policy(json.dumps(TEAM_POLICY))
+    assert [r.slack_channel for r in policy.slack_channels] == ["#team-nlp-training", "C0VISION01"]
+
+
+@pytest.mark.parametrize(
+    ("route", "names"),
+    [
+        ({"match": {"share_identifier": ["nlp*"]}}, "slack_channels.0.slack_channel"),
+        ({"match": {}, "slack_channel": "#team nlp"}, "slack_channels.0.slack_channel"),
+        ({"match": {}, "slack_channel": ""}, "slack_channels.0.slack_channel"),
+        ({"match": {}, "slack_channel": "#" + "x" * 81}, "slack_channels.0.slack_channel"),
+        (
+            {"match": {"share_identifier": []}, "slack_channel": "#x"},
+            "slack_channels.0.match.share_identifier",
+        ),
+        ({"slack_channel": "#x", "severity": "info"}, "slack_channels.0.severity"),
+    ],
+)
+def test_invalid_routes_name_the_field(route: dict[str, object], names: str) -> None:
+    with pytest.raises(PolicyError) as error:
+        load_policy(json.dumps({"slack_channels": [route]}))
+    assert names in str(error.value)
+
+
+def test_a_route_keeps_the_severity_and_the_last_matching_route_wins() -> None:
+    policy = load_policy(
+        json.dumps(
+            {
+                "slack_channels": [
+                    {"match": {"share_identifier": ["prod*"]}, "slack_channel": "#team-prod"},
+                    {"match": {"job_queue": ["sm-training-*"]}, "slack_channel": "#sm-training"},
+                    {"match": {"severity": ["info"]}, "slack_channel": "#info-only"},
+                ]
+            }
+        )
+    )
+    fact = fact_of(sample("service-job/failed-validation"))  # share "prod", critical by default
+    decision = decide(fact, policy)
+    assert decision == decide(fact, RoutingPolicy())  # severity and channels untouched
+    values = fact.match_values()
+    assert policy.destination(Channel.SLACK, values, decision.severity) == "#sm-training"
+    assert policy.destination(Channel.SLACK, values, Severity.INFO) == "#info-only"  # final severity
+    assert policy.destination(Channel.TEAMS, values, decision.severity) is None
+    assert policy.destination(Channel.SNS, values, decision.severity) is None
+    other = fact_of(batch_job("FAILED", shareIdentifier="research"))
+    assert policy.destination(Channel.SLACK, other.match_values(), Severity.WARNING) is None
+
+
+def test_settings_refuse_slack_routes_without_a_bot_token_naming_them() -> None:
+    webhook = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
+    env = {
+        **BASE_ENV,
+        "BATCHPILOT_SLACK_WEBHOOK_SECRET": webhook,
+        "BATCHPILOT_ALERT_POLICY": json.dumps(TEAM_POLICY),
+    }
+    with pytest.raises(ConfigError) as error:
+        AlertsSettings.from_environ(env, function="alerts")
+    message = str(error.value)
+    assert "BATCHPILOT_ALERT_POLICY" in message
+    assert "slack_channels.0, slack_channels.1" in message
+    assert "BATCHPILOT_SLACK_BOT_TOKEN_SECRET" in message
+    bot = {**env, "BATCHPILOT_SLACK_BOT_TOKEN_SECRET": "bot-token", "BATCHPILOT_SLACK_CHANNEL": "C0DEFAULT1"}
+    settings = AlertsSettings.from_environ(bot, function="alerts")
+    assert len(settings.policy.slack_channels) == 2

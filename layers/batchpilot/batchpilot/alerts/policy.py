@@ -14,6 +14,9 @@ How a fact's severity is decided, in order:
 4. ``rules``, in order: every rule whose ``match`` holds sets the severity (a later rule sees the
    severity an earlier one set, through ``match.severity``).
 
+``slack_channels`` then may send a fact's Slack message to another channel than the deployment's
+(a team's own channel: the last matching route wins; Slack bot token mode only).
+
 ``silent`` means "no notification". Then ``channels`` maps the severity to the channels (``sns``:
 the on-call topic; ``slack``; ``teams``). When the document leaves ``channels`` out, the chat
 channels of the defaults are the ones the deployment configures (:meth:`RoutingPolicy.for_chat`).
@@ -28,6 +31,7 @@ Example (the seed use case)::
         {"match": {"detail_type": ["Batch Job State Change"], "status": ["SUCCEEDED"],
                    "job_queue": ["nightly-eval"]}, "severity": "info"}
       ],
+      "slack_channels": [{"match": {"share_identifier": ["nlp*"]}, "slack_channel": "#team-nlp-training"}],
       "channels": {"critical": ["sns", "slack"], "warning": ["slack"], "info": ["slack"]},
       "digest_threshold": 5
     }
@@ -44,6 +48,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 __all__ = [
+    "SLACK_CHANNEL_PATTERN",
     "Channel",
     "Match",
     "PolicyError",
@@ -51,6 +56,7 @@ __all__ = [
     "Rule",
     "Selector",
     "Severity",
+    "SlackRoute",
     "SnsGrouping",
     "load_policy",
 ]
@@ -180,11 +186,34 @@ class Match(_Strict):
         return all(_any(getattr(self, name), values.get(name)) for name in _PATTERN_FIELDS)
 
 
+SLACK_CHANNEL_PATTERN = r"^#?[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$"
+"""A Slack channel id (``C0123ABCD``) or name (``#team-nlp-training``): what ``chat.postMessage``
+takes as ``channel``."""
+
+
 class Rule(_Strict):
     """``match`` → ``severity``. ``description`` is for people reading the policy."""
 
     match: Match = Field(default_factory=Match)
     severity: Severity
+    description: str | None = Field(default=None, max_length=500)
+
+
+class SlackRoute(_Strict):
+    """``match`` → the Slack channel a fact is posted to instead of ``BATCHPILOT_SLACK_CHANNEL``.
+
+    Attributes:
+        match: the conditions (:class:`Match`); ``match.severity`` is the fact's final severity
+            (routes apply after ``rules``).
+        slack_channel: a channel id (``C0123ABCD``) or name (``#team-nlp-training``), as
+            ``chat.postMessage`` takes it. Slack bot token mode only: an incoming webhook posts to
+            the one channel it was created for, so the alerts settings refuse a policy with routes
+            when no bot token is configured.
+        description: free text.
+    """
+
+    match: Match = Field(default_factory=Match)
+    slack_channel: str = Field(pattern=SLACK_CHANNEL_PATTERN)
     description: str | None = Field(default=None, max_length=500)
 
 
@@ -219,6 +248,8 @@ class RoutingPolicy(_Strict):
     Attributes:
         version: always 1.
         rules: applied in order after the defaults, ``mark_critical`` and ``never_page``.
+        slack_channels: routes sending matching facts to their own Slack channel
+            (:class:`SlackRoute`; the last matching route wins; bot token mode only).
         mark_critical: warning → critical for these job queues / share identifiers / quota shares.
         never_page: critical → warning for these (applied after ``mark_critical``).
         channels: severity → channels. Every severity but ``silent`` must be present (an empty
@@ -240,6 +271,7 @@ class RoutingPolicy(_Strict):
 
     version: Literal[1] = 1
     rules: list[Rule] = Field(default_factory=list, max_length=200)
+    slack_channels: list[SlackRoute] = Field(default_factory=list, max_length=200)
     mark_critical: Selector = Field(default_factory=Selector)
     never_page: Selector = Field(default_factory=Selector)
     channels: dict[Severity, list[Channel]] = Field(default_factory=_default_channels)
@@ -260,6 +292,19 @@ class RoutingPolicy(_Strict):
             if len(set(channels)) != len(channels):
                 raise ValueError(f"{severity.value}: a channel is listed twice")
         return value
+
+    def destination(self, channel: Channel, values: dict[str, str | None], severity: Severity) -> str | None:
+        """Where in ``channel`` a fact goes instead of the channel's configured destination: the
+        ``slack_channel`` of the last of ``slack_channels`` whose ``match`` holds for the fact's
+        ``values`` (keys as :class:`Match`'s fields) and final ``severity``; None for any other
+        channel, or when no route matches."""
+        if channel is not Channel.SLACK:
+            return None
+        found: str | None = None
+        for route in self.slack_channels:
+            if route.match.holds(values, severity):
+                found = route.slack_channel
+        return found
 
     def channels_for(self, severity: Severity) -> tuple[Channel, ...]:
         """The channels of ``severity`` (empty for ``silent``)."""

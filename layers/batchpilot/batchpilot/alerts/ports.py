@@ -73,12 +73,17 @@ class Notice:
         severity: their severity (a burst shares it).
         why: the sentence saying which rule decided.
         max_items: jobs listed by name in a digest (the rest are counted).
+        destination: where in the channel to post instead of its configured destination (a Slack
+            channel a route of the policy names: ``RoutingPolicy.slack_channels``), or None. An
+            adapter that cannot post elsewhere fails the post (the fact falls back to the on-call
+            topic).
     """
 
     facts: tuple[AlertFact, ...]
     severity: Severity
     why: str
     max_items: int = 20
+    destination: str | None = None
 
     @property
     def digest(self) -> bool:

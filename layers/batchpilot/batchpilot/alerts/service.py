@@ -19,9 +19,10 @@ For one batch (:meth:`AlertService.process`):
    ``sent``); a fact already sent is a duplicate and sends nothing; a crash between claim and send
    leaves a lease that expires, so the redelivered record sends it then;
 5. publish to the on-call topic (each fact, or one message per burst when the policy groups);
-6. for each chat channel: a burst (more than ``digest_threshold`` facts of one job queue,
-   category and severity) as one digest, the rest one by one (replies in the job's thread when
-   the channel threads);
+6. for each chat channel and destination in it (the configured one, or the one a routing rule
+   names: :meth:`~batchpilot.alerts.policy.RoutingPolicy.destination`): a burst (more than
+   ``digest_threshold`` facts of one job queue, category and severity) as one digest, the rest
+   one by one (replies in the job's thread in that destination when the channel threads);
 7. a chat failure (any answer but the channel's success, no time left) falls back to the on-call
    topic, unless the fact went there already; one fallback message per failed group, whichever
    channels failed it;
@@ -475,8 +476,15 @@ class AlertService:
         if not wanted:
             return
         notifier = self.channels.get(channel)
-        bursts, singles = self._bursts(wanted)
-        groups: list[list[_Entry]] = [*bursts, *([e] for e in singles)]
+        # A digest or a thread never mixes destinations: facts a routing rule sends to another
+        # destination (RoutingPolicy.destination) are grouped apart from the rest.
+        by_destination: dict[str | None, list[_Entry]] = {}
+        for entry in wanted:
+            by_destination.setdefault(self._destination(channel, entry), []).append(entry)
+        groups: list[list[_Entry]] = []
+        for members in by_destination.values():
+            bursts, singles = self._bursts(members)
+            groups += [*bursts, *([e] for e in singles)]
         groups.sort(key=lambda group: entries.index(group[0]))
 
         def budget() -> float:
@@ -485,8 +493,13 @@ class AlertService:
         down: str | None = None  # the channel timed out earlier in this batch
         for group in groups:
             first = group[0]
+            destination = self._destination(channel, first)
             notice = Notice(
-                tuple(e.fact for e in group), first.severity, first.decision.why, self.policy.digest_max_items
+                tuple(e.fact for e in group),
+                first.severity,
+                first.decision.why,
+                self.policy.digest_max_items,
+                destination,
             )
             thread: str | None = None
             if notifier is None:
@@ -497,14 +510,14 @@ class AlertService:
                 delivery = Delivery(False, DEADLINE)
             else:
                 threaded = notifier.threads and not notice.digest
-                thread = self._thread_for(channel, first) if threaded else None
+                thread = self._thread_for(channel, first, destination) if threaded else None
                 delivery = self._post(notifier, notice, thread, budget)
             if delivery.delivered:
                 result.sent.append((channel, first.severity))
                 for entry in group:
                     self._mark(entry, channel, channel)
                 if delivery.thread and notifier is not None and notifier.threads and not notice.digest:
-                    self._remember_thread(channel, first, thread, delivery.thread)
+                    self._remember_thread(channel, first, destination, thread, delivery.thread)
                 continue
             if delivery.reason in _DOWN_REASONS:
                 down = delivery.reason
@@ -546,13 +559,27 @@ class AlertService:
             return sns_digest(facts, first.severity, first.decision.why, fallback=fallback.reasons)
         return sns_message(first.fact, first.severity, first.decision.why, fallback=fallback.reasons)
 
-    def _thread_for(self, channel: Channel, entry: _Entry) -> str | None:
+    def _destination(self, channel: Channel, entry: _Entry) -> str | None:
+        """Where in ``channel`` the entry goes when a route of the policy overrides the channel's
+        configured destination, else None."""
+        return self.policy.destination(channel, entry.fact.match_values(), entry.severity)
+
+    @staticmethod
+    def _thread_subject(subject: str, destination: str | None) -> str:
+        """The key of ``subject``'s thread: per destination, since a thread id (a message id)
+        only exists in the destination it was posted to; the configured channel keeps the bare
+        subject (threads recorded before overrides existed stay valid)."""
+        return subject if destination is None else f"{subject} in {destination}"
+
+    def _thread_for(self, channel: Channel, entry: _Entry, destination: str | None) -> str | None:
         try:
-            return self.store.thread_of(channel, entry.fact.thread_subject)
+            return self.store.thread_of(channel, self._thread_subject(entry.fact.thread_subject, destination))
         except Exception:  # a missing thread is only cosmetic: post at top level
             return None
 
-    def _remember_thread(self, channel: Channel, entry: _Entry, thread: str | None, posted: str) -> None:
+    def _remember_thread(
+        self, channel: Channel, entry: _Entry, destination: str | None, thread: str | None, posted: str
+    ) -> None:
         # A new top-level message starts the job's thread; a reply only links the jobs that
         # continue it (the new job of a resubmission) to the existing thread.
         subjects = list(entry.fact.related_subjects)
@@ -560,5 +587,6 @@ class AlertService:
             subjects.insert(0, entry.fact.thread_subject)
         if not subjects:
             return
+        keys = [self._thread_subject(subject, destination) for subject in subjects]
         with contextlib.suppress(Exception):  # cosmetic: later messages start a new thread
-            self.store.save_thread(channel, subjects, thread or posted, self.clock())
+            self.store.save_thread(channel, keys, thread or posted, self.clock())

@@ -31,7 +31,8 @@ class AlertsSettings(FunctionSettings):
             ``https://slack.com/api/``; https, or http to a loopback address for local runs).
         teams_webhook_secret: ARN or name of the secret that holds the Microsoft Teams Workflows
             webhook URL (``BATCHPILOT_TEAMS_WEBHOOK_SECRET``); empty: no Teams.
-        alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults).
+        alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults). A
+            policy with ``slack_channels`` routes requires ``slack_bot_token_secret``.
     """
 
     function: str = Field(default="alerts", min_length=1, max_length=64)
@@ -70,11 +71,19 @@ class AlertsSettings(FunctionSettings):
 
     @field_validator("alert_policy")
     @classmethod
-    def _policy_is_valid(cls, value: str) -> str:
+    def _policy_is_valid(cls, value: str, info: ValidationInfo) -> str:
         try:
-            load_policy(value)
+            policy = load_policy(value)
         except PolicyError as exc:
             raise ValueError(str(exc)) from None
+        if policy.slack_channels and not info.data.get("slack_bot_token_secret"):
+            # An incoming webhook is tied to the one channel it was created for: it cannot post
+            # elsewhere, and posting a team's alert to the default channel would be silently wrong.
+            names = ", ".join(f"slack_channels.{index}" for index in range(len(policy.slack_channels)))
+            raise ValueError(
+                f"{names}: a Slack channel override needs BATCHPILOT_SLACK_BOT_TOKEN_SECRET "
+                "(chat.postMessage); an incoming webhook posts to one fixed channel"
+            )
         return value
 
     @property

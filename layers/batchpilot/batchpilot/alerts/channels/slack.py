@@ -38,7 +38,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from batchpilot.alerts.channels import (
@@ -96,10 +96,13 @@ _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # ------------------------------------------------------------------------------------- render
 @dataclass(frozen=True, slots=True)
 class SlackMessage:
-    """A Slack message: ``text`` (top-level, always set) and Block Kit ``blocks`` (≤50)."""
+    """A Slack message: ``text`` (top-level, always set) and Block Kit ``blocks`` (≤50);
+    ``channel``: the ``chat.postMessage`` channel a policy route chose (``Notice.destination``),
+    None for the notifier's configured one."""
 
     text: str
     blocks: list[dict[str, Any]]
+    channel: str | None = None
 
     def payload(self) -> dict[str, Any]:
         """``{"text", "blocks"}`` as sent to a webhook or ``chat.postMessage``."""
@@ -352,16 +355,23 @@ class SlackNotifier:
         return bool(self.bot_token_secret and self.channel)
 
     def render(self, notice: Notice) -> SlackMessage:
-        """One fact's message, or a burst's digest (:func:`slack_message`, :func:`slack_digest`)."""
+        """One fact's message, or a burst's digest (:func:`slack_message`, :func:`slack_digest`),
+        addressed to ``notice.destination`` when a policy route chose a channel."""
         if notice.digest:
-            return slack_digest(notice.facts, notice.severity, notice.why, notice.max_items)
-        return slack_message(notice.facts[0], notice.severity, notice.why)
+            message = slack_digest(notice.facts, notice.severity, notice.why, notice.max_items)
+        else:
+            message = slack_message(notice.facts[0], notice.severity, notice.why)
+        return replace(message, channel=notice.destination) if notice.destination else message
 
     def post(self, message: SlackMessage, *, thread: str | None, time_left: TimeLeft) -> Delivery:
-        """Post ``message`` (a reply in ``thread``, bot token mode); never raises."""
+        """Post ``message`` (a reply in ``thread``, bot token mode) to ``message.channel`` or the
+        configured channel; never raises. A message addressed to a channel without a bot token
+        fails (``channel_override_needs_bot_token``): the webhook could only post it elsewhere."""
         try:
             if self.threads:
                 return self._post_bot(message, thread, time_left)
+            if message.channel is not None:
+                return Delivery(False, "channel_override_needs_bot_token")
             return self._post_webhook(message, time_left)
         except Exception as exc:  # connection refused, timeout, TLS: may or may not have posted
             return Delivery(False, _exception_reason(exc))
@@ -420,7 +430,7 @@ class SlackNotifier:
         )
         try:
             response = client.chat_postMessage(
-                channel=self.channel,
+                channel=message.channel or self.channel,
                 text=message.text,
                 blocks=message.blocks,
                 thread_ts=thread,
