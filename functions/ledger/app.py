@@ -1,7 +1,7 @@
 """Ledger function: every job event (SQS) updates the job ledger; a schedule reconciles and publishes.
 
-Triggers: ``LedgerQueue`` (``LedgerRule``) and ``LedgerSchedule`` (every minute). The work is in
-:mod:`batchpilot.ledger.handler`."""
+Triggers: ``LedgerQueue`` (``LedgerRule``) and ``LedgerSchedule`` (every minute); publishes ``Job
+Starving`` on batchpilot's bus. The work is in :mod:`batchpilot.ledger.handler`."""
 
 import os
 from typing import Any
@@ -13,6 +13,7 @@ from batchpilot.io.batch import BatchLedgerClient
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
 from batchpilot.io.emf import EmfPublisher
+from batchpilot.io.eventbridge import EventBridgePublisher
 from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable_policy
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
@@ -23,9 +24,9 @@ settings = LedgerSettings.from_environ(os.environ, function="ledger")
 configure(settings)
 store = LedgerStateStore(client("dynamodb"), settings.state_table)
 sink = EmfPublisher(settings.namespace, settings.service)
-service = LedgerService(
-    settings, store, BatchLedgerClient(client("batch")), sink, utc_now, warn_unreadable_policy
-)
+events = EventBridgePublisher(client("events"), settings.event_bus)
+batch = BatchLedgerClient(client("batch"))
+service = LedgerService(settings, store, batch, sink, utc_now, warn_unreadable_policy, events)
 processor = LedgerProcessor(service)
 
 

@@ -14,12 +14,13 @@ import pytest
 from batchpilot.io.batch import BatchLedgerClient
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.codec import decode
-from batchpilot.io.dynamodb.ledger import LedgerStateStore, job_from_item
+from batchpilot.io.dynamodb.ledger import STARVING_TTL, LedgerStateStore, job_from_item
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, Observation, PreemptionPhase
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.observability import metrics as shared_metrics
+from batchpilot.shared.own_events import StarvationReason
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event
 from batchpilot_local.testing.ledger import ListSink, recount
@@ -279,3 +280,21 @@ def test_function_cold_start_and_event_path(
     )
     out = capsys.readouterr().out
     assert '"DuplicateEvents"' in out and '"QueueWaitTime"' in out
+
+
+def test_starvation_claim_is_conditional_and_given_back(aws: EmbeddedAws) -> None:
+    dynamodb = aws.client("dynamodb")
+    clear_ledger(dynamodb)
+    store = LedgerStateStore(dynamodb, TABLE)
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/starving"
+    reason = StarvationReason.PREEMPTED_REPEATEDLY
+    assert store.claim_starvation(arn, reason, T0)
+    assert not store.claim_starvation(arn, reason, T0 + timedelta(minutes=1))  # once per job and reason
+    assert store.claim_starvation(arn, StarvationReason.WAITING_BELOW_ENTITLEMENT, T0)
+    (item,) = [
+        decode(raw) for raw in dynamodb.scan(TableName=TABLE)["Items"] if decode(raw)["sk"] == reason.value
+    ]
+    assert item["pk"].startswith("ledger#starving#") and item["arn"] == arn
+    assert int(item["expires_at"]) == int((T0 + STARVING_TTL).timestamp())
+    store.release_starvation(arn, reason)
+    assert store.claim_starvation(arn, reason, T0 + timedelta(minutes=2))

@@ -221,6 +221,7 @@ def test_own_events_travel_on_a_bus_the_stack_creates(template: dict[str, Any]) 
     for function, role_id in (
         ("RecoveryFunction", "RecoveryFunctionRole"),
         ("CapacityFunction", "CapacityFunctionRole"),
+        ("LedgerFunction", "LedgerFunctionRole"),  # Job Starving
     ):
         variables = props(template, function, "AWS::Serverless::Function")["Environment"]["Variables"]
         assert variables["BATCHPILOT_EVENT_BUS"] == {"Ref": "BatchPilotEventBus"}, function
@@ -234,7 +235,7 @@ def test_own_events_travel_on_a_bus_the_stack_creates(template: dict[str, Any]) 
 
 def test_forged_own_events_are_refused_by_the_bus_policy(template: dict[str, Any]) -> None:
     policy = bus_policy(template)
-    allowed_roles = {role("RecoveryFunctionRole"), role("CapacityFunctionRole")}
+    allowed_roles = {role("RecoveryFunctionRole"), role("CapacityFunctionRole"), role("LedgerFunctionRole")}
     (allow,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
     assert set(allow["Principal"]["AWS"]) == allowed_roles and allow["Action"] == "events:PutEvents"
 
@@ -242,6 +243,7 @@ def test_forged_own_events_are_refused_by_the_bus_policy(template: dict[str, Any
         return allowed(policy, Request(principal, "events:PutEvents", BUS_ARN, iam_allows=iam_allows))
 
     assert put(role("RecoveryFunctionRole")) and put(role("CapacityFunctionRole"))
+    assert put(role("LedgerFunctionRole"))  # Job Starving
     assert put(role("RecoveryFunctionRole"), iam_allows=False)  # the bus policy alone would do
     # Everyone else is refused, even with an IAM policy allowing events:PutEvents on "*":
     for forger in (
@@ -262,6 +264,8 @@ def test_the_replay_routes_own_events_on_that_bus_only() -> None:
     assert app.own_event_bus == "BatchPilotEventBus"  # what the functions' BATCHPILOT_EVENT_BUS names
     own_event = {"source": OWN_SOURCE, "detail-type": "Recovery Skipped", "detail": {}}
     assert [r.rule for r in app.routes_for(own_event, app.own_event_bus)] == ["AlertsOwnEventsRule"]
+    starving = {"source": OWN_SOURCE, "detail-type": "Job Starving", "detail": {}}
+    assert [r.rule for r in app.routes_for(starving, app.own_event_bus)] == ["AlertsOwnEventsRule"]
     assert app.routes_for(own_event, "default") == []  # a forged one on the default bus reaches nothing
 
 

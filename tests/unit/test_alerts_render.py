@@ -11,7 +11,7 @@ import re
 from batchpilot.alerts.channels.slack import payload_size, slack_digest, slack_message
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.grouping import burst_key, split_bursts
-from batchpilot.alerts.policy import Severity
+from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.render import (
     TRUNCATION_MARK,
     console_links,
@@ -22,6 +22,8 @@ from batchpilot.alerts.render import (
     title,
     truncate,
 )
+from batchpilot.alerts.severity import decide
+from batchpilot.shared.own_events import JobStarving, StarvationReason, put_events_entry
 from batchpilot_local.chat_endpoint import block_kit_problem
 from batchpilot_local.testing.alerts import fact_of
 from batchpilot_local.testing.samples import batch_job, sample
@@ -217,3 +219,57 @@ def test_a_multi_node_node_event_links_its_log_stream() -> None:
     fact = fact_of(sample("batch-job/multi-node-node-failed-ecs-properties"))
     assert fact.log_stream == "llama3-mnp/default/8c1f0a2b3d4e5f60718293a4b5c6d7e8"
     assert [label for label, _ in console_links(fact)] == ["Batch job", "Logs"]
+
+
+def test_job_starving_names_the_job_share_priority_and_how_long() -> None:
+    arn = "arn:aws:batch:us-east-1:111122223333:service-job/4c7599ae"
+    event = JobStarving(
+        time="2026-11-20T12:00:00Z",
+        job_arn=arn,
+        job_kind="service-job",
+        job_name="train-7b",
+        job_queue="ml-training",
+        share_identifier="LOWPRI",
+        scheduling_priority=10,
+        reason=StarvationReason.WAITING_BELOW_ENTITLEMENT,
+        preemptions=1,
+        waiting_seconds=7200,
+        threshold=3600,
+        share_usage_percent=0,
+        entitlement_percent=20,
+        message="job train-7b (share LOWPRI, priority 10) is starving: waiting; RUNNABLE for 2.0 h",
+    )
+    entry = put_events_entry(event, "bus")
+    fact = fact_of(
+        {
+            "id": "e1",
+            "source": entry["Source"],
+            "detail-type": entry["DetailType"],
+            "time": "2026-11-20T12:00:00Z",
+            "region": "us-east-1",
+            "account": "111122223333",
+            "detail": json.loads(entry["Detail"]),
+        }
+    )
+    assert fact.key == (arn, "starving#WAITING_BELOW_ENTITLEMENT")
+    decision = decide(fact, RoutingPolicy())
+    assert decision.severity is Severity.WARNING
+    assert title(fact) == (
+        "service job train-7b is starving (WAITING_BELOW_ENTITLEMENT): share LOWPRI, priority 10,"
+        " 2.0 h RUNNABLE on ml-training"
+    )
+    message = sns_message(fact, decision.severity, decision.why)
+    assert message.subject.startswith("[WARNING] service job train-7b is starving")
+    for pattern in (
+        r"Share:\s+LOWPRI",
+        r"Priority:\s+10",
+        r"Waiting:\s+2.0 h RUNNABLE",
+        r"Entitlement:\s+20%",
+    ):
+        assert re.search(pattern, message.body), pattern
+    assert re.search(r"Share of usage:\s+0%", message.body)
+    slack = slack_message(fact, decision.severity, decision.why)
+    assert block_kit_problem(slack.payload()) is None
+    assert "train-7b is starving" in slack.text
+    preempted = dataclasses.replace(fact, extra=(("Preemptions", "3"),))
+    assert title(preempted).endswith("share LOWPRI, priority 10, 3 preemptions on ml-training")

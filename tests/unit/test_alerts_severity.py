@@ -17,10 +17,12 @@ from batchpilot.shared.own_events import (
     CapacityLimited,
     CapacityLimitReason,
     JobResubmitted,
+    JobStarving,
     OwnEvent,
     RecoveryFailed,
     RecoverySkipped,
     SkipReason,
+    StarvationReason,
     put_events_entry,
 )
 from batchpilot_local.testing.alerts import fact_of
@@ -238,6 +240,24 @@ def skipped(reason: SkipReason, category: str = "PREEMPTION", **extra: Any) -> R
                 message="cooldown",
             ),
             S,
+        ),
+        *(
+            (
+                JobStarving(
+                    time=NOW,
+                    job_arn=JOB,
+                    job_kind="service-job",
+                    job_name="train-7b",
+                    job_queue="q",
+                    share_identifier="LOWPRI",
+                    scheduling_priority=10,
+                    reason=reason,
+                    preemptions=3,
+                    message="job train-7b is starving",
+                ),
+                W,
+            )
+            for reason in StarvationReason
         ),
     ],
 )

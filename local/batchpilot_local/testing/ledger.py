@@ -18,8 +18,9 @@ from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, 
 from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, ListedJob, QueueInfo
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.own_events import OwnEvent, PublishError, StarvationReason
 
-__all__ = ["FakeBatch", "ListSink", "MemoryLedgerStore", "recount", "seed_aggregates"]
+__all__ = ["FakeBatch", "ListPublisher", "ListSink", "MemoryLedgerStore", "recount", "seed_aggregates"]
 
 
 def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
@@ -43,6 +44,7 @@ class MemoryLedgerStore:
         self.registry: dict[str, str] = {}
         self.lose_next = 0
         self.writes = 0
+        self.starving: dict[tuple[str, StarvationReason], datetime] = {}
 
     def get(self, arn: str) -> LedgerJob | None:
         return self.jobs.get(arn)
@@ -87,6 +89,15 @@ class MemoryLedgerStore:
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         self.marks[queue] = at
+
+    def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
+        if (arn, reason) in self.starving:
+            return False
+        self.starving[(arn, reason)] = at
+        return True
+
+    def release_starvation(self, arn: str, reason: StarvationReason) -> None:
+        self.starving.pop((arn, reason), None)
 
 
 class FakeBatch:
@@ -147,6 +158,21 @@ class FakeBatch:
         self.calls.append(("share_weights", policy_arn))
         found = self.weights.get(policy_arn)
         return dict(found) if found is not None else None
+
+
+class ListPublisher:
+    """A :class:`~batchpilot.ledger.ports.EventPublisher` that keeps every event; ``fail_next``
+    makes the next ``n`` calls raise :class:`PublishError`."""
+
+    def __init__(self) -> None:
+        self.events: list[OwnEvent] = []
+        self.fail_next = 0
+
+    def publish(self, events: Sequence[OwnEvent], resources: Sequence[str] | None = None) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise PublishError("PutEvents failed: test")
+        self.events.extend(events)
 
 
 class ListSink:

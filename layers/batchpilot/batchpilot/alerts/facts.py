@@ -37,10 +37,12 @@ from batchpilot.shared.own_events import (
     CapacityLimited,
     CapacityLimitReason,
     JobResubmitted,
+    JobStarving,
     OwnEvent,
     RecoveryFailed,
     RecoverySkipped,
     SkipReason,
+    StarvationReason,
 )
 
 __all__ = [
@@ -70,7 +72,7 @@ RESTARTS_FROM_STEP_ZERO = "RESTARTS_FROM_STEP_ZERO"
 
 class FactKind(StrEnum):
     """What a fact is about: the four kinds of AWS job events (the values of
-    :class:`batchpilot.shared.classification.EventKind`) and the five own events."""
+    :class:`batchpilot.shared.classification.EventKind`) and the six own events."""
 
     STATE_CHANGE = "state-change"
     QUEUE_BLOCKED = "queue-blocked"
@@ -81,6 +83,7 @@ class FactKind(StrEnum):
     RECOVERY_FAILED = "recovery-failed"
     CAPACITY_ADJUSTED = "capacity-adjusted"
     CAPACITY_LIMITED = "capacity-limited"
+    JOB_STARVING = "job-starving"
 
     @classmethod
     def of(cls, kind: EventKind) -> FactKind:
@@ -88,9 +91,9 @@ class FactKind(StrEnum):
         return cls(kind.value)
 
 
-ReasonCode = SkipReason | CapacityLimitReason | str
+ReasonCode = SkipReason | CapacityLimitReason | StarvationReason | str
 """An own event's code: the ``skip_reason`` of Recovery Skipped, the ``limit_reason`` of Capacity
-Limited, or the AWS ``error_code`` of Recovery Failed (an AWS error code, e.g.
+Limited, the ``reason`` of Job Starving, or the AWS ``error_code`` of Recovery Failed (an AWS error code, e.g.
 ``ResourceLimitExceeded``: open-ended, so a string)."""
 
 
@@ -111,6 +114,7 @@ class OwnFacts:
         restarts_from_step_zero: a ``Job Resubmitted`` without a checkpoint.
         dry_run: a ``Job Resubmitted`` or ``Recovery Skipped`` decided in dry-run (nothing was or
             would have been submitted).
+        priority: the job's ``schedulingPriority`` (Job Starving), when known.
     """
 
     job_kind: JobKind | None = None
@@ -126,6 +130,7 @@ class OwnFacts:
     will_retry: bool = False
     restarts_from_step_zero: bool = False
     dry_run: bool = False
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +286,7 @@ class AlertFact:
     @property
     def priority(self) -> int | None:
         """Batch ``schedulingPriority`` (0-9999, higher runs first within its share), when known."""
-        return self.job.scheduling_priority if self.job else None
+        return self.job.scheduling_priority if self.job else (self.own.priority if self.own else None)
 
     @property
     def preempting_share(self) -> str | None:
@@ -662,6 +667,34 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                 ),
                 **common,
             )
+        case JobStarving():
+            waited = event.waiting_seconds
+            usage, entitled = event.share_usage_percent, event.entitlement_percent
+            return AlertFact(
+                subject=event.job_arn,
+                fact_id=f"starving#{event.reason.value}",
+                event_kind=FactKind.JOB_STARVING,
+                own=OwnFacts(
+                    job_kind=_enum(JobKind, event.job_kind),
+                    job_name=event.job_name or resource_name(event.job_arn),
+                    job_queue=event.job_queue,
+                    share_identifier=event.share_identifier,
+                    quota_share=event.quota_share,
+                    reason=event.message,
+                    reason_code=event.reason,
+                    priority=event.scheduling_priority,
+                ),
+                thread_subject=event.job_arn,
+                extra=_labelled(
+                    [
+                        ("Preemptions", str(event.preemptions)),
+                        ("Waiting", f"{waited / 3600:.1f} h RUNNABLE" if waited is not None else None),
+                        ("Share of usage", f"{usage:.0f}%" if usage is not None else None),
+                        ("Entitlement", f"{entitled:.0f}%" if entitled is not None else None),
+                    ]
+                ),
+                **common,
+            )
     raise TypeError(f"not an own event: {type(event).__name__}")  # pragma: no cover - exhaustive
 
 
@@ -669,7 +702,8 @@ def fact_from_event(event: JobEvent | OwnEvent, envelope: Mapping[str, Any] | No
     """The fact of a decoded event (:func:`batchpilot.shared.records.decode_any`): a job event's
     or an own event's (``envelope``: the delivered event, for an own event's region and account)."""
     if isinstance(
-        event, JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited
+        event,
+        JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited | JobStarving,
     ):
         return fact_from_own_event(event, envelope)
     return fact_from_job_event(event)

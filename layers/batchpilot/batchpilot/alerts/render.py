@@ -188,6 +188,12 @@ def title(fact: AlertFact) -> str:
             return f"capacity adjusted: {subject_name(fact)}"
         case FactKind.CAPACITY_LIMITED:
             return f"capacity limited ({fact.reason_code}): {subject_name(fact)}"
+        case FactKind.JOB_STARVING:
+            extra = dict(fact.extra)
+            share = fact.quota_share or fact.share_identifier or "no share"
+            priority = "unknown" if fact.priority is None else fact.priority
+            how = extra.get("Waiting") or f"{extra.get('Preemptions', '?')} preemptions"
+            return f"{job} is starving ({fact.reason_code}): share {share}, priority {priority}, {how}{queue}"
     status = fact.status or "?"
     if fact.secondary_status and fact.secondary_status != status:
         status = f"{status}/{fact.secondary_status}"

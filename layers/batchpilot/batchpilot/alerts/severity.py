@@ -38,6 +38,7 @@ Capacity Adjusted                                                              i
 Capacity Limited BLOCKED_JOB_EXCEEDS_MAX                                       critical
 Capacity Limited AT_MAX, NOT_VALID, UPDATE_FAILED                              warning
 Capacity Limited COOLDOWN                                                      silent
+Job Starving (PREEMPTED_REPEATEDLY, WAITING_BELOW_ENTITLEMENT)                 warning
 =============================================================================  ==========
 """
 
@@ -157,6 +158,8 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
             if code is CapacityLimitReason.COOLDOWN:
                 return Severity.SILENT, "capacity change deferred by its cooldown"
             return Severity.WARNING, f"capacity could not follow demand ({code})"
+        case FactKind.JOB_STARVING:
+            return Severity.WARNING, f"the job does not get to run ({code})"
         case FactKind.RECOVERY_SKIPPED:
             if code is SkipReason.BUDGET_EXHAUSTED or fact.producer_critical:
                 return Severity.CRITICAL, "the recovery budget is exhausted: the job stays failed"

@@ -128,6 +128,7 @@ class JobDetails:
         instances: instances the job asks for (``ResourceConfig``); ``None`` when unknown.
         vcpus, gpus: container jobs' ``resourceRequirements`` (VCPU, GPU) per node x nodes.
         sized: the size was read (or is not knowable); ``False`` means "read it later".
+        name: ``jobName`` (``TrainingJobName``) when an event or describe carried it.
     """
 
     queue: str = ""
@@ -140,6 +141,7 @@ class JobDetails:
     vcpus: float | None = None
     gpus: int | None = None
     sized: bool = False
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

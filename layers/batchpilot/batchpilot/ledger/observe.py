@@ -48,6 +48,7 @@ def observe(event: JobEvent) -> Observation | None:
                     share_identifier=facts.share_identifier,
                     quota_share=facts.quota_share,
                     priority=d.schedulingPriority,
+                    name=facts.name,
                 ),
                 preempted_count=summary.preemptedAttemptCount if summary else None,
                 attempts=len(d.attempts) or None,
@@ -69,6 +70,7 @@ def observe(event: JobEvent) -> Observation | None:
                     queue=facts.queue or "",
                     share_identifier=facts.share_identifier,
                     priority=cd.schedulingPriority,
+                    name=facts.name,
                 ),
                 attempts=len(cd.attempts) or None,
                 created_at=cd.createdAt,
@@ -103,6 +105,7 @@ def observe(event: JobEvent) -> Observation | None:
                 details=JobDetails(
                     instance_type=facts.instance_type,
                     instances=facts.instance_count,
+                    name=facts.name,
                     sized=True,  # the event carries ResourceConfig: nothing to describe
                 ),
                 created_at=facts.created_at,

@@ -1,8 +1,9 @@
 """What the ledger needs from the outside world: its DynamoDB store, AWS Batch, and a metric sink.
 
 Adapters: :class:`batchpilot.io.dynamodb.ledger.LedgerStateStore` (the StateTable's ``ledger#``
-items), :class:`batchpilot.io.batch.BatchLedgerClient` (AWS Batch reads) and
-:class:`batchpilot.io.emf.EmfPublisher` (CloudWatch EMF).
+items), :class:`batchpilot.io.batch.BatchLedgerClient` (AWS Batch reads),
+:class:`batchpilot.io.emf.EmfPublisher` (CloudWatch EMF) and
+:class:`batchpilot.io.eventbridge.EventBridgePublisher` (``Job Starving`` on batchpilot's bus).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import Protocol
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint
+from batchpilot.shared.own_events import OwnEvent, StarvationReason
 
 __all__ = [
     "ActiveEntry",
     "Aggregate",
     "BatchReader",
     "DescribeError",
+    "EventPublisher",
     "LedgerStore",
     "ListedJob",
     "MetricSink",
@@ -122,6 +125,18 @@ class LedgerStore(Protocol):
         """Record that ``queue`` was reconciled at ``at``."""
         ...
 
+    def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
+        """Claim the one ``Job Starving`` of job ``arn`` for ``reason`` (a conditional put).
+
+        Returns:
+            ``False`` when it was already claimed (nothing written: do not publish).
+        """
+        ...
+
+    def release_starvation(self, arn: str, reason: StarvationReason) -> None:
+        """Give a claim back (its event could not be published: the next check claims again)."""
+        ...
+
 
 class BatchReader(Protocol):
     """AWS Batch reads. Errors propagate as ``botocore.exceptions.ClientError`` unless a method
@@ -160,6 +175,18 @@ class BatchReader(Protocol):
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         """Share identifier → ``weightFactor`` of a fair-share scheduling policy
         (DescribeSchedulingPolicies); ``None`` when the policy cannot be read."""
+        ...
+
+
+class EventPublisher(Protocol):
+    """batchpilot's own events onto its bus (:class:`batchpilot.io.eventbridge.EventBridgePublisher`)."""
+
+    def publish(self, events: Sequence[OwnEvent], resources: Sequence[str] | None = None) -> None:
+        """PutEvents, in order.
+
+        Raises:
+            batchpilot.shared.own_events.PublishError: an event was not accepted.
+        """
         ...
 
 

@@ -14,6 +14,13 @@ and, for at most ``ceil(queues / interval minutes)`` queues whose interval has p
 longest-waiting first), its listing (ListServiceJobs / ListJobs per active
 status, every page) compared with the ledger's index of the queue: drift in both directions is
 corrected through the same transitions as events, and counted in ``LedgerDrift``.
+
+Starvation (:mod:`batchpilot.ledger.starvation`): a transition that counts the job's ``N``-th
+preemption (or a later one), and, on the scheduled run, the oldest RUNNABLE job of each (queue,
+share) of the queues reconciled in that run, are checked; a job that is starving is claimed with
+one conditional PutItem per reason and published as ``Job Starving`` once (a claim whose event
+could not be published is given back). Per run: at most one PutItem per (queue, share) reconciled,
+plus one GetItem and one PutEvents per newly starving job.
 """
 
 from __future__ import annotations
@@ -33,17 +40,27 @@ from batchpilot.ledger.model import (
     JobStatus,
     LedgerJob,
     Observation,
+    PreemptionPhase,
     Source,
     Transition,
     transition,
     with_details,
 )
 from batchpilot.ledger.observe import observe
-from batchpilot.ledger.ports import BatchReader, DescribeError, LedgerStore, MetricSink, QueueInfo
+from batchpilot.ledger.ports import (
+    BatchReader,
+    DescribeError,
+    EventPublisher,
+    LedgerStore,
+    MetricSink,
+    QueueInfo,
+)
 from batchpilot.ledger.settings import LedgerSettings
-from batchpilot.shared.classification import JobKind
+from batchpilot.ledger.starvation import ShareStanding, StarvationRules, share_standing, starving_event
+from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
+from batchpilot.shared.own_events import PublishError, StarvationReason
 from batchpilot.shared.records import Outcome, Rejected, decode
 
 __all__ = ["WRITE_ATTEMPTS", "Drift", "LedgerService", "RecordResult", "RunSummary", "WriteConflict"]
@@ -84,6 +101,8 @@ class RunSummary:
     Attributes:
         queues: queues with gauges; ``reconciled``: queues listed this run.
         drift: drift kind → jobs corrected; ``describes``: describes made; ``points``: gauges.
+        starving: ``Job Starving`` events published; ``starving_unpublished``: those whose
+            PutEvents failed (their claim given back: the next run tries again).
     """
 
     queues: int = 0
@@ -91,6 +110,8 @@ class RunSummary:
     drift: Counter[str] = field(default_factory=Counter)
     describes: int = 0
     points: int = 0
+    starving: int = 0
+    starving_unpublished: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -100,6 +121,8 @@ class RunSummary:
             "drift": dict(self.drift),
             "describes": self.describes,
             "points": self.points,
+            "starving": self.starving,
+            "starving_unpublished": self.starving_unpublished,
         }
 
 
@@ -113,6 +136,7 @@ class LedgerService:
         sink: where metric points go.
         clock: "now" (aware UTC).
         warn: called once per unreadable scheduling policy with its ARN (the handler logs it).
+        publisher: where ``Job Starving`` goes; ``None``: starvation is not checked.
     """
 
     def __init__(
@@ -123,8 +147,12 @@ class LedgerService:
         sink: MetricSink,
         clock: Clock,
         warn: Any = None,
+        publisher: EventPublisher | None = None,
     ) -> None:
         self.settings = settings
+        self.publisher = publisher
+        waiting, queue_waiting = settings.starving_waiting
+        self.starvation = StarvationRules(settings.starving_preemptions, waiting, queue_waiting)
         self.store = store
         self.batch = batch
         self.sink = sink
@@ -144,6 +172,8 @@ class LedgerService:
         Raises:
             WriteConflict: the write kept losing races (transient).
             botocore.exceptions.ClientError: DynamoDB failed (transient; SQS retries).
+            PublishError: a ``Job Starving`` could not be published (its claim given back; SQS
+                delivers the record again, and the duplicate checks the job's record again).
         """
         event = decode(body)
         if isinstance(event, Rejected):
@@ -154,11 +184,41 @@ class LedgerService:
         change = self.apply(obs)
         fields = {"event_id": event.id, "job_arn": obs.arn, "status": obs.status.value}
         if change is None:
+            # A redelivery of a preemption whose Job Starving was not published: check again.
+            if self.publisher is not None and (
+                obs.preemption is PreemptionPhase.COMPLETED or obs.category is Category.PREEMPTION
+            ):
+                job = self.store.get(obs.arn)
+                if job is not None and self.starvation.preempted_repeatedly(job):
+                    self._publish_once(job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock())
             return RecordResult(Outcome.DUPLICATE, fields)
         now = self.clock()
         points = effect_points(change.new, change.effects, metric_timestamp(event.time, now))
         self.sink.add(points)
+        reason = StarvationReason.PREEMPTED_REPEATEDLY
+        repeated = change.effects.preempted and self.starvation.preempted_repeatedly(change.new)
+        if repeated and self._publish_once(change.new, reason, now):
+            fields["starving"] = reason.value
         return RecordResult(Outcome.PROCESSED, fields)
+
+    def _publish_once(
+        self, job: LedgerJob, reason: StarvationReason, now: datetime, standing: ShareStanding | None = None
+    ) -> bool:
+        """Claim and publish ``job``'s ``Job Starving`` for ``reason``; ``False`` when it was
+        already published (or there is no publisher).
+
+        Raises:
+            PublishError: PutEvents failed (the claim is given back first).
+        """
+        if self.publisher is None or not self.store.claim_starvation(job.arn, reason, now):
+            return False
+        event = starving_event(job, reason, now, self.starvation, standing)
+        try:
+            self.publisher.publish([event])
+        except PublishError:
+            self.store.release_starvation(job.arn, reason)
+            raise
+        return True
 
     def apply(self, obs: Observation, *, describe: bool = True) -> Transition | None:
         """Apply one observation (describing the job first when the ledger lacks its details).
@@ -224,8 +284,9 @@ class LedgerService:
         due = due[: math.ceil(len(queues) / self.settings.reconcile_minutes)]
         budget = self.settings.describes_per_run // len(due) if due else 0
         oldest: dict[tuple[str, str], datetime] = {}
+        oldest_arn: dict[tuple[str, str], str] = {}
         for queue in due:
-            self._reconcile(queue, now, budget, summary, oldest)
+            self._reconcile(queue, now, budget, summary, oldest, oldest_arn)
         known = self.store.queues()
         names = sorted(set(queues) | {q for q in known if not wanted or q in wanted})
         aggregates = {name: self.store.aggregates(name) for name in names}
@@ -255,7 +316,42 @@ class LedgerService:
         self.sink.add(points)
         summary.queues = len(aggregates)
         summary.points = len(points)
+        self._check_waiting(now, points, oldest, oldest_arn, summary)
         return summary
+
+    def _check_waiting(
+        self,
+        now: datetime,
+        points: list[MetricPoint],
+        oldest: dict[tuple[str, str], datetime],
+        oldest_arn: dict[tuple[str, str], str],
+        summary: RunSummary,
+    ) -> None:
+        """Each reconciled (queue, share)'s oldest RUNNABLE job: starving while its share is below
+        its entitlement? Claimed before it is read, so a job already reported costs one PutItem."""
+        publisher = self.publisher
+        if publisher is None:
+            return
+        standings = share_standing(points)
+        reason = StarvationReason.WAITING_BELOW_ENTITLEMENT
+        for (queue, share), since in sorted(oldest.items()):
+            standing = standings.get((queue, share), ShareStanding())
+            if now - since <= self.starvation.waiting_for(queue) or not standing.below_entitlement:
+                continue
+            arn = oldest_arn[(queue, share)]
+            if not self.store.claim_starvation(arn, reason, now):
+                continue
+            job = self.store.get(arn)
+            if job is None or not self.starvation.waiting_below_entitlement(job, standing, now):
+                self.store.release_starvation(arn, reason)  # it started (or ended) meanwhile
+                continue
+            try:
+                publisher.publish([starving_event(job, reason, now, self.starvation, standing)])
+            except PublishError:
+                self.store.release_starvation(arn, reason)
+                summary.starving_unpublished += 1
+                continue
+            summary.starving += 1
 
     def _quota_limits(self, queue: str) -> dict[str, int] | None:
         limits = self.batch.quota_limits(queue)
@@ -280,6 +376,7 @@ class LedgerService:
         budget: int,
         summary: RunSummary,
         oldest: dict[tuple[str, str], datetime],
+        oldest_arn: dict[tuple[str, str], str],
     ) -> None:
         listed = {job.arn: job for job in self.batch.list_active(queue)}
         held = {entry.arn: entry for entry in self.store.active(queue.name)}
@@ -331,6 +428,7 @@ class LedgerService:
                 share_key = (queue.name, entry.share)
                 if share_key not in oldest or entry.runnable_since < oldest[share_key]:
                     oldest[share_key] = entry.runnable_since
+                    oldest_arn[share_key] = entry.arn
         self.store.mark_reconciled(queue.name, now)
         summary.reconciled.append(queue.name)
         for kind, count in drift.items():

@@ -12,12 +12,19 @@
   each environment has reserved (a training plan, what the team pays for); ``Utilization`` is
   in-use over it. An environment not named uses the capacity policy's ``max``
   (``BATCHPILOT_CAPACITY_POLICY``), else its capacity limit.
+- ``BATCHPILOT_LEDGER_STARVING_PREEMPTIONS``: preemptions after which a job is reported as
+  starving (``Job Starving``, default 3; 1-100).
+- ``BATCHPILOT_LEDGER_STARVING_MINUTES``: JSON ``{"<job queue>": minutes}``, with ``"*"`` for
+  every other queue (default ``{"*": 60}``): how long a job may stay RUNNABLE, while its share
+  uses less than its entitlement, before it is reported as starving.
+- ``BATCHPILOT_EVENT_BUS``: batchpilot's own bus, where ``Job Starving`` is published.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, ClassVar, Self
 
 from pydantic import Field, ValidationError, field_validator
@@ -40,6 +47,10 @@ class LedgerSettings(FunctionSettings):
         policy_max: service environment → the capacity policy's ``max`` (read from
             ``BATCHPILOT_CAPACITY_POLICY`` when set; an unreadable policy is ignored here, the
             capacity function reports it).
+        starving_preemptions: preemptions at which a job is starving.
+        starving_minutes: job queue name (``"*"``: every other) → RUNNABLE minutes at which a job
+            of a share below its entitlement is starving.
+        event_bus: bus of ``Job Starving``.
     """
 
     state_table: str = Field(min_length=1, max_length=255)
@@ -48,6 +59,9 @@ class LedgerSettings(FunctionSettings):
     describes_per_run: int = Field(default=200, ge=0, le=10_000)
     reserved: dict[str, int] = Field(default_factory=dict)
     policy_max: dict[str, int] = Field(default_factory=dict)
+    starving_preemptions: int = Field(default=3, ge=1, le=100)
+    starving_minutes: dict[str, int] = Field(default_factory=lambda: {"*": 60})
+    event_bus: str = Field(default="default", min_length=1, max_length=1600)
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -56,7 +70,19 @@ class LedgerSettings(FunctionSettings):
         "reconcile_minutes": "BATCHPILOT_LEDGER_RECONCILE_MINUTES",
         "describes_per_run": "BATCHPILOT_LEDGER_DESCRIBES_PER_RUN",
         "reserved": "BATCHPILOT_LEDGER_RESERVED_INSTANCES",
+        "starving_preemptions": "BATCHPILOT_LEDGER_STARVING_PREEMPTIONS",
+        "starving_minutes": "BATCHPILOT_LEDGER_STARVING_MINUTES",
+        "event_bus": "BATCHPILOT_EVENT_BUS",
     }
+
+    @property
+    def starving_waiting(self) -> tuple[timedelta, dict[str, timedelta]]:
+        """The default RUNNABLE threshold and each named queue's."""
+        default = timedelta(minutes=self.starving_minutes.get("*", 60))
+        queues = {
+            resource_name(q) or q: timedelta(minutes=m) for q, m in self.starving_minutes.items() if q != "*"
+        }
+        return default, queues
 
     @field_validator("job_queues", mode="before")
     @classmethod
@@ -76,6 +102,16 @@ class LedgerSettings(FunctionSettings):
                 raise ValueError('expected a JSON object {"<service environment>": <instances>}')
             return parsed
         return value
+
+    @field_validator("starving_minutes", mode="before")
+    @classmethod
+    def _starving_minutes(cls, value: Any) -> Any:
+        parsed = (json.loads(value) if value.strip() else {}) if isinstance(value, str) else value
+        if not isinstance(parsed, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100_000 for v in parsed.values()
+        ):
+            raise ValueError('expected a JSON object {"<job queue>" or "*": <minutes, 1-100000>}')
+        return {"*": 60, **parsed}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], *, function: str = "ledger") -> Self:

@@ -1,10 +1,10 @@
 """batchpilot's own EventBridge events (``source: batchpilot``): the facts one function tells another.
 
 The recovery function publishes ``Job Resubmitted``, ``Recovery Skipped`` and ``Recovery Failed``;
-the capacity function ``Capacity Adjusted`` and ``Capacity Limited``. The alerts function routes all
-of them. Producers build a model and call :func:`put_events_entry`; consumers parse with
-:func:`parse_own_event`. Unknown fields are ignored so producers can add fields without breaking
-older consumers.
+the capacity function ``Capacity Adjusted`` and ``Capacity Limited``; the ledger function ``Job
+Starving``. The alerts function routes all of them. Producers build a model and call
+:func:`put_events_entry`; consumers parse with :func:`parse_own_event`. Unknown fields are
+ignored so producers can add fields without breaking older consumers.
 
 Detail field names are snake_case; times are ISO-8601 UTC strings on the wire and aware
 ``datetime`` objects in Python; instance counts are instances (or capacity units for quota
@@ -29,11 +29,13 @@ __all__ = [
     "CapacityLimitReason",
     "CapacityLimited",
     "JobResubmitted",
+    "JobStarving",
     "OwnEvent",
     "PublishError",
     "RecoveryFailed",
     "RecoverySkipped",
     "SkipReason",
+    "StarvationReason",
     "parse_own_event",
     "put_events_entry",
 ]
@@ -69,6 +71,13 @@ class CapacityLimitReason(StrEnum):
     NOT_VALID = "NOT_VALID"  # DISABLED, not VALID, or mid-update: left alone
     COOLDOWN = "COOLDOWN"
     UPDATE_FAILED = "UPDATE_FAILED"
+
+
+class StarvationReason(StrEnum):
+    """Why the ledger function calls a job starving (the ``Job Starving`` reason)."""
+
+    PREEMPTED_REPEATEDLY = "PREEMPTED_REPEATEDLY"  # preempted at least N times (default 3)
+    WAITING_BELOW_ENTITLEMENT = "WAITING_BELOW_ENTITLEMENT"  # RUNNABLE too long, share below entitlement
 
 
 class _OwnEvent(BaseModel):
@@ -184,7 +193,30 @@ class CapacityLimited(_OwnEvent):
     runnable_demand: int | None = Field(default=None, ge=0)
 
 
-OwnEvent = JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited
+class JobStarving(_OwnEvent):
+    """``Job Starving``: the ledger function found a job that does not get to run (published once
+    per job and reason)."""
+
+    detail_type: Literal["Job Starving"] = Field(default="Job Starving", exclude=True)
+    job_arn: str
+    job_kind: str
+    job_name: str | None = None
+    job_queue: str | None = None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    scheduling_priority: int | None = None
+    reason: StarvationReason
+    preemptions: int = Field(default=0, ge=0)
+    waiting_seconds: float | None = Field(default=None, ge=0)  # since it last became RUNNABLE
+    threshold: float = Field(default=0, ge=0)  # preemptions (N) or seconds, by reason
+    share_usage_percent: float | None = Field(default=None, ge=0)  # ShareOfUsage when known
+    entitlement_percent: float | None = Field(default=None, ge=0)  # Entitlement when known
+    message: str
+
+
+OwnEvent = (
+    JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited | JobStarving
+)
 
 OWN_DETAIL_TYPES: dict[str, type[OwnEvent]] = {
     "Job Resubmitted": JobResubmitted,
@@ -192,6 +224,7 @@ OWN_DETAIL_TYPES: dict[str, type[OwnEvent]] = {
     "Recovery Failed": RecoveryFailed,
     "Capacity Adjusted": CapacityAdjusted,
     "Capacity Limited": CapacityLimited,
+    "Job Starving": JobStarving,
 }
 
 

@@ -13,6 +13,8 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
 - ``pk = ledger#queues``, ``sk = <job queue>``: the queues the ledger has seen, with their
   service environment.
 - ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled.
+- ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
+  reason was claimed (published once); expires after :data:`STARVING_TTL`.
 
 A transition is one ``TransactWriteItems`` (DynamoDB Developer Guide, "Amazon DynamoDB
 Transactions"): the record's conditional put, one ``ADD`` update per changed aggregate, the index
@@ -35,11 +37,15 @@ from batchpilot.ledger.demand import ledger_sample
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
 from batchpilot.ledger.ports import ActiveEntry, Aggregate
 from batchpilot.shared.classification import JobKind
+from batchpilot.shared.own_events import StarvationReason
 
-__all__ = ["TERMINAL_TTL", "LedgerDemandReader", "LedgerStateStore"]
+__all__ = ["STARVING_TTL", "TERMINAL_TTL", "LedgerDemandReader", "LedgerStateStore"]
 
 TERMINAL_TTL = timedelta(days=7)
 """How long a finished job's record is kept (to recognise late events for it)."""
+
+STARVING_TTL = timedelta(days=30)
+"""How long a ``Job Starving`` claim is kept (a job still starving after that is reported again)."""
 
 _QUEUES_PK = "ledger#queues"
 
@@ -83,6 +89,7 @@ def _job_item(job: LedgerJob, version: int, now: datetime) -> dict[str, Any]:
         "vcpus": None if d.vcpus is None else _num(d.vcpus),
         "gpus": d.gpus,
         "sized": d.sized,
+        "job_name": d.name,
         "status": job.status.value,
         "status_at": iso(job.status_at),
         "runnable_since": iso(job.runnable_since),
@@ -120,6 +127,7 @@ def job_from_item(item: dict[str, Any]) -> LedgerJob:
             vcpus=None if item.get("vcpus") is None else float(item["vcpus"]),
             gpus=_int(item.get("gpus")),
             sized=bool(item.get("sized", False)),
+            name=item.get("job_name"),
         ),
         status=JobStatus(str(item["status"])),
         status_at=status_at,
@@ -309,6 +317,31 @@ class LedgerStateStore:
         """PutItem of the queue's reconciliation marker."""
         item = {"pk": f"ledger#reconcile#{key_part(queue)}", "sk": "state", "at": iso(at)}
         self._client.put_item(TableName=self._table, Item=encode(item))
+
+    def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
+        """PutItem of the job's starvation marker, conditioned on its absence."""
+        item = {
+            "pk": f"ledger#starving#{key_part(arn)}",
+            "sk": reason.value,
+            "arn": arn,
+            "at": iso(at),
+            "expires_at": int((at + STARVING_TTL).timestamp()),
+        }
+        try:
+            self._client.put_item(
+                TableName=self._table, Item=encode(item), ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def release_starvation(self, arn: str, reason: StarvationReason) -> None:
+        """DeleteItem of the job's starvation marker."""
+        self._client.delete_item(
+            TableName=self._table, Key=key(f"ledger#starving#{key_part(arn)}", reason.value)
+        )
 
 
 class LedgerDemandReader:
