@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
+from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category
 from batchpilot.shared.settings import FunctionSettings
 
@@ -289,12 +290,12 @@ class RecoverySettings(FunctionSettings):
             return True
         if not queue:
             return False
-        name = queue.rsplit("/", 1)[-1]
+        name = resource_name(queue)
         for item in self.job_queues:
             if item.startswith("arn:") and queue.startswith("arn:"):
                 if item == queue:
                     return True
-            elif item.rsplit("/", 1)[-1] == name:
+            elif resource_name(item) == name:
                 return True
         return False
 
