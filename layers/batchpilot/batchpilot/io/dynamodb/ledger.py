@@ -66,6 +66,14 @@ def _active_pk(queue: str) -> str:
     return f"ledger#active#{key_part(queue or '-')}"
 
 
+def _reconcile_pk(queue: str) -> str:
+    return f"ledger#reconcile#{key_part(queue)}"
+
+
+def _starving_pk(arn: str) -> str:
+    return f"ledger#starving#{key_part(arn)}"
+
+
 def _num(value: float) -> Decimal:
     return Decimal(str(round(value, 3)))
 
@@ -307,7 +315,7 @@ class LedgerStateStore:
         """GetItem of the queue's reconciliation marker."""
         response = self._client.get_item(
             TableName=self._table,
-            Key=key(f"ledger#reconcile#{key_part(queue)}", "state"),
+            Key=key(_reconcile_pk(queue), "state"),
             ConsistentRead=True,
         )
         raw = response.get("Item")
@@ -315,13 +323,13 @@ class LedgerStateStore:
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         """PutItem of the queue's reconciliation marker."""
-        item = {"pk": f"ledger#reconcile#{key_part(queue)}", "sk": "state", "at": iso(at)}
+        item = {"pk": _reconcile_pk(queue), "sk": "state", "at": iso(at)}
         self._client.put_item(TableName=self._table, Item=encode(item))
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
         """PutItem of the job's starvation marker, conditioned on its absence."""
         item = {
-            "pk": f"ledger#starving#{key_part(arn)}",
+            "pk": _starving_pk(arn),
             "sk": reason.value,
             "arn": arn,
             "at": iso(at),
@@ -339,9 +347,7 @@ class LedgerStateStore:
 
     def release_starvation(self, arn: str, reason: StarvationReason) -> None:
         """DeleteItem of the job's starvation marker."""
-        self._client.delete_item(
-            TableName=self._table, Key=key(f"ledger#starving#{key_part(arn)}", reason.value)
-        )
+        self._client.delete_item(TableName=self._table, Key=key(_starving_pk(arn), reason.value))
 
 
 class LedgerDemandReader:
