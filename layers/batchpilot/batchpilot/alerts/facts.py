@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from batchpilot.alerts.ports import JobContext
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import RECOVERABLE, Category, EventKind, JobFacts, JobKind, classify
+from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.events import (
     BatchJobQueueBlocked,
     BatchJobStateChange,
@@ -380,7 +381,7 @@ def recovery_will_handle(
 
 
 def _ms(moment: datetime | None) -> int:
-    return int(moment.timestamp() * 1000) if moment is not None else 0
+    return epoch_ms(moment) if moment is not None else 0
 
 
 def _progress(terminal: bool, attempts: int, *moments: datetime | None) -> str:
