@@ -341,21 +341,12 @@ class BatchLedgerClient:
         return out
 
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
-        """DescribeServiceEnvironments → environment → summed ``maxCapacity``."""
+        """DescribeServiceEnvironments (:meth:`BatchCapacityClient.describe_environments`) →
+        environment → summed ``maxCapacity``."""
         if not environments:
             return {}
-        paginator = self._client.get_paginator("describe_service_environments")
-        out: dict[str, int] = {}
-        for chunk in _chunks(list(environments), _PAGE):
-            pages = paginator.paginate(serviceEnvironments=list(chunk), PaginationConfig={"PageSize": _PAGE})
-            for page in pages:
-                for item in page.get("serviceEnvironments", []):
-                    out[str(item["serviceEnvironmentName"])] = sum(
-                        int(limit.get("maxCapacity", 0))
-                        for limit in item.get("capacityLimits", [])
-                        if isinstance(limit, Mapping)
-                    )
-        return out
+        described = BatchCapacityClient(self._client).describe_environments(environments)
+        return {name: sum(limit.max_capacity for limit in env.limits) for name, env in described.items()}
 
     def quota_limits(self, queue: str) -> dict[str, int] | None:
         """ListQuotaShares (every page) → quota share → summed ``maxCapacity``; ``None`` when the
