@@ -73,6 +73,25 @@ def test_failed_spot_reclaim_metrics(
     ]
 
 
+def test_failure_rate_is_one_percent_sample_per_ended_job_in_one_blob_per_queue(
+    handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = sample("service-job/failed-algorithm-error")
+    ended = [failed, *(sample("service-job/succeeded") for _ in range(3)), sample("service-job/running")]
+    for event in ended:  # one queue, one minute: the EMF adapter groups them
+        event["detail"]["jobQueue"] = failed["detail"]["jobQueue"]
+        event["time"] = failed["time"]
+    result = handler.lambda_handler(sqs_event([json.dumps(e) for e in ended], QUEUE), lambda_context)
+    assert result == {"batchItemFailures": []}
+    blobs, _, _ = printed(capsys, all_json=True)
+    [blob] = [b for b in blobs if "JobFailureRate" in b]
+    directive = blob["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"] == [["JobQueue", "service"]]
+    assert directive["Metrics"] == [{"Name": "JobFailureRate", "Unit": "Percent"}]
+    # Every value of the EMF array is its own sample for CloudWatch: Average = 25 %, SampleCount = 4.
+    assert sorted(blob["JobFailureRate"]) == [0.0, 0.0, 0.0, 100.0]
+
+
 def test_malformed_and_unknown_events_are_counted_not_retried_and_not_logged(
     handler: ModuleType,
     lambda_context: Any,

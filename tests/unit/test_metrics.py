@@ -45,12 +45,63 @@ def test_failed_service_job_on_fair_share_queue() -> None:
     facts = classify(parse_event(event))
     points = by_name(metric_points(facts, EVENT_TIME, NOW))
     base = (("JobKind", "service-job"), ("JobQueue", "ml-training-highpri"), ("ShareIdentifier", "prod"))
-    assert set(points) == {"JobStateTransitions", "JobsFailed", "QueueWaitTime", "RunTime"}
+    assert set(points) == {"JobStateTransitions", "JobsFailed", "JobFailureRate", "QueueWaitTime", "RunTime"}
     assert points["JobsFailed"].dimensions == tuple(sorted((*base, ("FailureCategory", "CAPACITY"))))
+    assert points["JobFailureRate"] == MetricPoint(
+        "JobFailureRate", "Percent", 100.0, (("JobQueue", "ml-training-highpri"),), EVENT_TIME
+    )
     assert points["JobStateTransitions"].dimensions == tuple(sorted((*base, ("Status", "FAILED"))))
     assert points["QueueWaitTime"] == MetricPoint("QueueWaitTime", "Seconds", 60.0, base, EVENT_TIME)
     assert points["RunTime"].value == 3600.0
     assert points["RunTime"].unit == "Seconds"
+
+
+def _failure_rate_samples(events: Iterable[dict[str, object]]) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {}
+    for event in events:
+        for point in metric_points(classify(parse_event(event)), EVENT_TIME, NOW):
+            if point.name == "JobFailureRate":
+                assert point.unit == "Percent"
+                assert [k for k, _ in point.dimensions] == ["JobQueue"]
+                samples.setdefault(dict(point.dimensions)["JobQueue"], []).append(point.value)
+    return samples
+
+
+def test_job_failure_rate_averages_to_failed_over_ended_per_queue_across_shares() -> None:
+    spot = sample("batch-job/succeeded")
+    spot["detail"]["jobQueue"] = spot["detail"]["jobQueue"].replace("ml-training-research", "gpu-spot-queue")
+    events = [
+        service_job(
+            "FAILED", statusReason="Received status from SageMaker: AlgorithmError: x", shareIdentifier="a"
+        ),
+        service_job("SUCCEEDED", shareIdentifier="b"),
+        service_job("SUCCEEDED"),
+        service_job("SUCCEEDED", shareIdentifier="a"),
+        service_job("RUNNING", shareIdentifier="a"),  # not ended: no sample
+        sample("batch-job/running"),  # ml-training-highpri too, not ended
+        sample("batch-job/failed-spot-reclaim"),  # gpu-spot-queue
+        spot,
+        sample("batch-job/succeeded"),  # ml-training-research
+    ]
+    samples = _failure_rate_samples(events)
+    # CloudWatch's Average over a period is Sum / SampleCount of these samples: the failure rate
+    # of the queue's jobs that ended in it, every share together; SampleCount is how many ended.
+    rates = {queue: (len(values), sum(values) / len(values)) for queue, values in samples.items()}
+    assert rates == {
+        "ml-training-highpri": (4, 25.0),
+        "gpu-spot-queue": (2, 50.0),
+        "ml-training-research": (1, 0.0),
+    }
+
+
+def test_job_failure_rate_leaves_out_training_jobs_and_blocked_queues() -> None:
+    events = [
+        sample("sagemaker/failed-algorithm-error"),
+        sample("sagemaker/completed"),
+        sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource"),
+        sample("service-job-preemption/started"),
+    ]
+    assert _failure_rate_samples(events) == {}
 
 
 def test_job_queue_dimension_is_the_name_not_the_arn() -> None:

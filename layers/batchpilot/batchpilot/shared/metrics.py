@@ -153,7 +153,9 @@ def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[
     (Count; + ``FailureCategory``), ``QueueWaitTime`` and ``RunTime`` (Seconds, on terminal
     events), ``InstanceHours`` (Count; terminal training jobs), ``QueueBlocked`` (Count;
     + ``BlockedCategory``), ``Preemptions`` (Count; preemption started), ``SpotInterruptions``
-    (Count; a spot reclaim Batch is retrying, or a SageMaker managed-spot interruption).
+    (Count; a spot reclaim Batch is retrying, or a SageMaker managed-spot interruption),
+    ``JobFailureRate`` (Percent; ``JobQueue`` only; one sample per Batch job that ended: 100 when
+    it failed, 0 when it succeeded).
     """
     ts = metric_timestamp(event_time, now)
     if facts.kind is JobKind.TRAINING_JOB:
@@ -189,6 +191,15 @@ def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[
             add("JobsSucceeded", "Count", 1, base_dims)
         else:
             add("JobsFailed", "Count", 1, _dims(**base, FailureCategory=category or "UNKNOWN"))
+        queue_dims = _dims(JobQueue=facts.queue) if facts.kind is not JobKind.TRAINING_JOB else ()
+        if queue_dims:
+            # One sample per job that ended, so CloudWatch's Average (Sum / SampleCount) over any
+            # period is the queue's failure rate in percent and its SampleCount the jobs that ended.
+            # A Metrics Insights alarm has one query and one function ("GetMetricData": one query
+            # per operation; "Metrics Insights query components and syntax": AVG, COUNT, MAX, MIN,
+            # SUM), so failed / (failed + succeeded) per queue must come from one metric's AVG.
+            # JobQueue alone: every share of the queue in one time series per queue.
+            add("JobFailureRate", "Percent", 0 if facts.succeeded else 100, queue_dims)
         add("QueueWaitTime", "Seconds", _seconds(facts.created_at, facts.started_at), base_dims)
         add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at), base_dims)
         if facts.kind is JobKind.TRAINING_JOB and facts.instance_count:
