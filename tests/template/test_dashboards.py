@@ -36,7 +36,7 @@ DASHBOARDS = {
 JOB_HEALTH_ALARMS = {
     "JobQueueOldestRunnableAlarm": ("OldestRunnableAlarmSeconds", "JobQueue"),
     "IdleWhileQueuedAlarm": ("IdleWhileQueuedAlarmMinutes", "ServiceEnvironment"),
-    "JobQueueFailuresAlarm": ("JobFailuresAlarmThreshold", "JobQueue"),
+    "JobQueueFailureRateAlarm": ("JobFailureRateAlarmPercent", "JobQueue"),
     "LostInstanceHoursAlarm": ("LostInstanceHoursAlarmThreshold", None),
     "JobQueueMisconfiguredAlarm": (None, "JobQueue"),
 }
@@ -163,6 +163,26 @@ def test_job_health_alarms_use_metrics_insights_with_thresholds_as_parameters() 
         assert props["AlarmActions"] == {
             "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsOnCallTopic"}]]
         }
+
+
+def test_failure_rate_alarm_averages_the_per_job_samples_over_periods_a_parameter_requires() -> None:
+    # AVG of JobFailureRate (100 per failed job, 0 per succeeded one) is failed / (failed +
+    # succeeded); DatapointsToAlarm out of three periods keeps one lone failure from paging.
+    template = parse_template(TEMPLATE.read_text(encoding="utf-8"))
+    props = template["Resources"]["JobQueueFailureRateAlarm"]["Properties"]
+    [query] = props["Metrics"]
+    assert " ".join(query["Expression"]["Fn::Sub"].split()) == (
+        'SELECT AVG(JobFailureRate) FROM SCHEMA("${MetricsNamespace}", JobQueue, service) '
+        "GROUP BY JobQueue ORDER BY AVG() DESC"
+    )
+    assert (query["Period"], props["EvaluationPeriods"]) == (300, 3)
+    assert props["DatapointsToAlarm"] == {"Ref": "JobFailureRateAlarmPeriods"}
+    periods = template["Parameters"]["JobFailureRateAlarmPeriods"]
+    assert (periods["MinValue"], periods["MaxValue"]) == (1, props["EvaluationPeriods"])
+    percent = template["Parameters"]["JobFailureRateAlarmPercent"]
+    assert (percent["MinValue"], percent["MaxValue"]) == (0, 100)
+    readme = README.read_text(encoding="utf-8")
+    assert f"`JobFailureRateAlarmPeriods` (default `{periods['Default']}`)" in readme
 
 
 def test_no_alarm_uses_search() -> None:
