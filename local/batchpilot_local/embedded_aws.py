@@ -31,7 +31,11 @@ from moto import mock_aws
 
 from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
-from batchpilot_local.emulator.patch import cheap_transaction_rollback
+from batchpilot_local.emulator.patch import (
+    cached_name_conversion,
+    cheap_expression_traversal,
+    cheap_transaction_rollback,
+)
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
@@ -184,6 +188,8 @@ class EmbeddedAws:
             self._mock = mock_aws(config={"batch": {"use_docker": False}})
             self._mock.start()
             cheap_transaction_rollback()  # TransactWriteItems keeps its items, not table copies
+            cheap_expression_traversal()  # validators stop rebuilding their node-type maps per node
+            cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):
@@ -337,13 +343,34 @@ class EmbeddedAws:
         """ARN of the queue ``name`` (``arn:aws:sqs:us-east-1:111122223333:<name>``)."""
         return f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
 
+    # The methods below play Lambda's SQS event source mapping (an AWS-internal poller, not code
+    # under test), so they call moto's SQS backend directly: the same queue semantics (visibility,
+    # receive counts, redrive to the dead-letter queue) without a botocore round trip and moto's
+    # response rendering per message, which cost most of a replay's time.
+    def _sqs(self) -> Any:
+        from moto.sqs.models import sqs_backends
+
+        return sqs_backends[ACCOUNT_ID][self.region]
+
     def send(self, queue: str, body: str) -> str:
-        """Send one message (``body`` as is) to the named queue; returns its MessageId."""
-        response = self.client("sqs").send_message(QueueUrl=self.queue_url(queue), MessageBody=body)
-        return str(response["MessageId"])
+        """Send one message (``body`` as is) to the named queue; returns its MessageId.
+
+        Raises:
+            KeyError: the queue was not made by :meth:`create_queue`.
+        """
+        self.queue_url(queue)
+        return str(self._sqs().send_message(queue, body).id)
+
+    def has_messages(self, queue: str) -> bool:
+        """Whether the named queue holds a message that a receive would return now (visible,
+        not delayed): lets a poller skip an empty queue without a receive."""
+        return bool(self._sqs().get_queue(queue).messages)
 
     def receive_as_lambda_event(self, queue: str, max_records: int = 10) -> dict[str, Any]:
         """Receive up to ``max_records`` (1-10) messages and wrap them as Lambda's SQS event.
+
+        Messages that reached the queue's ``maxReceiveCount`` move to its dead-letter queue
+        instead, as SQS does. The queue's own VisibilityTimeout applies.
 
         Returns:
             ``{"Records": [{"messageId", "receiptHandle", "body", "attributes": {
@@ -352,29 +379,30 @@ class EmbeddedAws:
             "eventSource": "aws:sqs", "eventSourceARN", "awsRegion"}]}``; ``Records`` is empty when
             the queue is.
         """
-        response = self.client("sqs").receive_message(
-            QueueUrl=self.queue_url(queue),
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-            MaxNumberOfMessages=max(1, min(10, max_records)),
-        )
+        self.queue_url(queue)
+        backend = self._sqs()
+        timeout = int(backend.get_queue(queue).visibility_timeout)
+        messages = backend.receive_message(queue, max(1, min(10, max_records)), 0, timeout, ["All"])
         arn = self.queue_arn(queue)
-        records = [self._record(message, arn) for message in response.get("Messages", [])]
-        return {"Records": records}
+        return {"Records": [self._record(message, arn) for message in messages]}
 
-    def _record(self, message: Mapping[str, Any], arn: str) -> dict[str, Any]:
-        attrs = message.get("Attributes", {})
-        keep = ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp")
+    def _record(self, message: Any, arn: str) -> dict[str, Any]:
+        """One moto ``Message`` as a record of Lambda's SQS event."""
         return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": {k: str(attrs[k]) for k in keep if k in attrs},
+            "messageId": message.id,
+            "receiptHandle": message.receipt_handle,
+            "body": message.body,
+            "attributes": {
+                "ApproximateReceiveCount": str(message.approximate_receive_count),
+                "SentTimestamp": str(message.sent_timestamp),
+                "SenderId": str(message.sender_id),
+                "ApproximateFirstReceiveTimestamp": str(message.approximate_first_receive_timestamp),
+            },
             "messageAttributes": {
                 name: _lambda_message_attribute(value)
-                for name, value in (message.get("MessageAttributes") or {}).items()
+                for name, value in (message.message_attributes or {}).items()
             },
-            "md5OfBody": message.get("MD5OfBody", ""),
+            "md5OfBody": message.body_md5,
             "eventSource": "aws:sqs",
             "eventSourceARN": arn,
             "awsRegion": self.region,
@@ -383,12 +411,12 @@ class EmbeddedAws:
     def delete_processed(self, queue: str, records: Sequence[Mapping[str, Any]], failed_ids: set[str]) -> int:
         """Delete the records whose ``messageId`` is not in ``failed_ids`` (what Lambda does after
         a partial batch response); returns how many were deleted."""
-        client = self.client("sqs")
-        url = self.queue_url(queue)
+        self.queue_url(queue)
+        backend = self._sqs()
         deleted = 0
         for record in records:
             if record["messageId"] not in failed_ids:
-                client.delete_message(QueueUrl=url, ReceiptHandle=record["receiptHandle"])
+                backend.delete_message(queue, record["receiptHandle"])
                 deleted += 1
         return deleted
 

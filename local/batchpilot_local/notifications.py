@@ -47,6 +47,7 @@ __all__ = [
     "INBOX_QUEUE",
     "Delivery",
     "LocalAlerts",
+    "markdown_shown",
     "notification_from_slack",
     "notification_from_sns",
     "notification_from_teams",
@@ -63,6 +64,9 @@ TEAMS_VARIABLE = "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
 """The alerts function's variable that names the Teams webhook secret (``!Ref TeamsWebhookSecretArn``)."""
 
 _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
+# CommonMark's backslash escape: a backslash before ASCII punctuation
+# (https://spec.commonmark.org/0.31.2/#backslash-escapes)
+_MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
 
 
@@ -110,10 +114,20 @@ def notification_from_slack(request: SlackRequest) -> dict[str, Any]:
     return _chat_note("slack", request.text)
 
 
+def markdown_shown(text: str) -> str:
+    """Markdown text as Teams shows it, as far as backslash escapes go: ``\\[dry run\\]`` →
+    ``[dry run]``. Teams renders ``fallbackText`` and ``TextBlock`` text as Markdown ("Format cards
+    in Teams"), where a backslash before ASCII punctuation makes that character literal and is not
+    shown; the alerts function escapes event text that way
+    (``batchpilot.alerts.channels.teams.markdown_escaped``)."""
+    return _MARKDOWN_ESCAPE.sub(r"\1", text)
+
+
 def notification_from_teams(request: TeamsRequest) -> dict[str, Any]:
     """A report entry from a message the local Teams webhook accepted: severity and title come from
-    the Adaptive Card's ``fallbackText`` (``Critical: <title>``)."""
-    return _chat_note("teams", request.text)
+    the Adaptive Card's ``fallbackText`` (``Critical: <title>``), as Teams shows it
+    (:func:`markdown_shown`: ``[dry run] ...``, not the escaped ``\\[dry run\\] ...`` sent)."""
+    return _chat_note("teams", markdown_shown(request.text))
 
 
 class LocalAlerts:
@@ -243,17 +257,13 @@ class LocalAlerts:
         """Drain the on-call inbox: the SNS envelopes published since the last call, in order."""
         if self._inbox_url is None:
             return []
-        sqs = self.aws.client("sqs")
         out: list[dict[str, Any]] = []
         while True:
-            messages = sqs.receive_message(QueueUrl=self._inbox_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            )
-            if not messages:
+            records = self.aws.receive_as_lambda_event(INBOX_QUEUE)["Records"]
+            if not records:
                 return out
-            for message in messages:
-                out.append(json.loads(message["Body"]))
-                sqs.delete_message(QueueUrl=self._inbox_url, ReceiptHandle=message["ReceiptHandle"])
+            out.extend(json.loads(record["body"]) for record in records)
+            self.aws.delete_processed(INBOX_QUEUE, records, set())
 
     def collect(self) -> list[dict[str, Any]]:
         """Notifications delivered since the previous call: on-call topic messages, then the Slack

@@ -421,6 +421,8 @@ class Replayer:
         for _ in range(_MAX_CASCADE_ROUNDS):
             delivered = False
             for queue in sorted(readers):
+                if not aws.has_messages(queue):
+                    continue
                 sqs_event = _receive(aws, queue, readers[queue].batch_size if self.batch else 10)
                 if not sqs_event["Records"]:
                     continue

@@ -23,7 +23,15 @@ from typing import Any
 
 from batchpilot_local.emulator.core import Response
 
-__all__ = ["Handler", "cheap_transaction_rollback", "install", "installed", "uninstall"]
+__all__ = [
+    "Handler",
+    "cached_name_conversion",
+    "cheap_expression_traversal",
+    "cheap_transaction_rollback",
+    "install",
+    "installed",
+    "uninstall",
+]
 
 Handler = Callable[[Any], Response | None]
 """Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
@@ -133,3 +141,55 @@ def cheap_transaction_rollback() -> None:
 
     backend_class.transact_write_items = transact_write_items  # type: ignore[method-assign]
     backend_class._batchpilot_cheap_rollback = True  # type: ignore[attr-defined]
+
+
+def cheap_expression_traversal() -> None:
+    """Make moto's DynamoDB expression validators compute each processor's node types once.
+
+    moto 5's ``DepthFirstTraverser.traverse_node_recursively`` asks ``nodes_to_be_processed()``
+    for every node it visits, and that builds the processor's whole ``_processing_map()`` (a dict
+    of bound methods) each time; an UpdateExpression of ten actions goes through about ten
+    processors, so each UpdateItem or TransactWriteItems update rebuilt thousands of dicts, most
+    of a replayed event's DynamoDB time. The map's keys are node classes fixed per processor
+    class, so remembering them per processor instance answers the same. Idempotent; process-wide.
+    """
+    from moto.dynamodb.parsing import ast_nodes
+
+    traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - untyped in moto
+    if getattr(traverser, "_batchpilot_cached_node_types", False):
+        return
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        cached: tuple[type, ...] | None = self.__dict__.get("_batchpilot_node_types")
+        if cached is None:
+            cached = tuple(self._processing_map().keys())
+            self.__dict__["_batchpilot_node_types"] = cached
+        return cached
+
+    traverser.nodes_to_be_processed = nodes_to_be_processed
+    traverser._batchpilot_cached_node_types = True
+
+
+def cached_name_conversion() -> None:
+    """Memoise moto's ``camelcase_to_underscores`` in every moto module that imported it.
+
+    moto's SQS ``Queue.attributes`` converts each attribute name on every access, and moto reads
+    it on every SendMessage and ReceiveMessage: about 60 regex-free character loops per message,
+    a third of a replayed event's SQS time. The function is pure and its inputs are a few hundred
+    API names, so an unbounded cache answers the same. Idempotent; process-wide.
+    """
+    import functools
+    import sys
+
+    from moto.core import utils
+
+    original = utils.camelcase_to_underscores
+    if getattr(original, "_batchpilot_cached", False):
+        return
+    cached = functools.cache(original)
+    cached._batchpilot_cached = True  # type: ignore[attr-defined]
+    for name, module in list(sys.modules.items()):
+        if (name == "moto" or name.startswith("moto.")) and getattr(
+            module, "camelcase_to_underscores", None
+        ) is original:
+            setattr(module, "camelcase_to_underscores", cached)  # noqa: B010
