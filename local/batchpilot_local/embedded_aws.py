@@ -33,6 +33,7 @@ from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
     cached_name_conversion,
+    cached_update_expressions,
     cheap_expression_traversal,
     cheap_transaction_rollback,
 )
@@ -190,6 +191,7 @@ class EmbeddedAws:
             cheap_transaction_rollback()  # TransactWriteItems keeps its items, not table copies
             cheap_expression_traversal()  # validators stop rebuilding their node-type maps per node
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
+            cached_update_expressions()  # one parse per UpdateExpression text
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):

@@ -14,6 +14,13 @@ calls every handler, so moto would answer (and act on) the same request too.
 
 Everything else the emulator needs from moto is public: its backend registries (read only), its
 response base class (account and region of a request) and its paginator.
+
+The other functions here change no answer, only what moto costs to give it: a replay of a job
+event archive spends most of its time inside moto (TransactWriteItems, UpdateItem, SQS), so
+:func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
+:func:`cached_update_expressions` and :func:`cached_name_conversion` remove work moto repeats per
+call. ``tests/integration/test_transaction_rollback.py`` and the emulator's own tests check that
+the answers stay the same; ``benchmarks/bench_replay.py`` measures what they save.
 """
 
 from __future__ import annotations
@@ -193,3 +200,30 @@ def cached_name_conversion() -> None:
             module, "camelcase_to_underscores", None
         ) is original:
             setattr(module, "camelcase_to_underscores", cached)  # noqa: B010
+
+
+def cached_update_expressions() -> None:
+    """Make moto parse each DynamoDB UpdateExpression text once.
+
+    moto 5 parses an UpdateExpression on every UpdateItem, twice per update of a
+    TransactWriteItems (once to check the names used, once to apply it), although the ledger and
+    the alerts store send the same few texts with different values. The parsed tree is only read
+    afterwards (``find_clauses``) or deep-copied before it is resolved against values
+    (``Validator.__init__``), so sharing one tree per text answers the same. At most 512 texts
+    are kept. Idempotent; process-wide.
+    """
+    import functools
+
+    from moto.dynamodb.parsing import expressions
+
+    parser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009 - untyped in moto
+    if getattr(parser, "_batchpilot_cached_make", False):
+        return
+    make = parser.make  # the classmethod, bound to the class
+
+    @functools.lru_cache(maxsize=512)
+    def cached_make(expression_str: str) -> Any:
+        return make(expression_str)
+
+    parser.make = staticmethod(cached_make)
+    parser._batchpilot_cached_make = True
