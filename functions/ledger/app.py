@@ -1,7 +1,7 @@
 """Ledger function: every job event (SQS) updates the job ledger; a schedule reconciles and publishes.
 
-Triggers: ``LedgerQueue`` (``LedgerRule``) and ``LedgerSchedule`` (every minute); publishes ``Job
-Starving`` on batchpilot's bus. The work is in :mod:`batchpilot.ledger.handler`."""
+Triggers: ``LedgerQueue`` and ``LedgerSchedule``; publishes ``Job Starving`` on batchpilot's bus;
+lists checkpoint prefixes (``LostInstanceHours``). The work is in :mod:`batchpilot.ledger.handler`."""
 
 import os
 from typing import Any
@@ -14,7 +14,8 @@ from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
 from batchpilot.io.emf import EmfPublisher
 from batchpilot.io.eventbridge import EventBridgePublisher
-from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable_policy
+from batchpilot.io.s3 import S3Checkpoints
+from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.clock import utc_now
@@ -25,8 +26,8 @@ configure(settings)
 store = LedgerStateStore(client("dynamodb"), settings.state_table)
 sink = EmfPublisher(settings.namespace, settings.service)
 events = EventBridgePublisher(client("events"), settings.event_bus)
-batch = BatchLedgerClient(client("batch"))
-service = LedgerService(settings, store, batch, sink, utc_now, warn_unreadable_policy, events)
+batch, checkpoints = BatchLedgerClient(client("batch")), S3Checkpoints(client("s3"))
+service = LedgerService(settings, store, batch, sink, utc_now, warn_unreadable, events, checkpoints)
 processor = LedgerProcessor(service)
 
 

@@ -23,7 +23,7 @@ from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.instances import accelerators
-from batchpilot_local.testing.ledger import FakeBatch, ListSink, MemoryLedgerStore, recount
+from batchpilot_local.testing.ledger import FakeBatch, ListSink, MemoryLedgerStore, recount, recount_runnable
 from batchpilot_local.testing.samples import envelope, service_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -157,6 +157,8 @@ def test_aggregates_always_equal_a_recount(
             store.lose_next = 1  # a concurrent writer wins now and then: read, decide again
         ledger.apply(o)
         assert store.aggregate_map() == recount(store.jobs.values())
+        # The RUNNABLE index (OldestRunnableAge, starvation) holds exactly the RUNNABLE records.
+        assert store.runnable == recount_runnable(store.jobs.values())
     # Every job ends in the status of its latest observation (ties: the higher rank).
     for arn, job in store.jobs.items():
         mine = [o for o in observations if o.arn == arn]
@@ -291,6 +293,10 @@ def test_fleet_gauges_utilisation_and_entitlement() -> None:
 def test_unreadable_policy_omits_entitlement_and_warns_once() -> None:
     store = MemoryLedgerStore()
     warned: list[str] = []
+
+    def warn(source: str, consequence: str) -> None:
+        warned.append(source)
+
     queue = QueueInfo("q", True, "env", "arn:policy")
     ledger = LedgerService(
         LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t"}),
@@ -303,7 +309,7 @@ def test_unreadable_policy_omits_entitlement_and_warns_once() -> None:
         ),
         ListSink(),
         lambda: T0,
-        warned.append,
+        warn,
     )
     ledger.apply(obs(f"{ARN}a", JobStatus.RUNNING, 0))
     ledger.run(T0)
@@ -371,6 +377,10 @@ def test_quota_shares_entitlement_and_borrowing() -> None:
 def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() -> None:
     store = MemoryLedgerStore()
     warned: list[str] = []
+
+    def warn(source: str, consequence: str) -> None:
+        warned.append(source)
+
     arn = f"{ARN}qj"
     queue = QueueInfo("qm", True, "env")
     details = JobDetails(queue="qm", environment="env", quota_share="QS1", instances=2, sized=True)
@@ -384,7 +394,7 @@ def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() 
         ),
         ListSink(),
         lambda: T0,
-        warned.append,
+        warn,
     )
     ledger.apply(obs(arn, JobStatus.RUNNING, 0))
     ledger.run(T0)

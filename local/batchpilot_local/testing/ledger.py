@@ -16,11 +16,22 @@ from typing import Any
 
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, Transition, contribution
 from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, ListedJob, QueueInfo
+from batchpilot.ledger.runnable import RunnableEntry, runnable_changes, runnable_entry
+from batchpilot.shared.checkpoints import CheckpointListError, CheckpointLocation, CheckpointState
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint
 from batchpilot.shared.own_events import OwnEvent, PublishError, StarvationReason
 
-__all__ = ["FakeBatch", "ListPublisher", "ListSink", "MemoryLedgerStore", "recount", "seed_aggregates"]
+__all__ = [
+    "FakeBatch",
+    "ListPublisher",
+    "ListSink",
+    "MemoryCheckpoints",
+    "MemoryLedgerStore",
+    "recount",
+    "recount_runnable",
+    "seed_aggregates",
+]
 
 
 def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
@@ -30,6 +41,11 @@ def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
         for k, d in contribution(job).items():
             out[k] = out[k] + d
     return {k: d for k, d in out.items() if not d.zero}
+
+
+def recount_runnable(jobs: Iterable[LedgerJob]) -> set[RunnableEntry]:
+    """The RUNNABLE index the records imply."""
+    return {entry for job in jobs if (entry := runnable_entry(job)) is not None}
 
 
 class MemoryLedgerStore:
@@ -45,6 +61,8 @@ class MemoryLedgerStore:
         self.lose_next = 0
         self.writes = 0
         self.starving: dict[tuple[str, StarvationReason], datetime] = {}
+        self.runnable: set[RunnableEntry] = set()
+        self.claims: list[str] = []
 
     def get(self, arn: str) -> LedgerJob | None:
         return self.jobs.get(arn)
@@ -65,7 +83,16 @@ class MemoryLedgerStore:
             self.quota[k] = bool(change.new.details.quota_share)
         if change.new.details.queue:
             self.registry.setdefault(change.new.details.queue, change.new.details.environment)
+        gone, added = runnable_changes(change)
+        if gone is not None:
+            self.runnable.discard(gone)
+        if added is not None:
+            self.runnable.add(added)
         return True
+
+    def oldest_runnable(self, queue: str, share: str) -> RunnableEntry | None:
+        entries = [e for e in self.runnable if e.queue == queue and e.share == share]
+        return min(entries, key=lambda e: (e.since, e.arn)) if entries else None
 
     def aggregate_map(self) -> dict[AggregateKey, Delta]:
         """Non-zero aggregates."""
@@ -91,6 +118,7 @@ class MemoryLedgerStore:
         self.marks[queue] = at
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
+        self.claims.append(arn)  # every conditional put tried (one PutItem each in DynamoDB)
         if (arn, reason) in self.starving:
             return False
         self.starving[(arn, reason)] = at
@@ -158,6 +186,25 @@ class FakeBatch:
         self.calls.append(("share_weights", policy_arn))
         found = self.weights.get(policy_arn)
         return dict(found) if found is not None else None
+
+
+class MemoryCheckpoints:
+    """A :class:`~batchpilot.ledger.ports.CheckpointReader` over given newest-object times per URI;
+    ``failing``: URIs whose listing raises :class:`CheckpointListError` (``AccessDenied``)."""
+
+    def __init__(self, newest: Mapping[str, datetime] | None = None, failing: Iterable[str] = ()) -> None:
+        self.newest = dict(newest or {})
+        self.failing = set(failing)
+        self.listed: list[str] = []
+
+    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
+        if location is None:
+            return CheckpointState(None)
+        self.listed.append(location.uri)
+        if location.uri in self.failing:
+            raise CheckpointListError("AccessDenied")
+        newest = self.newest.get(location.uri)
+        return CheckpointState(location, newest, 1 if newest else 0)
 
 
 class ListPublisher:

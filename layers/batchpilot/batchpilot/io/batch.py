@@ -25,10 +25,11 @@ from batchpilot.ledger.model import JobDetails
 from batchpilot.ledger.model import JobStatus as LedgerStatus
 from batchpilot.ledger.ports import DescribeError, ListedJob, QueueInfo
 from batchpilot.recovery.ports import SubmitError, TagError
-from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
+from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape, payload_of
 from batchpilot.recovery.settings import CheckpointSource
 from batchpilot.recovery.snapshot import JobSnapshot, container_job_snapshot, service_job_snapshot
 from batchpilot.shared.arns import resource_name
+from batchpilot.shared.checkpoints import sagemaker_checkpoint
 from batchpilot.shared.classification import JobFacts, JobKind
 from batchpilot.shared.events import JobEvent, to_datetime_or_none
 from batchpilot.shared.resources import UNTYPED, instances_from_payload
@@ -234,8 +235,9 @@ class BatchLedgerClient:
         """One DescribeServiceJob (service jobs) or DescribeJobs (container jobs).
 
         Returns:
-            Queue, environment, share, priority and size; ``None`` when AWS Batch no longer knows
-            the job (``ClientException``).
+            Queue, environment, share, priority, size and (service jobs) the payload's
+            ``CheckpointConfig.S3Uri``; ``None`` when AWS Batch no longer knows the job
+            (``ClientException``).
 
         Raises:
             DescribeError: any other error (throttling already retried by botocore).
@@ -257,6 +259,7 @@ class BatchLedgerClient:
         if kind is JobKind.SERVICE_JOB:
             by_type = instances_from_payload(job.get("serviceRequestPayload"))
             types = [t for t in (by_type or {}) if t != UNTYPED]
+            checkpoint = sagemaker_checkpoint(payload_of(job))  # CheckpointConfig.S3Uri
             return JobDetails(
                 queue=queue,
                 environment=environment,
@@ -265,6 +268,7 @@ class BatchLedgerClient:
                 priority=job.get("schedulingPriority"),
                 instance_type=types[0] if len(types) == 1 else None,
                 instances=sum(by_type.values()) if by_type else None,
+                checkpoint=checkpoint.uri if checkpoint else None,
                 sized=True,
             )
         vcpus, gpus = _container_size(job)

@@ -1,8 +1,9 @@
 """Amazon S3, through an injected boto3 ``s3`` client, read-only: checkpoint prefixes for the
-recovery function.
+recovery function and the job ledger.
 
-Implements :class:`batchpilot.recovery.ports.CheckpointStore` with ListObjectsV2 (the only S3
-permission the function has: ``s3:ListBucket`` on the configured checkpoint buckets).
+Implements :class:`batchpilot.recovery.ports.CheckpointStore` and
+:class:`batchpilot.ledger.ports.CheckpointReader` with ListObjectsV2 (the only S3 permission
+either function has: ``s3:ListBucket`` on the configured checkpoint buckets).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchpilot.recovery.checkpoint import CheckpointListError, CheckpointLocation, CheckpointState
+from batchpilot.shared.checkpoints import CheckpointListError, CheckpointLocation, CheckpointState
 
 __all__ = ["S3Checkpoints"]
 

@@ -44,8 +44,8 @@ class FleetInputs:
         reserved: service environment → reserved instances (configured or defaulted).
         weights: queue name → share identifier → ``weightFactor`` (``None``: unreadable or not a
             fair-share queue).
-        oldest: (queue, share) → when its oldest RUNNABLE job became RUNNABLE (queues reconciled
-            this run only).
+        oldest: (queue, share) → when its oldest RUNNABLE job became RUNNABLE (every run, from
+            the ledger's RUNNABLE index, :mod:`batchpilot.ledger.runnable`).
         quota_limits: queue name → quota share → its capacity limit in instances (``None``:
             unreadable; absent: the queue has no quota shares in the ledger).
     """

@@ -18,14 +18,17 @@ from batchpilot.ledger.service import LedgerService
 from batchpilot.shared.events import to_datetime_or_none
 from batchpilot.shared.observability import count_outcome, log_field, logger
 
-__all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable_policy"]
+__all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable"]
 
 
-def warn_unreadable_policy(source: str) -> None:
-    """Log, once per Lambda instance and source, that a scheduling policy (its ARN) or a queue's
-    quota shares cannot be read: those shares' ``Entitlement`` (and ``BorrowedInstances``) are
-    omitted; every other metric is still published."""
-    logger.warning("share policy cannot be read: Entitlement omitted", extra={"source": log_field(source)})
+def warn_unreadable(source: str, consequence: str) -> None:
+    """Log (the service calls it once per Lambda instance and source) that something the ledger
+    reads cannot be read, and what that costs: a scheduling policy (its ARN) or a queue's quota
+    shares (those shares' ``Entitlement`` and ``BorrowedInstances`` omitted), a checkpoint bucket
+    (``LostInstanceHours`` measured from the whole attempt). Every other metric is still
+    published."""
+    fields = {"source": log_field(source), "consequence": log_field(consequence)}
+    logger.warning("ledger input cannot be read", extra=fields)
 
 
 def run_schedule(service: LedgerService, event: Any) -> dict[str, Any]:

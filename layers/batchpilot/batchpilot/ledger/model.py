@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from batchpilot.shared.checkpoints import lost_instance_hours
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.instances import accelerators
 
@@ -43,6 +44,7 @@ __all__ = [
     "contribution",
     "training_status",
     "transition",
+    "with_checkpoint",
     "with_details",
 ]
 
@@ -112,7 +114,10 @@ class Basis(StrEnum):
     """What ``LostInstanceHours`` was measured from."""
 
     CHECKPOINT = "checkpoint"
+    """From the newest checkpoint written during the lost attempt (the work since it was lost)."""
     ATTEMPT = "attempt"
+    """The whole attempt: the job names no checkpoint location, no checkpoint was written during
+    the attempt, or the location could not be listed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +134,8 @@ class JobDetails:
         vcpus, gpus: container jobs' ``resourceRequirements`` (VCPU, GPU) per node x nodes.
         sized: the size was read (or is not knowable); ``False`` means "read it later".
         name: ``jobName`` (``TrainingJobName``) when an event or describe carried it.
+        checkpoint: ``CheckpointConfig.S3Uri`` (``s3://bucket/prefix``) of a service job's
+            payload or of a training job, when it names one.
     """
 
     queue: str = ""
@@ -142,6 +149,7 @@ class JobDetails:
     gpus: int | None = None
     sized: bool = False
     name: str | None = None
+    checkpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +327,29 @@ class Transition:
     new: LedgerJob
     deltas: dict[AggregateKey, Delta]
     effects: Effects
+
+
+def with_checkpoint(change: Transition, newest: datetime | None) -> Effects:
+    """``change``'s effects with ``LostInstanceHours`` measured from the newest checkpoint
+    (``Basis.CHECKPOINT``) when it was written during the lost attempt: the work since then,
+    ``instances x (stop - checkpoint) / 3600`` (:func:`batchpilot.shared.checkpoints.lost_instance_hours`).
+    Otherwise the effects are unchanged (``Basis.ATTEMPT``): no checkpoint, one written before the
+    attempt started (the whole attempt was lost), or after it stopped (the next attempt's).
+
+    Args:
+        change: an applied transition; ``change.old`` holds the lost attempt's start.
+        newest: ``LastModified`` of the newest object under the job's checkpoint location (UTC).
+    """
+    effects = change.effects
+    start = change.old.attempt_started_at if change.old is not None else None
+    stop = change.new.status_at
+    instances = change.new.details.instances
+    if effects.lost_instance_hours is None or newest is None or start is None or not instances:
+        return effects
+    if not start < newest <= stop:
+        return effects
+    hours = lost_instance_hours(instances, start, stop, newest)
+    return dataclasses.replace(effects, lost_instance_hours=hours, basis=Basis.CHECKPOINT)
 
 
 def _merge(base: JobDetails, update: JobDetails, *, fill_only: bool = False) -> JobDetails:

@@ -10,6 +10,7 @@ whose name starts ``AWSBatch`` belongs to a service job, which the ledger alread
 from __future__ import annotations
 
 from batchpilot.ledger.model import JobDetails, JobStatus, Observation, PreemptionPhase, training_status
+from batchpilot.shared.checkpoints import parse_s3_uri
 from batchpilot.shared.classification import EventKind, JobKind, classify
 from batchpilot.shared.events import (
     BatchJobQueueBlocked,
@@ -97,6 +98,8 @@ def observe(event: JobEvent) -> Observation | None:
             status = training_status(facts.status)
             if status is None:
                 return None
+            config = event.detail.CheckpointConfig
+            checkpoint = parse_s3_uri(config.S3Uri if config else None, "CheckpointConfig.S3Uri")
             return Observation(
                 arn=facts.arn,
                 kind=JobKind.TRAINING_JOB,
@@ -107,6 +110,7 @@ def observe(event: JobEvent) -> Observation | None:
                     instances=facts.instance_count,
                     name=facts.name,
                     sized=True,  # the event carries ResourceConfig: nothing to describe
+                    checkpoint=checkpoint.uri if checkpoint else None,
                 ),
                 created_at=facts.created_at,
                 started_at=facts.started_at,

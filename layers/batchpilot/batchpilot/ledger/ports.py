@@ -2,6 +2,7 @@
 
 Adapters: :class:`batchpilot.io.dynamodb.ledger.LedgerStateStore` (the StateTable's ``ledger#``
 items), :class:`batchpilot.io.batch.BatchLedgerClient` (AWS Batch reads),
+:class:`batchpilot.io.s3.S3Checkpoints` (checkpoint listings, ListObjectsV2),
 :class:`batchpilot.io.emf.EmfPublisher` (CloudWatch EMF) and
 :class:`batchpilot.io.eventbridge.EventBridgePublisher` (``Job Starving`` on batchpilot's bus).
 """
@@ -14,6 +15,8 @@ from datetime import datetime
 from typing import Protocol
 
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
+from batchpilot.ledger.runnable import RunnableEntry
+from batchpilot.shared.checkpoints import CheckpointLocation, CheckpointState
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint
 from batchpilot.shared.own_events import OwnEvent, StarvationReason
@@ -22,6 +25,7 @@ __all__ = [
     "ActiveEntry",
     "Aggregate",
     "BatchReader",
+    "CheckpointReader",
     "DescribeError",
     "EventPublisher",
     "LedgerStore",
@@ -117,6 +121,12 @@ class LedgerStore(Protocol):
         """Every job the ledger holds as active in ``queue`` (Query, every page)."""
         ...
 
+    def oldest_runnable(self, queue: str, share: str) -> RunnableEntry | None:
+        """The RUNNABLE job of ``queue`` and ``share`` (``""``: no share) that became RUNNABLE
+        first, from the index written with each transition (one read, whatever the job count);
+        ``None`` when the share has no RUNNABLE job."""
+        ...
+
     def reconciled_at(self, queue: str) -> datetime | None:
         """When ``queue`` was last reconciled, or ``None``."""
         ...
@@ -175,6 +185,19 @@ class BatchReader(Protocol):
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         """Share identifier → ``weightFactor`` of a fair-share scheduling policy
         (DescribeSchedulingPolicies); ``None`` when the policy cannot be read."""
+        ...
+
+
+class CheckpointReader(Protocol):
+    """Checkpoint listings (:class:`batchpilot.io.s3.S3Checkpoints`, the adapter recovery uses)."""
+
+    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
+        """The newest object under ``location`` (ListObjectsV2, a bounded number of pages).
+
+        Raises:
+            batchpilot.shared.checkpoints.CheckpointListError: the prefix could not be listed
+                (``AccessDenied``, ``NoSuchBucket``, throttling after botocore's retries).
+        """
         ...
 
 

@@ -6,21 +6,29 @@ Orchestrates through :mod:`batchpilot.ledger.ports` only (no boto3, no Powertool
 Per event (:meth:`LedgerService.record`): one GetItem, at most one describe (only for a job the
 ledger never saw, or one whose earlier describe failed), one TransactWriteItems. A write that lost
 a race is read and tried again (at most :data:`WRITE_ATTEMPTS` times; then the record raises and
-SQS delivers it again).
+SQS delivers it again). A preemption or interruption that lost an attempt of a job with a
+checkpoint location (``CheckpointConfig.S3Uri``) also lists that location once (ListObjectsV2,
+through the S3 adapter recovery uses): ``LostInstanceHours`` is then the work since the newest
+checkpoint written during the attempt (``Basis=checkpoint``), else the whole attempt
+(``Basis=attempt``). A listing that fails falls back to the whole attempt: the metric is never
+lost, the failure is said once per bucket in the log and named in the record's log line.
 
 Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one Query of aggregates per
-queue, one DescribeServiceEnvironments, one DescribeSchedulingPolicies per fair-share policy;
-and, for at most ``ceil(queues / interval minutes)`` queues whose interval has passed (the
-longest-waiting first), its listing (ListServiceJobs / ListJobs per active
-status, every page) compared with the ledger's index of the queue: drift in both directions is
-corrected through the same transitions as events, and counted in ``LedgerDrift``.
+queue, one ``Limit=1`` Query of the RUNNABLE index per (queue, share) with RUNNABLE jobs (the
+per-minute ``OldestRunnableAge``, :mod:`batchpilot.ledger.runnable`), one
+DescribeServiceEnvironments, one DescribeSchedulingPolicies per fair-share policy; and, for at
+most ``ceil(queues / interval minutes)`` queues whose interval has passed (the longest-waiting
+first), its listing (ListServiceJobs / ListJobs per active status, every page) compared with the
+ledger's index of the queue: drift in both directions is corrected through the same transitions
+as events, and counted in ``LedgerDrift``.
 
 Starvation (:mod:`batchpilot.ledger.starvation`): a transition that counts the job's ``N``-th
-preemption (or a later one), and, on the scheduled run, the oldest RUNNABLE job of each (queue,
-share) of the queues reconciled in that run, are checked; a job that is starving is claimed with
-one conditional PutItem per reason and published as ``Job Starving`` once (a claim whose event
-could not be published is given back). Per run: at most one PutItem per (queue, share) reconciled,
-plus one GetItem and one PutEvents per newly starving job.
+preemption (or a later one), and, on every scheduled run, the oldest RUNNABLE job of each (queue,
+share), are checked; a job that is starving is claimed with one conditional PutItem per reason and
+published as ``Job Starving`` once (a claim whose event could not be published is given back).
+Per run: at most one PutItem per (queue, share) past its threshold and below its entitlement
+(none for a job this Lambda instance already claimed), plus one GetItem and one PutEvents per newly
+starving job.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import Any
 from batchpilot.ledger.fleet import FleetInputs, effect_points, fleet_points
 from batchpilot.ledger.model import (
     ACTIVE,
+    Effects,
     JobDetails,
     JobStatus,
     LedgerJob,
@@ -44,11 +53,14 @@ from batchpilot.ledger.model import (
     Source,
     Transition,
     transition,
+    with_checkpoint,
     with_details,
 )
 from batchpilot.ledger.observe import observe
 from batchpilot.ledger.ports import (
+    Aggregate,
     BatchReader,
+    CheckpointReader,
     DescribeError,
     EventPublisher,
     LedgerStore,
@@ -57,6 +69,7 @@ from batchpilot.ledger.ports import (
 )
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.ledger.starvation import ShareStanding, StarvationRules, share_standing, starving_event
+from batchpilot.shared.checkpoints import CheckpointListError, parse_s3_uri
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
@@ -67,6 +80,9 @@ __all__ = ["WRITE_ATTEMPTS", "Drift", "LedgerService", "RecordResult", "RunSumma
 
 WRITE_ATTEMPTS = 5
 """Read-modify-write attempts per observation before giving up (the record is retried by SQS)."""
+_CLAIMS_KEPT = 10_000
+"""Starvation claims a Lambda instance remembers (so a job still starving is not claimed again
+every minute)."""
 
 
 class WriteConflict(RuntimeError):
@@ -135,8 +151,11 @@ class LedgerService:
         batch: AWS Batch reads.
         sink: where metric points go.
         clock: "now" (aware UTC).
-        warn: called once per unreadable scheduling policy with its ARN (the handler logs it).
+        warn: called as ``warn(subject, consequence)`` once per unreadable scheduling policy
+            (its ARN), queue's quota shares or checkpoint bucket (the handler logs it).
         publisher: where ``Job Starving`` goes; ``None``: starvation is not checked.
+        checkpoints: checkpoint listings; ``None``: ``LostInstanceHours`` is always the whole
+            attempt.
     """
 
     def __init__(
@@ -148,9 +167,11 @@ class LedgerService:
         clock: Clock,
         warn: Any = None,
         publisher: EventPublisher | None = None,
+        checkpoints: CheckpointReader | None = None,
     ) -> None:
         self.settings = settings
         self.publisher = publisher
+        self.checkpoints = checkpoints
         waiting, queue_waiting = settings.starving_waiting
         self.starvation = StarvationRules(settings.starving_preemptions, waiting, queue_waiting)
         self.store = store
@@ -158,8 +179,11 @@ class LedgerService:
         self.sink = sink
         self.clock = clock
         self._warn = warn
-        # Policies already reported as unreadable: the log says so once, not every minute.
+        # Policies, quota shares and checkpoint buckets already reported as unreadable: the log
+        # says so once per Lambda instance, not every minute.
         self._unreadable: set[str] = set()
+        # Jobs whose Job Starving (per reason) this instance already claimed: not claimed again.
+        self._claimed: set[tuple[str, StarvationReason]] = set()
 
     # ------------------------------------------------------------------ events
     def record(self, body: str | bytes) -> RecordResult:
@@ -193,13 +217,38 @@ class LedgerService:
                     self._publish_once(job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock())
             return RecordResult(Outcome.DUPLICATE, fields)
         now = self.clock()
-        points = effect_points(change.new, change.effects, metric_timestamp(event.time, now))
+        effects, unreadable = self._lost_from_checkpoint(change)
+        if effects.basis is not None:
+            fields["basis"] = effects.basis.value
+        if unreadable is not None:
+            fields["checkpoint_unreadable"] = unreadable
+        points = effect_points(change.new, effects, metric_timestamp(event.time, now))
         self.sink.add(points)
         reason = StarvationReason.PREEMPTED_REPEATEDLY
         repeated = change.effects.preempted and self.starvation.preempted_repeatedly(change.new)
         if repeated and self._publish_once(change.new, reason, now):
             fields["starving"] = reason.value
         return RecordResult(Outcome.PROCESSED, fields)
+
+    def _lost_from_checkpoint(self, change: Transition) -> tuple[Effects, str | None]:
+        """``change``'s effects, ``LostInstanceHours`` measured from the job's newest checkpoint
+        when it has a location and one was written during the lost attempt
+        (:func:`~batchpilot.ledger.model.with_checkpoint`); and the S3 error code when the
+        location could not be listed (the effects then keep the whole attempt)."""
+        effects = change.effects
+        location = parse_s3_uri(change.new.details.checkpoint, "CheckpointConfig.S3Uri")
+        if effects.lost_instance_hours is None or location is None or self.checkpoints is None:
+            return effects, None
+        try:
+            state = self.checkpoints.inspect(location)
+        except CheckpointListError as exc:
+            subject = f"checkpoint bucket {location.bucket}"
+            if subject not in self._unreadable:
+                self._unreadable.add(subject)
+                if self._warn is not None:
+                    self._warn(subject, f"{exc.code}: LostInstanceHours measured from the whole attempt")
+            return effects, exc.code
+        return with_checkpoint(change, state.newest), None
 
     def _publish_once(
         self, job: LedgerJob, reason: StarvationReason, now: datetime, standing: ShareStanding | None = None
@@ -290,6 +339,7 @@ class LedgerService:
         known = self.store.queues()
         names = sorted(set(queues) | {q for q in known if not wanted or q in wanted})
         aggregates = {name: self.store.aggregates(name) for name in names}
+        self._oldest_runnable(aggregates, oldest, oldest_arn)
         environments = sorted(
             {q.environment for q in queues.values() if q.environment} | {e for e in known.values() if e}
         )
@@ -319,6 +369,23 @@ class LedgerService:
         self._check_waiting(now, points, oldest, oldest_arn, summary)
         return summary
 
+    def _oldest_runnable(
+        self,
+        aggregates: dict[str, list[Aggregate]],
+        oldest: dict[tuple[str, str], datetime],
+        oldest_arn: dict[tuple[str, str], str],
+    ) -> None:
+        """Each (queue, share) with RUNNABLE jobs: its oldest from the RUNNABLE index (one read),
+        unless a reconciliation this run found an older one (a job the index does not hold)."""
+        for queue, aggs in aggregates.items():
+            shares = {a.key.share for a in aggs if a.key.status is JobStatus.RUNNABLE and a.total.jobs > 0}
+            for share in sorted(shares):
+                entry = self.store.oldest_runnable(queue, share)
+                share_key = (queue, share)
+                if entry is not None and (share_key not in oldest or entry.since < oldest[share_key]):
+                    oldest[share_key] = entry.since
+                    oldest_arn[share_key] = entry.arn
+
     def _check_waiting(
         self,
         now: datetime,
@@ -327,8 +394,9 @@ class LedgerService:
         oldest_arn: dict[tuple[str, str], str],
         summary: RunSummary,
     ) -> None:
-        """Each reconciled (queue, share)'s oldest RUNNABLE job: starving while its share is below
-        its entitlement? Claimed before it is read, so a job already reported costs one PutItem."""
+        """Each (queue, share)'s oldest RUNNABLE job: starving while its share is below its
+        entitlement? Claimed before it is read, so a job already reported costs one PutItem (none
+        when this Lambda instance claimed it already)."""
         publisher = self.publisher
         if publisher is None:
             return
@@ -339,7 +407,10 @@ class LedgerService:
             if now - since <= self.starvation.waiting_for(queue) or not standing.below_entitlement:
                 continue
             arn = oldest_arn[(queue, share)]
+            if (arn, reason) in self._claimed:
+                continue
             if not self.store.claim_starvation(arn, reason, now):
+                self._remember_claim(arn, reason)
                 continue
             job = self.store.get(arn)
             if job is None or not self.starvation.waiting_below_entitlement(job, standing, now):
@@ -351,14 +422,20 @@ class LedgerService:
                 self.store.release_starvation(arn, reason)
                 summary.starving_unpublished += 1
                 continue
+            self._remember_claim(arn, reason)
             summary.starving += 1
+
+    def _remember_claim(self, arn: str, reason: StarvationReason) -> None:
+        if len(self._claimed) >= _CLAIMS_KEPT:
+            self._claimed.clear()  # bounded: a forgotten claim costs one conditional PutItem again
+        self._claimed.add((arn, reason))
 
     def _quota_limits(self, queue: str) -> dict[str, int] | None:
         limits = self.batch.quota_limits(queue)
         if limits is None and f"quota:{queue}" not in self._unreadable:
             self._unreadable.add(f"quota:{queue}")
             if self._warn is not None:
-                self._warn(f"quota shares of job queue {queue}")
+                self._warn(f"quota shares of job queue {queue}", "Entitlement and BorrowedInstances omitted")
         return limits
 
     def _weights(self, policy_arn: str) -> dict[str, float] | None:
@@ -366,7 +443,7 @@ class LedgerService:
         if weights is None and policy_arn not in self._unreadable:
             self._unreadable.add(policy_arn)
             if self._warn is not None:
-                self._warn(policy_arn)
+                self._warn(policy_arn, "Entitlement omitted")
         return weights
 
     def _reconcile(
@@ -406,7 +483,7 @@ class LedgerService:
             if change is not None:
                 drift[Drift.MISSING if entry is None else Drift.STALE] += 1
                 # A missed requeue found here still costs its lost attempt (LostInstanceHours).
-                self.sink.add(effect_points(change.new, change.effects, now))
+                self.sink.add(effect_points(change.new, self._lost_from_checkpoint(change)[0], now))
             if describe:
                 budget -= 1
                 summary.describes += 1

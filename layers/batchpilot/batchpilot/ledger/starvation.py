@@ -11,8 +11,9 @@ reason, :meth:`batchpilot.ledger.ports.LedgerStore.claim_starvation`):
   *became* RUNNABLE: a requeue restarts the clock) longer than its queue's threshold (default one
   hour) while its share's ``ShareOfUsage`` is below its ``Entitlement`` (both from
   :func:`batchpilot.ledger.fleet.fleet_points`; a share with nothing in use has a usage of 0 %;
-  a share without a known entitlement is never called starving). Checked on the scheduled run,
-  for the oldest RUNNABLE job of each (job queue, share) of the queues reconciled in that run.
+  a share without a known entitlement is never called starving). Checked on every scheduled run
+  (each minute), for the oldest RUNNABLE job of each (job queue, share), read from the ledger's
+  RUNNABLE index (:mod:`batchpilot.ledger.runnable`).
 """
 
 from __future__ import annotations

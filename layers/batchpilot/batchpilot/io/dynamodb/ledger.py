@@ -12,13 +12,17 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
   reconciliation compares with AWS Batch's listings).
 - ``pk = ledger#queues``, ``sk = <job queue>``: the queues the ledger has seen, with their
   service environment.
+- ``pk = ledger#runnable#<job queue>#<share>``, ``sk = <epoch ms, 15 digits>#<job ARN>``: the
+  share's RUNNABLE jobs by when they last became RUNNABLE (:mod:`batchpilot.ledger.runnable`);
+  the first item is the oldest.
 - ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled.
 - ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
   reason was claimed (published once); expires after :data:`STARVING_TTL`.
 
 A transition is one ``TransactWriteItems`` (DynamoDB Developer Guide, "Amazon DynamoDB
 Transactions"): the record's conditional put, one ``ADD`` update per changed aggregate, the index
-item's put or delete. All succeed or none does, so aggregates stay equal to a recount.
+item's put or delete, and, for a job entering or leaving RUNNABLE, its RUNNABLE entry's put or
+delete. All succeed or none does, so aggregates stay equal to a recount.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditiona
 from batchpilot.ledger.demand import ledger_sample
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
 from batchpilot.ledger.ports import ActiveEntry, Aggregate
+from batchpilot.ledger.runnable import RunnableEntry, runnable_changes
 from batchpilot.shared.classification import JobKind
+from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.own_events import StarvationReason
 
 __all__ = ["STARVING_TTL", "TERMINAL_TTL", "LedgerDemandReader", "LedgerStateStore"]
@@ -74,6 +80,15 @@ def _starving_pk(arn: str) -> str:
     return f"ledger#starving#{key_part(arn)}"
 
 
+def _runnable_pk(queue: str, share: str) -> str:
+    return f"ledger#runnable#{key_part(queue or '-')}#{key_part(share)}"
+
+
+def _runnable_key(entry: RunnableEntry) -> dict[str, Any]:
+    # Zero-padded epoch milliseconds sort as the times do: the partition's first item is the oldest.
+    return key(_runnable_pk(entry.queue, entry.share), f"{epoch_ms(entry.since):015d}#{key_part(entry.arn)}")
+
+
 def _num(value: float) -> Decimal:
     return Decimal(str(round(value, 3)))
 
@@ -98,6 +113,7 @@ def _job_item(job: LedgerJob, version: int, now: datetime) -> dict[str, Any]:
         "gpus": d.gpus,
         "sized": d.sized,
         "job_name": d.name,
+        "checkpoint": d.checkpoint,
         "status": job.status.value,
         "status_at": iso(job.status_at),
         "runnable_since": iso(job.runnable_since),
@@ -136,6 +152,7 @@ def job_from_item(item: dict[str, Any]) -> LedgerJob:
             gpus=_int(item.get("gpus")),
             sized=bool(item.get("sized", False)),
             name=item.get("job_name"),
+            checkpoint=item.get("checkpoint"),
         ),
         status=JobStatus(str(item["status"])),
         status_at=status_at,
@@ -213,6 +230,13 @@ class LedgerStateStore:
             items.append(
                 {"Delete": {"TableName": self._table, "Key": key(_active_pk(old.details.queue), new.arn)}}
             )
+        gone, added = runnable_changes(change)
+        if gone is not None:
+            items.append({"Delete": {"TableName": self._table, "Key": _runnable_key(gone)}})
+        if added is not None:
+            entry_item = {"arn": added.arn, "since": iso(added.since)}
+            item = {**_runnable_key(added), **encode(entry_item)}
+            items.append({"Put": {"TableName": self._table, "Item": item}})
         if queue and (old is None or old.details.queue != queue):
             registry = {"pk": _QUEUES_PK, "sk": queue, "environment": new.details.environment}
             items.append({"Put": {"TableName": self._table, "Item": encode(registry)}})
@@ -310,6 +334,21 @@ class LedgerStateStore:
             )
             for item in self._query(_active_pk(queue))
         ]
+
+    def oldest_runnable(self, queue: str, share: str) -> RunnableEntry | None:
+        """One Query (``Limit=1``, eventually consistent: a gauge) of the share's RUNNABLE index."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": _runnable_pk(queue, share)}},
+            Limit=1,
+        )
+        for raw in response.get("Items", []):
+            item = decode(raw)
+            since = from_iso(item.get("since"))
+            if since is not None:
+                return RunnableEntry(queue, share, since, str(item.get("arn", "")))
+        return None
 
     def reconciled_at(self, queue: str) -> datetime | None:
         """GetItem of the queue's reconciliation marker."""
