@@ -147,7 +147,8 @@ def test_slack_failures_end_with_one_copy_per_channel_and_nothing_lost(
 
 
 TEAMS_MODES = [
-    ("rate_limited", {"times": 1, "retry_after": 0}),
+    ("rate_limited", {"times": 1, "retry_after": 0}),  # urllib3's Retry waits it out: delivered
+    ("rate_limited", {"times": 10, "retry_after": 0}),  # still 429 after 3 retries: fallback
     ("server_error", {"times": 1}),
     ("bad_request", {"times": 1}),
     ("timeout", {"times": 1, "delay": 2.0}),
@@ -155,7 +156,7 @@ TEAMS_MODES = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "script"), TEAMS_MODES, ids=[m for m, _ in TEAMS_MODES])
+@pytest.mark.parametrize(("mode", "script"), TEAMS_MODES, ids=[f"{m}-{s['times']}" for m, s in TEAMS_MODES])
 def test_teams_failures_end_with_one_copy_per_channel_and_nothing_lost(
     teams_rig: Rig, mode: str, script: dict[str, Any]
 ) -> None:

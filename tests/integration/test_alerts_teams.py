@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +21,8 @@ from batchpilot.alerts.channels.teams import MAX_PAYLOAD_BYTES
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, load_policy
 from batchpilot.alerts.ports import Delivery, Notice, TimeLeft
 from batchpilot.alerts.registry import ChannelRegistry
+from batchpilot.alerts.service import CHAT_RESERVE_SECONDS
+from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.own_events import JobResubmitted, put_events_entry
 from batchpilot.shared.records import Outcome
 from batchpilot_local.chat_endpoint import (
@@ -28,8 +31,10 @@ from batchpilot_local.chat_endpoint import (
     LocalTeams,
     adaptive_card_problem,
 )
-from batchpilot_local.notifications import notification_from_teams
+from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.notifications import LocalAlerts, notification_from_teams
 from batchpilot_local.testing.alerts import Rig, failed_fleet, open_rig
+from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.samples import batch_job, envelope, sample
 
 CRITICAL = "service-job/failed-validation"  # critical → on-call topic + chat
@@ -122,6 +127,85 @@ def test_429_retries_are_bounded(rig: Rig) -> None:
     result = rig.run(sample(INFO))
     assert rig.sleeps == [2.0, 2.0, 2.0] and len(rig.teams.requests) == 4
     assert result.failed == [("teams", "rate_limited")] and len(rig.sns()) == 1
+
+
+@dataclass
+class Deployed:
+    """functions/alerts/app.py with Teams configured, on the embedded AWS and the local endpoint."""
+
+    teams: LocalTeams
+    local: LocalAlerts
+    handler: Any
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> Iterator[Deployed]:
+    # Every logger at DEBUG from before the cold start, as Lambda's LOG_LEVEL=DEBUG sets it.
+    caplog.set_level(logging.DEBUG)
+    shared_metrics.clear_metrics()
+    with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
+        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat, teams=True).open()
+        yield Deployed(chat.teams, local, load_app("alerts", local.environment, monkeypatch=monkeypatch))
+    shared_metrics.clear_metrics()
+
+
+def test_the_deployed_handler_waits_out_a_429_and_delivers_exactly_once(
+    deployed: Deployed, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # urllib3's Retry, as functions/alerts/app.py builds the channel (time.sleep, the context's time).
+    deployed.teams.fail_next("rate_limited", retry_after=1)
+    body = json.dumps(sample(INFO))
+    response = deployed.handler.lambda_handler(sqs_event([body], "AlertsQueue"), lambda_context)
+    assert response == {"batchItemFailures": []}
+    assert [r.status for r in deployed.teams.requests] == [429, 202]
+    [delivered] = deployed.teams.delivered()
+    assert adaptive_card_problem(delivered.payload) is None
+    blobs, _, _ = printed(capsys)
+    sent = {(d["Channel"], d["Severity"]) for _, d in metric_values(blobs, "NotificationsSent")}
+    assert ("teams", "info") in sent and metric_values(blobs, "NotificationsFailed") == []
+    assert deployed.local.sns_messages() == []
+    deployed.handler.lambda_handler(sqs_event([body], "AlertsQueue"), lambda_context)  # SQS redelivery
+    assert len(deployed.teams.delivered()) == 1 and len(deployed.teams.requests) == 2
+
+
+def test_the_deployed_handler_counts_a_429_that_never_ends_and_falls_back_once(
+    deployed: Deployed,
+    lambda_context: Any,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    deployed.teams.fail_always("rate_limited", retry_after=1)
+    body = json.dumps(sample(INFO))
+    response = deployed.handler.lambda_handler(sqs_event([body], "AlertsQueue"), lambda_context)
+    assert response == {"batchItemFailures": []}  # the on-call topic stood in: nothing retried
+    assert [r.status for r in deployed.teams.requests] == [429] * 4  # the first post and 3 retries
+    assert deployed.teams.delivered() == []
+    blobs, _, out = printed(capsys)
+    failed = {(d["Channel"], d.get("Reason")): v for v, d in metric_values(blobs, "NotificationsFailed")}
+    assert failed == {("teams", "rate_limited"): 1.0, ("teams", None): 1.0}
+    [message] = deployed.local.sns_messages()
+    assert "Teams delivery failed: rate_limited" in message["Message"]
+    assert message["MessageAttributes"]["fallback_from"]["Value"] == "teams"
+    # urllib3 logs each retry's URL at DEBUG (urllib3.util.retry): held at INFO like the others.
+    logged = out + "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert deployed.teams.signature not in logged and deployed.teams.workflow_path not in logged
+
+
+def test_the_request_after_a_429_wait_gets_only_the_time_then_left(rig: Rig) -> None:
+    # 429 (Retry-After: 2), then a webhook that holds the connection: the request after the wait is
+    # bounded by what is left of the chat budget, not by the first request's timeout (which would
+    # end 2 s after the budget, inside the reserve the on-call fallback needs).
+    rig.teams.fail_next("rate_limited", retry_after=2)
+    rig.teams.fail_next("hang", delay=30.0)
+    alerts = rig.service(real_sleep=True)
+    deadline = time.monotonic() + CHAT_RESERVE_SECONDS + 5.0
+    time_left = lambda: deadline - time.monotonic()  # noqa: E731  # the Lambda context's, real clock
+    result = alerts.process([("m-0", json.dumps(sample(INFO)))], time_left)
+    assert time_left() > CHAT_RESERVE_SECONDS - 1.0  # the fallback's reserve was never spent
+    assert [r.status for r in rig.teams.requests][:1] == [429] and len(rig.teams.requests) == 2
+    assert result.failed == [("teams", "timeout")] and not result.records[0].failed
+    [message] = rig.sns()
+    assert "Teams delivery failed: timeout" in message["Message"]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ __all__ = ["SECRET_MAX_AGE_SECONDS", "SecretSource", "protect_secret_logs"]
 SECRET_MAX_AGE_SECONDS = 300
 """Powertools cache lifetime of a secret value: a rotated secret is used within 5 minutes."""
 
-_SECRET_LOGGERS = ("botocore.parsers", "botocore.endpoint", "urllib3.connectionpool")
+_SECRET_LOGGERS = ("botocore.parsers", "botocore.endpoint", "urllib3.connectionpool", "urllib3.util.retry")
 """Loggers that print request paths or response bodies at DEBUG (a webhook URL, ``SecretString``)."""
 
 

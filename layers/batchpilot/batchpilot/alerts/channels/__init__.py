@@ -17,12 +17,17 @@ from __future__ import annotations
 import ipaddress
 import json
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from batchpilot.alerts.ports import TimeLeft
 
 __all__ = [
     "MAX_RATE_LIMIT_RETRIES",
     "MIN_REQUEST_SECONDS",
     "REQUEST_TIMEOUT_SECONDS",
+    "request_timeout",
     "retry_after_seconds",
     "safe_url",
     "secret_field",
@@ -88,3 +93,10 @@ def retry_after_seconds(value: str | None, default: float = 1.0) -> float:
         return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
     except (TypeError, ValueError):
         return default
+
+
+def request_timeout(time_left: TimeLeft, cap: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    """Seconds one request may take: the time left, at most ``cap``, at least 0.1 (never rounded up:
+    a request must not outlive the time left; urllib3 refuses 0). Typed ``Any``: slack-sdk annotates
+    its ``timeout`` as ``int`` but hands it to ``urllib.request.urlopen``, which takes float seconds."""
+    return max(0.1, min(cap, time_left()))

@@ -45,6 +45,7 @@ from batchpilot.alerts.channels import (
     MAX_RATE_LIMIT_RETRIES,
     MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
+    request_timeout,
     retry_after_seconds,
     safe_url,
     secret_field,
@@ -281,13 +282,6 @@ def _deadline_retry_handler(
             state.increment_current_attempt()
 
     return DeadlineRateLimitRetryHandler(max_retry_count=MAX_RATE_LIMIT_RETRIES)
-
-
-def request_timeout(time_left: TimeLeft, cap: float = REQUEST_TIMEOUT_SECONDS) -> Any:
-    """Seconds one request may take: the time left, at most ``cap``, at least 0.1 (never rounded up:
-    a request must not outlive the time left). Typed ``Any``: slack-sdk annotates its ``timeout``
-    as ``int`` but hands it to ``urllib.request.urlopen``, which takes float seconds."""
-    return max(0.1, min(cap, time_left()))
 
 
 class SlackNotifier:

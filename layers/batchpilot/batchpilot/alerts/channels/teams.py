@@ -31,7 +31,9 @@ accepts a request with 202 Accepted and runs the flow after answering, so any 2x
 delivered and nothing else does; 429 honours ``Retry-After`` while it fits in the time left (at
 most 3 times); every other answer, a timeout or a refused connection fails at once and the service
 falls back to the on-call topic. HTTP goes through urllib3 (already in the layer: botocore depends
-on it), imported on the first post.
+on it), imported on the first post; the 429 retries are urllib3's own ``Retry``
+(``status_forcelist``, ``respect_retry_after_header``), bounded by the time left
+(:func:`_deadline_policy`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from batchpilot.alerts.channels import (
     MAX_RATE_LIMIT_RETRIES,
     MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
-    retry_after_seconds,
+    request_timeout,
     safe_url,
     secret_field,
 )
@@ -69,6 +71,9 @@ from batchpilot.alerts.render import (
 from batchpilot.io.secrets import protect_secret_logs
 
 if TYPE_CHECKING:
+    from urllib3 import Timeout
+    from urllib3.util.retry import Retry
+
     from batchpilot.alerts.settings import AlertsSettings
 
 __all__ = [
@@ -95,6 +100,14 @@ REASON_MAX = 2000
 VALUE_MAX = 500
 """Characters of one fact value (a job name, a queue)."""
 CONNECT_TIMEOUT_SECONDS = 5.0
+"""Longest wait for the TCP and TLS connection of one request."""
+BACKOFF_FACTOR = 0.5
+"""urllib3 ``Retry.backoff_factor`` for a 429 without ``Retry-After``: waits 0, 1, 2 seconds."""
+BACKOFF_MAX_SECONDS = 4.0
+"""urllib3 ``Retry.backoff_max``: the longest backoff between two attempts."""
+RETRY_AFTER_MAX_SECONDS = 900
+"""urllib3 ``Retry.retry_after_max``: a ``Retry-After`` is read as at most Lambda's longest
+timeout; a wait is taken only when it also fits in the time left."""
 
 _COLOR = {
     Severity.CRITICAL: "Attention",
@@ -263,15 +276,98 @@ def teams_digest(facts: list[AlertFact], severity: Severity, why: str, max_items
 
 # --------------------------------------------------------------------------------------- post
 def _exception_reason(exc: BaseException) -> str:
-    from urllib3.exceptions import NewConnectionError, ProtocolError
+    from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
     from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
+    if isinstance(exc, MaxRetryError) and exc.reason is not None:  # an error retries=other=0 wrapped
+        exc = exc.reason
     # NewConnectionError subclasses ConnectTimeoutError: test it first.
     if isinstance(exc, NewConnectionError | ProtocolError | ConnectionError):
         return "connection_error"
     if isinstance(exc, Urllib3Timeout | TimeoutError):
         return "timeout"
     return "client_error"
+
+
+def _deadline_policy(
+    time_left: TimeLeft, pause: Callable[[float], None], cap: float
+) -> tuple[Retry, Timeout]:
+    """urllib3's ``Retry`` and ``Timeout`` for one webhook post, bounded by ``time_left()``.
+
+    The retry (urllib3 ``Retry``: ``status_forcelist={429}``, ``allowed_methods={"POST"}``,
+    ``respect_retry_after_header``) repeats a 429 at most :data:`MAX_RATE_LIMIT_RETRIES` times,
+    waiting ``Retry-After`` seconds (or, without the header, urllib3's exponential backoff:
+    :data:`BACKOFF_FACTOR`, at most :data:`BACKOFF_MAX_SECONDS`) through ``pause``; it gives up at
+    once (the 429 is the answer) when that wait plus :data:`MIN_REQUEST_SECONDS` does not fit in
+    ``time_left()``, so a post never sleeps past the invocation's budget. Anything else is final:
+    another status is returned as is, and a timeout or a dropped connection raises (``connect``,
+    ``read`` off; ``other`` errors come wrapped in ``MaxRetryError``), since the workflow may have
+    run already. The timeout is recomputed for every attempt (``clone``, which urllib3 calls per
+    request): at most ``cap`` seconds (connect at most :data:`CONNECT_TIMEOUT_SECONDS`) and never
+    past the time then left.
+
+    Returns:
+        ``(retries, timeout)`` for ``PoolManager.request``.
+    """
+    from urllib3 import BaseHTTPResponse
+    from urllib3 import Timeout as _Timeout
+    from urllib3.exceptions import InvalidHeader, MaxRetryError, ResponseError
+    from urllib3.util.retry import Retry as _Retry
+
+    class DeadlineRetry(_Retry):
+        def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
+            try:
+                return super().get_retry_after(response)
+            except InvalidHeader:  # neither delay-seconds nor an HTTP-date: back off instead
+                return None
+
+        def wait(self, response: BaseHTTPResponse | None) -> float:
+            """Seconds :meth:`sleep` waits: Retry-After when given and non-zero, else the backoff."""
+            after = self.get_retry_after(response) if response is not None else None
+            return after if after and self.respect_retry_after_header else self.get_backoff_time()
+
+        def increment(
+            self,
+            method: str | None = None,
+            url: str | None = None,
+            response: BaseHTTPResponse | None = None,
+            error: Exception | None = None,
+            _pool: Any = None,
+            _stacktrace: Any = None,
+        ) -> DeadlineRetry:
+            retry = super().increment(method, url, response, error, _pool, _stacktrace)
+            if response is not None and retry.wait(response) + MIN_REQUEST_SECONDS >= time_left():
+                # Exhausted early: with raise_on_status=False urllib3 returns this 429.
+                raise MaxRetryError(_pool, url, ResponseError("Retry-After does not fit in the time left"))
+            return retry
+
+        def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+            seconds = self.wait(response)
+            if seconds > 0:
+                pause(seconds)
+
+    class DeadlineTimeout(_Timeout):
+        def clone(self) -> _Timeout:
+            seconds = float(request_timeout(time_left, cap))
+            connect = min(CONNECT_TIMEOUT_SECONDS, seconds)
+            return _Timeout(total=seconds, connect=connect, read=seconds)
+
+    retries = DeadlineRetry(
+        total=MAX_RATE_LIMIT_RETRIES,
+        status=MAX_RATE_LIMIT_RETRIES,
+        connect=False,
+        read=False,
+        other=0,
+        redirect=False,
+        status_forcelist=frozenset({429}),
+        allowed_methods=frozenset({"POST"}),
+        respect_retry_after_header=True,
+        backoff_factor=BACKOFF_FACTOR,
+        backoff_max=BACKOFF_MAX_SECONDS,
+        retry_after_max=RETRY_AFTER_MAX_SECONDS,
+        raise_on_status=False,
+    )
+    return retries, DeadlineTimeout(total=cap)
 
 
 class TeamsNotifier:
@@ -348,32 +444,23 @@ class TeamsNotifier:
         import urllib3
 
         protect_secret_logs()
+        if time_left() < MIN_REQUEST_SECONDS:
+            return Delivery(False, "deadline")
         if self._pool is None:
             self._pool = urllib3.PoolManager(num_pools=2, maxsize=1)
-        for attempt in range(MAX_RATE_LIMIT_RETRIES + 1):
-            left = time_left()
-            if left < MIN_REQUEST_SECONDS:
-                return Delivery(False, "deadline")
-            response = self._pool.request(
-                "POST",
-                url,
-                body=body,
-                headers={"Content-Type": "application/json; charset=utf-8"},
-                timeout=urllib3.Timeout(  # total: connect and read together never outlive the time left
-                    total=min(self._timeout, left),
-                    connect=min(CONNECT_TIMEOUT_SECONDS, left),
-                    read=min(self._timeout, left),
-                ),
-                retries=False,
-                redirect=False,
-            )
-            status = int(response.status)
-            if 200 <= status < 300:
-                return Delivery(True)
-            if status != 429:
-                return Delivery(False, f"http_{status}")
-            wait = retry_after_seconds(response.headers.get("Retry-After"))
-            if attempt == MAX_RATE_LIMIT_RETRIES or wait + MIN_REQUEST_SECONDS >= time_left():
-                break
-            self._sleep(wait)
-        return Delivery(False, "rate_limited")
+        retries, timeout = _deadline_policy(time_left, self._sleep, self._timeout)
+        response = self._pool.request(
+            "POST",
+            url,
+            body=body,
+            headers={"Content-Type": "application/json; charset=utf-8"},
+            timeout=timeout,
+            retries=retries,
+            redirect=False,
+        )
+        status = int(response.status)
+        if 200 <= status < 300:
+            return Delivery(True)
+        if status == 429:  # still limited after the retries, or the wait did not fit in the time left
+            return Delivery(False, "rate_limited")
+        return Delivery(False, f"http_{status}")
