@@ -199,7 +199,10 @@ def test_the_request_after_a_429_wait_gets_only_the_time_then_left(rig: Rig) -> 
     rig.teams.fail_next("hang", delay=30.0)
     alerts = rig.service(real_sleep=True)
     deadline = time.monotonic() + CHAT_RESERVE_SECONDS + 5.0
-    time_left = lambda: deadline - time.monotonic()  # noqa: E731  # the Lambda context's, real clock
+
+    def time_left() -> float:  # the Lambda context's, on the real clock
+        return deadline - time.monotonic()
+
     result = alerts.process([("m-0", json.dumps(sample(INFO)))], time_left)
     assert time_left() > CHAT_RESERVE_SECONDS - 1.0  # the fallback's reserve was never spent
     assert [r.status for r in rig.teams.requests][:1] == [429] and len(rig.teams.requests) == 2
