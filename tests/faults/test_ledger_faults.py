@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.codec import decode
-from batchpilot.io.dynamodb.ledger import LedgerStateStore, job_from_item
+from batchpilot.io.dynamodb.ledger import LedgerStateStore, aggregate_from_item, job_from_item
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, Observation
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
@@ -59,18 +59,9 @@ def stored_and_recounted() -> tuple[dict[AggregateKey, Delta], dict[AggregateKey
             if item["pk"].startswith("ledger#job#"):
                 jobs.append(job_from_item(item))
             elif item["pk"].startswith("ledger#agg#"):
-                key = AggregateKey(
-                    item["environment"], item["job_queue"], item["share"], JobStatus(item["job_status"])
-                )
-                delta = Delta(
-                    int(item["jobs"]),
-                    int(item["sized"]),
-                    int(item["instances"]),
-                    int(item["gpus"]),
-                    float(item["vcpus"]),
-                )
-                if not delta.zero:
-                    aggregates[key] = delta
+                agg = aggregate_from_item(item)
+                if not agg.total.zero:
+                    aggregates[agg.key] = agg.total
     return aggregates, recount(jobs)
 
 
@@ -99,3 +90,4 @@ def test_a_lost_answer_or_a_kill_after_the_write_counts_the_job_once(kind: Fault
     assert stored == recounted
     ((key, delta),) = stored.items()  # one job, counted once, in its latest status
     assert key.status is JobStatus.RUNNING and delta.jobs == 1 and delta.instances == 4
+    assert delta.by_type == {"ml.p5.48xlarge": 4}  # the per-instance-type counter, once too

@@ -4,6 +4,7 @@ the number of RUNNABLE jobs, and jobs of unknown size count at the queue's mean,
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -92,3 +93,95 @@ def test_capacity_run_reads_the_ledger_not_the_queues(
     assert not [
         m for m in metrics if m.name == "OldestRunnableJobAge" and m.dimensions.get("JobQueue") == "q0"
     ]
+
+
+def test_quota_management_environment_is_sized_per_instance_type_from_the_ledger(
+    aws: EmbeddedAws, lambda_context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p5, g5 = "ml.p5.48xlarge", "ml.g5.12xlarge"
+    queues = ["quota-q0", "quota-q1"]
+    aws.seed(
+        {
+            "service_environments": [
+                {
+                    "name": "quota-env",
+                    "capacityLimits": [
+                        {"maxCapacity": 4, "capacityUnit": p5},
+                        {"maxCapacity": 4, "capacityUnit": g5},
+                    ],
+                }
+            ],
+            "job_queues": [{"name": q, "serviceEnvironment": "quota-env"} for q in queues],
+            # The queues do hold RUNNABLE jobs: the run must not list them.
+            "service_jobs": [
+                {
+                    "jobName": f"j{i}",
+                    "jobQueue": queues[i % 2],
+                    "status": "RUNNABLE",
+                    "quotaShareName": "team-a",
+                    "serviceRequestPayload": {
+                        "TrainingJobName": f"j{i}",
+                        "ResourceConfig": {"InstanceType": p5, "InstanceCount": 1},
+                    },
+                }
+                for i in range(250)
+            ],
+        }
+    )
+    aggregates = {}
+    for q in queues:
+        # 1,000 RUNNABLE jobs, 10 sized: 10 p5 and 10 g5 (a mean of 1 of each per job); 2 running
+        # jobs of 2 p5 and 1 g5 each.
+        aggregates[AggregateKey("quota-env", q, "team-a", JobStatus.RUNNABLE)] = Delta(
+            1_000, 10, 20, types=((g5, 10), (p5, 10))
+        )
+        aggregates[AggregateKey("quota-env", q, "team-a", JobStatus.RUNNING)] = Delta(
+            2, 2, 6, types=((g5, 2), (p5, 4))
+        )
+    seed_aggregates(aws.client("dynamodb"), TABLE, aggregates, quota=True)
+    app = load_app(
+        "capacity",
+        {
+            "POWERTOOLS_SERVICE_NAME": "batchpilot",
+            "BATCHPILOT_STATE_TABLE": TABLE,
+            "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": f"{ARN}:service-environment/quota-env",
+            "BATCHPILOT_CAPACITY_JOB_QUEUES": ",".join(f"{ARN}:job-queue/{q}" for q in queues),
+            "BATCHPILOT_CAPACITY_POLICY": json.dumps(
+                {
+                    "defaults": {"max_step": 100_000},
+                    "service_environments": {
+                        "quota-env": {
+                            "job_queues": queues,
+                            "units": {p5: {"max": 5_000}, g5: {"max": 1_500}},
+                        }
+                    },
+                }
+            ),
+        },
+    )
+    capsys.readouterr()
+    aws.drain_journal()
+    result = app.lambda_handler(scheduled(), lambda_context)
+    assert result["errors"] == [] and result["updated"] == ["quota-env"]
+    journal = aws.drain_journal()
+    calls = Counter(e.action for e in journal)
+    assert calls["batch:ListServiceJobs"] == calls["batch:DescribeServiceJob"] == 0
+    assert calls["batch:GetJobQueueSnapshot"] == 0
+    assert calls["dynamodb:Query"] == len(queues)
+    (env,) = aws.client("batch").describe_service_environments(serviceEnvironments=["quota-env"])[
+        "serviceEnvironments"
+    ]
+    limits = {c["capacityUnit"]: c["maxCapacity"] for c in env["capacityLimits"]}
+    # Per queue and type: 4 p5 / 2 g5 in use + 10 sized + 990 unsized at the queue's mean of
+    # the type (14 p5 / 12 sized jobs, 12 g5 / 12 sized jobs), rounded up.
+    p5_per_queue = 4 + 10 + math.ceil(990 * 14 / 12)
+    g5_per_queue = 2 + 10 + 990
+    assert limits == {p5: min(5_000, 2 * p5_per_queue), g5: min(1_500, 2 * g5_per_queue)}
+    metrics, errors = parse_output("capacity", capsys.readouterr().out)
+    assert errors == []
+    in_use = {
+        m.dimensions.get("CapacityUnit"): m.value
+        for m in metrics
+        if m.name == "InstancesInUse" and m.dimensions.get("ServiceEnvironment") == "quota-env"
+    }
+    assert in_use == {p5: 8, g5: 4}

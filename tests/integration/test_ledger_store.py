@@ -14,8 +14,22 @@ import pytest
 from batchpilot.io.batch import BatchLedgerClient
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.codec import decode
-from batchpilot.io.dynamodb.ledger import STARVING_TTL, LedgerStateStore, job_from_item
-from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, Observation, PreemptionPhase
+from batchpilot.io.dynamodb.ledger import (
+    STARVING_TTL,
+    LedgerDemandReader,
+    LedgerStateStore,
+    aggregate_from_item,
+    job_from_item,
+)
+from batchpilot.ledger.model import (
+    AggregateKey,
+    Delta,
+    JobDetails,
+    JobStatus,
+    Observation,
+    PreemptionPhase,
+    type_counts,
+)
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import JobKind
@@ -72,18 +86,9 @@ def table_state(dynamodb: Any) -> tuple[dict[AggregateKey, Delta], dict[Aggregat
             if item["pk"].startswith("ledger#job#"):
                 jobs.append(job_from_item(item))
             elif item["pk"].startswith("ledger#agg#"):
-                k = AggregateKey(
-                    item["environment"], item["job_queue"], item["share"], JobStatus(item["job_status"])
-                )
-                d = Delta(
-                    int(item["jobs"]),
-                    int(item["sized"]),
-                    int(item["instances"]),
-                    int(item["gpus"]),
-                    float(item["vcpus"]),
-                )
-                if not d.zero:
-                    aggs[k] = d
+                agg = aggregate_from_item(item)
+                if not agg.total.zero:
+                    aggs[agg.key] = agg.total
     return aggs, recount(jobs)
 
 
@@ -98,6 +103,7 @@ class Details:
 
 
 STATUSES = [JobStatus.RUNNABLE, JobStatus.SCHEDULED, JobStatus.RUNNING, JobStatus.SUCCEEDED]
+TYPES = ["ml.p5.48xlarge", "ml.g5.12xlarge"]
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -106,17 +112,19 @@ def test_aggregates_equal_recount_through_dynamodb(aws: EmbeddedAws, seed: int, 
     dynamodb = aws.client("dynamodb")
     clear_ledger(dynamodb)
     rng = random.Random(seed)
-    details = {
-        f"arn:j{i}": JobDetails(
+    details = {}
+    for i in range(jobs):
+        # One instance type, or a heterogeneous cluster: the per-type counters go through DynamoDB.
+        by_type = type_counts({t: rng.choice([1, 2, 4]) for t in rng.sample(TYPES, rng.randint(1, 2))})
+        details[f"arn:j{i}"] = JobDetails(
             queue=rng.choice(["q1", "q2"]),
             environment="env",
             share_identifier=rng.choice(["HIGHPRI", "LOWPRI"]),
-            instance_type="ml.p5.48xlarge",
-            instances=rng.choice([1, 2, 4]),
+            instance_type=by_type[0][0] if len(by_type) == 1 else None,
+            instances=sum(n for _, n in by_type),
             sized=True,
+            by_type=by_type,
         )
-        for i in range(jobs)
-    }
     observations = []
     for arn in details:
         minute = 0
@@ -222,6 +230,8 @@ def test_reconciliation_repairs_drift_both_ways(aws: EmbeddedAws) -> None:
     assert sink.values("LedgerDrift", JobQueue="sm-q", Drift="missing") == [runnable]
     stored, recounted = table_state(dynamodb)
     assert stored == recounted
+    # The per-instance-type counter: the 50 described jobs' 2 ml.p5.48xlarge each.
+    assert sum(d.by_type.get("ml.p5.48xlarge", 0) for d in stored.values()) == 2 * 50
     # Within the interval nothing is listed again; gauges still come from the aggregates.
     summary = ledger.run(T0 + timedelta(minutes=1))
     calls = [e.action for e in aws.drain_journal()]
@@ -275,11 +285,58 @@ def test_function_cold_start_and_event_path(
         stored
         == recounted
         == {
-            AggregateKey("sm-env", "sm-q", "HIGHPRI", JobStatus.RUNNING): Delta(1, 1, 3, 24),
+            AggregateKey("sm-env", "sm-q", "HIGHPRI", JobStatus.RUNNING): Delta(
+                1, 1, 3, 24, types=(("ml.p4d.24xlarge", 3),)
+            ),
         }
     )
     out = capsys.readouterr().out
     assert '"DuplicateEvents"' in out and '"QueueWaitTime"' in out
+
+
+def test_heterogeneous_job_is_counted_per_instance_type(aws: EmbeddedAws) -> None:
+    dynamodb = aws.client("dynamodb")
+    clear_ledger(dynamodb)
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/het1"
+    groups = [
+        {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2},
+        {"InstanceGroupName": "cpu", "InstanceType": "ml.c5.4xlarge", "InstanceCount": 3},
+    ]
+    job = {
+        "jobArn": arn,
+        "jobId": "het1",
+        "jobName": "het1",
+        "jobQueue": "sm-q",
+        "status": "RUNNABLE",
+        "serviceRequestPayload": {"TrainingJobName": "t", "ResourceConfig": {"InstanceGroups": groups}},
+    }
+    aws.set_world({"service_jobs": [job]})
+    details = BatchLedgerClient(client("batch")).describe(arn, JobKind.SERVICE_JOB)
+    assert details is not None and details.instance_type is None and details.instances == 5
+    assert details.by_type == (("ml.c5.4xlarge", 3), ("ml.p5.48xlarge", 2))
+    store = LedgerStateStore(dynamodb, TABLE)
+    ledger = LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": TABLE}),
+        store,
+        BatchLedgerClient(client("batch")),
+        ListSink(),
+        lambda: T0,
+    )
+    ledger.apply(Observation(arn, JobKind.SERVICE_JOB, JobStatus.RUNNABLE, T0))
+    ledger.apply(Observation(arn, JobKind.SERVICE_JOB, JobStatus.RUNNING, T0 + timedelta(minutes=3)))
+    stored_job = store.get(arn)
+    assert stored_job is not None and stored_job.details.by_type == details.by_type
+    stored, recounted = table_state(dynamodb)
+    assert stored == recounted
+    (running,) = [d for k, d in stored.items() if k.status is JobStatus.RUNNING]
+    assert running.by_type == {"ml.c5.4xlarge": 3, "ml.p5.48xlarge": 2} and running.instances == 5
+    # The RUNNABLE aggregate's counters went back to zero with the transition.
+    assert not [k for k in stored if k.status is JobStatus.RUNNABLE]
+    # What the capacity function reads of it for a quota-management environment (a blocked event
+    # naming the job: its demand per type from its record).
+    sample = LedgerDemandReader(dynamodb, TABLE).sample("sm-q", "sm-env", [arn], by_type=True)
+    assert sample is not None and sample.in_use == {"ml.c5.4xlarge": 3.0, "ml.p5.48xlarge": 2.0}
+    assert [(b.arn, b.demand) for b in sample.blocked] == [(arn, {"ml.c5.4xlarge": 3, "ml.p5.48xlarge": 2})]
 
 
 def test_starvation_claim_is_conditional_and_given_back(aws: EmbeddedAws) -> None:

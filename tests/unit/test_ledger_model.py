@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,9 +16,11 @@ from batchpilot.ledger.model import (
     Delta,
     JobDetails,
     JobStatus,
+    LedgerJob,
     Observation,
     PreemptionPhase,
     transition,
+    type_counts,
 )
 from batchpilot.ledger.ports import Aggregate, ListedJob, QueueInfo
 from batchpilot.ledger.service import LedgerService
@@ -94,6 +98,30 @@ def test_unknown_size_counts_as_unsized_job() -> None:
 
 # ------------------------------------------------------------------------ property: exact aggregates
 STATUSES = [JobStatus.RUNNABLE, JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING]
+TYPES = ["ml.p5.48xlarge", "ml.g5.12xlarge", "ml.trn1.32xlarge"]
+
+
+def instances_by_type(jobs: Iterable[LedgerJob]) -> dict[tuple[str, JobStatus, str], int]:
+    """(queue, status, instance type) → instances, straight from the active sized records."""
+    out: dict[tuple[str, JobStatus, str], int] = {}
+    for job in jobs:
+        d = job.details
+        if job.terminal or not d.sized:
+            continue
+        pairs = d.by_type if d.by_type is not None else ((d.instance_type, d.instances or 0),)
+        for kind, count in pairs:
+            if kind:
+                out[(d.queue, job.status, kind)] = out.get((d.queue, job.status, kind), 0) + count
+    return {k: n for k, n in out.items() if n}
+
+
+def aggregated_by_type(store: MemoryLedgerStore) -> dict[tuple[str, JobStatus, str], int]:
+    """The same, from the aggregates' per-type counters."""
+    out: dict[tuple[str, JobStatus, str], int] = {}
+    for k, d in store.aggregate_map().items():
+        for kind, count in d.types:
+            out[(k.queue, k.status, kind)] = out.get((k.queue, k.status, kind), 0) + count
+    return out
 
 
 @st.composite
@@ -107,14 +135,21 @@ def populations(draw: st.DrawFn) -> tuple[list[Observation], dict[str, JobDetail
         arn = f"{ARN}{j}"
         queue = draw(st.sampled_from(["q1", "q2"]))
         share = draw(st.sampled_from(["HIGHPRI", "MIDPRI", "LOWPRI", ""]))
-        instances = draw(st.sampled_from([None, 1, 2, 8]))
+        # What a describe reads: one instance type, a heterogeneous cluster (several types, maybe
+        # instances of no type), a record written before types were kept, or no usable size.
+        groups = draw(st.lists(st.tuples(st.sampled_from(TYPES), st.integers(1, 4)), max_size=3))
+        by_type = type_counts(dict(groups))
+        untyped = draw(st.sampled_from([0, 0, 1]))
+        instances = sum(n for _, n in by_type) + untyped or None
+        legacy = draw(st.booleans()) and len(by_type) == 1 and not untyped
         details[arn] = JobDetails(
             queue=queue,
             environment="env",
             share_identifier=share or None,
-            instance_type="ml.p5.48xlarge",
+            instance_type=by_type[0][0] if len(by_type) == 1 else None,
             instances=instances,
             sized=True,
+            by_type=None if legacy else by_type,
         )
         if draw(st.booleans()):
             failing.add(arn)
@@ -159,6 +194,8 @@ def test_aggregates_always_equal_a_recount(
         assert store.aggregate_map() == recount(store.jobs.values())
         # The RUNNABLE index (OldestRunnableAge, starvation) holds exactly the RUNNABLE records.
         assert store.runnable == recount_runnable(store.jobs.values())
+        # The per-instance-type counters (quota-management capacity units) are exact too.
+        assert aggregated_by_type(store) == instances_by_type(store.jobs.values())
     # Every job ends in the status of its latest observation (ties: the higher rank).
     for arn, job in store.jobs.items():
         mine = [o for o in observations if o.arn == arn]
@@ -229,8 +266,10 @@ def test_reconciliation_repairs_drift_both_ways() -> None:
     store = MemoryLedgerStore()
     queue = QueueInfo("q", service=True, environment="env")
     gone, missed, stale = f"{ARN}gone", f"{ARN}missed", f"{ARN}stale"
+    p5, g5 = "ml.p5.48xlarge", "ml.g5.12xlarge"
+    typed = dataclasses.replace(SIZED, instances=3, by_type=((g5, 1), (p5, 2)))
     batch = FakeBatch(
-        {a: SIZED for a in (gone, missed, stale)},
+        {gone: typed, missed: typed, stale: dataclasses.replace(typed, by_type=((p5, 3),))},
         queues=[queue],
         listed={
             "q": [
@@ -245,12 +284,20 @@ def test_reconciliation_repairs_drift_both_ways() -> None:
     ledger = service(store, batch)
     ledger.apply(obs(gone, JobStatus.RUNNING, 0))
     ledger.apply(obs(stale, JobStatus.RUNNABLE, 0))
+    running, runnable = JobStatus.RUNNING, JobStatus.RUNNABLE
+    assert aggregated_by_type(store) == {("q", running, g5): 1, ("q", running, p5): 2, ("q", runnable, p5): 3}
     summary = ledger.run(T0 + timedelta(minutes=30))
     assert summary.drift == {"q:missing": 1, "q:stale": 1, "q:gone": 1}
     assert store.jobs[gone].terminal
-    assert store.jobs[missed].status is JobStatus.RUNNABLE and store.jobs[missed].details.instances == 4
+    assert store.jobs[missed].status is JobStatus.RUNNABLE and store.jobs[missed].details.instances == 3
     assert store.jobs[stale].status is JobStatus.RUNNING
     assert store.aggregate_map() == recount(store.jobs.values())
+    # The per-instance-type counters follow: the gone job's types leave, the missed job's arrive.
+    assert aggregated_by_type(store) == {
+        ("q", runnable, g5): 1,
+        ("q", runnable, p5): 2,
+        ("q", running, p5): 3,
+    }
     # The next run within the interval lists nothing again.
     batch.calls.clear()
     assert ledger.run(T0 + timedelta(minutes=31)).reconciled == []

@@ -137,8 +137,16 @@ class LedgerDemand(Protocol):
     """A queue's demand and use from the job ledger: a constant number of reads per queue (one
     DynamoDB Query, plus one GetItem per job a blocked event named), whatever its job count."""
 
-    def sample(self, queue: str, environment: str, blocked_arns: Sequence[str]) -> QueueSample | None:
+    def sample(
+        self, queue: str, environment: str, blocked_arns: Sequence[str], *, by_type: bool = False
+    ) -> QueueSample | None:
         """The queue's sample: RUNNABLE demand and instances in use (SCHEDULED, STARTING,
         RUNNING), jobs of unknown size at the queue's mean; ``None`` when the ledger holds nothing
-        for the queue yet (the run then lists the queue and reads its snapshot as before)."""
+        for the queue yet (the run then lists the queue and reads its snapshot as before).
+
+        Args:
+            by_type: count per instance type (a quota-management environment's capacity units;
+                instances of no known type under ``NUM_INSTANCES``), else every instance under
+                ``NUM_INSTANCES``.
+        """
         ...

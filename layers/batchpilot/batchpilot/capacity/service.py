@@ -13,12 +13,14 @@ environment, at the scheduled time) or by a ``Batch Service Job Queue Blocked`` 
 queue's environment, at the event's time). "Now" always comes from the triggering event, so
 replaying the same clock gives the same decisions.
 
-Per run and per environment: ``ListServiceJobs`` (RUNNABLE, every page) and ``GetJobQueueSnapshot``
-per job queue; the payload demand of jobs not seen before (memory of this Lambda instance, then
-the DynamoDB cache, then ``DescribeServiceJob`` within a per-run budget); one state read and one or
-two conditional state writes; ``UpdateServiceEnvironment`` only when the decision differs from the
-limit that is set; ``PutEvents`` for each change and each new refusal; the gauges to the sink. An
-error in one environment is caught, reported, and never stops the others.
+Per run and per environment: one Query of the job ledger's aggregates per job queue (per instance
+type for a quota-management environment), whatever its job count; only for a queue the ledger
+holds nothing for yet (or without the ledger), ``ListServiceJobs`` (RUNNABLE, every page),
+``GetJobQueueSnapshot`` and the payload demand of jobs not seen before (memory of this Lambda
+instance, then the DynamoDB cache, then ``DescribeServiceJob`` within a per-run budget); one state
+read and one or two conditional state writes; ``UpdateServiceEnvironment`` only when the decision
+differs from the limit that is set; ``PutEvents`` for each change and each new refusal; the gauges
+to the sink. An error in one environment is caught, reported, and never stops the others.
 """
 
 from __future__ import annotations
@@ -254,8 +256,9 @@ class CapacityService:
             CloudWatch accepts (:func:`batchpilot.shared.metrics.metric_timestamp`); a run's "now"
             comes from its trigger.
         memory: the Lambda instance's demand memory (a new one when not given).
-        ledger: the job ledger's demand (optional): a ``NUM_INSTANCES`` environment's queues
-            are then read from it instead of listed, so a run costs the same whatever the job count.
+        ledger: the job ledger's demand (optional): every environment's queues are then read
+            from it instead of listed (per instance type for a quota-management environment), so
+            a run costs the same whatever the job count.
     """
 
     def __init__(
@@ -396,11 +399,15 @@ class CapacityService:
         settings = self.settings
         config = settings.environment(environment.name)
         samples: list[QueueSample] = []
-        # The ledger holds no per-instance-type demand: quota-management environments keep listing.
-        ledger = self.ledger if all(limit.unit == NUM_INSTANCES for limit in environment.limits) else None
+        # A quota-management environment's capacity units are instance types: its sample is per type.
+        by_type = any(limit.unit != NUM_INSTANCES for limit in environment.limits)
         for queue in config.job_queues:
             queue_blocked = list(blocked.get(queue, ()))
-            sample = ledger.sample(queue, environment.name, queue_blocked) if ledger else None
+            sample = (
+                self.ledger.sample(queue, environment.name, queue_blocked, by_type=by_type)
+                if self.ledger
+                else None
+            )
             if sample is None:
                 jobs = self.batch.runnable_jobs(queue)
                 snapshot = self.batch.snapshot(queue)

@@ -21,7 +21,7 @@ from batchpilot.capacity.model import (
     RunnableJob,
     ServiceEnvironment,
 )
-from batchpilot.ledger.model import JobDetails
+from batchpilot.ledger.model import JobDetails, type_counts
 from batchpilot.ledger.model import JobStatus as LedgerStatus
 from batchpilot.ledger.ports import DescribeError, ListedJob, QueueInfo
 from batchpilot.recovery.ports import SubmitError, TagError
@@ -270,6 +270,7 @@ class BatchLedgerClient:
                 instances=sum(by_type.values()) if by_type else None,
                 checkpoint=checkpoint.uri if checkpoint else None,
                 sized=True,
+                by_type=type_counts({t: n for t, n in (by_type or {}).items() if t != UNTYPED}),
             )
         vcpus, gpus = _container_size(job)
         return JobDetails(

@@ -17,6 +17,7 @@ SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED) and SageMaker ``TrainingJobStat
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -44,6 +45,8 @@ __all__ = [
     "contribution",
     "training_status",
     "transition",
+    "type_counts",
+    "typed_instances",
     "with_checkpoint",
     "with_details",
 ]
@@ -131,6 +134,9 @@ class JobDetails:
         priority: ``schedulingPriority`` (0-99 for service jobs), when set.
         instance_type: the one instance type the job asks for (``None``: several or none).
         instances: instances the job asks for (``ResourceConfig``); ``None`` when unknown.
+        by_type: ``(instance type, instances)`` pairs, sorted, of every type ``ResourceConfig``
+            names (a heterogeneous cluster's ``InstanceGroups`` has several; instances without a
+            type are left out); ``None`` when not read (then ``instance_type`` stands for it).
         vcpus, gpus: container jobs' ``resourceRequirements`` (VCPU, GPU) per node x nodes.
         sized: the size was read (or is not knowable); ``False`` means "read it later".
         name: ``jobName`` (``TrainingJobName``) when an event or describe carried it.
@@ -150,6 +156,7 @@ class JobDetails:
     sized: bool = False
     name: str | None = None
     checkpoint: str | None = None
+    by_type: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +257,9 @@ class Delta:
         jobs: jobs; ``sized``: of which the size is known.
         instances: instances of the sized jobs; ``gpus``: accelerators of those of known type.
         vcpus: container jobs' vCPUs.
+        types: ``(instance type, instances)`` of the sized jobs, sorted by type, no zeros (what a
+            quota-management service environment's capacity units count); instances of no
+            known type are in ``instances`` only.
     """
 
     jobs: int = 0
@@ -257,6 +267,7 @@ class Delta:
     instances: int = 0
     gpus: int = 0
     vcpus: float = 0.0
+    types: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: Delta) -> Delta:
         return Delta(
@@ -265,15 +276,52 @@ class Delta:
             self.instances + other.instances,
             self.gpus + other.gpus,
             self.vcpus + other.vcpus,
+            _sum_types(self.types, other.types),
         )
 
     def __neg__(self) -> Delta:
-        return Delta(-self.jobs, -self.sized, -self.instances, -self.gpus, -self.vcpus)
+        return Delta(
+            -self.jobs,
+            -self.sized,
+            -self.instances,
+            -self.gpus,
+            -self.vcpus,
+            tuple((kind, -count) for kind, count in self.types),
+        )
+
+    @property
+    def by_type(self) -> dict[str, int]:
+        """Instance type → instances (:attr:`types` as a mapping)."""
+        return dict(self.types)
 
     @property
     def zero(self) -> bool:
         """Nothing changes."""
-        return not (self.jobs or self.sized or self.instances or self.gpus or self.vcpus)
+        return not (self.jobs or self.sized or self.instances or self.gpus or self.vcpus or self.types)
+
+
+def type_counts(counts: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """Instance type → instances as :attr:`Delta.types` holds them: sorted, zeros dropped."""
+    return tuple(sorted((kind, count) for kind, count in counts.items() if count))
+
+
+def _sum_types(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    if not b:
+        return a
+    out = dict(a)
+    for kind, count in b:
+        out[kind] = out.get(kind, 0) + count
+    return type_counts(out)
+
+
+def typed_instances(details: JobDetails) -> dict[str, int]:
+    """Instances a job asks for by instance type: :attr:`JobDetails.by_type` when read, else its
+    one ``instance_type`` x ``instances``; ``{}`` when no type is known."""
+    if details.by_type is not None:
+        return dict(details.by_type)
+    if details.instance_type and details.instances:
+        return {details.instance_type: details.instances}
+    return {}
 
 
 def contribution(job: LedgerJob | None) -> dict[AggregateKey, Delta]:
@@ -286,7 +334,9 @@ def contribution(job: LedgerJob | None) -> dict[AggregateKey, Delta]:
     per_instance = accelerators(d.instance_type)
     gpus = (d.gpus or 0) + (instances * per_instance if per_instance else 0)
     key = AggregateKey(d.environment, d.queue, job.share, job.status)
-    return {key: Delta(1, 1 if sized else 0, instances if sized else 0, gpus if sized else 0, d.vcpus or 0.0)}
+    if not sized:
+        return {key: Delta(1, 0, 0, 0, d.vcpus or 0.0)}
+    return {key: Delta(1, 1, instances, gpus, d.vcpus or 0.0, type_counts(typed_instances(d)))}
 
 
 def aggregate_deltas(old: LedgerJob | None, new: LedgerJob | None) -> dict[AggregateKey, Delta]:

@@ -7,7 +7,9 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
   ``version`` (optimistic lock). A terminal record expires 7 days after it ended (late events
   for it are still recognised until then).
 - ``pk = ledger#agg#<job queue>``, ``sk = <environment>#<share>#<status>``: ``jobs``, ``sized``,
-  ``instances``, ``gpus``, ``vcpus`` of the queue's active jobs of that share and status.
+  ``instances``, ``gpus``, ``vcpus`` of the queue's active jobs of that share and status, and one
+  ``instances#<instance type>`` counter per instance type those jobs ask for (what a
+  quota-management service environment's capacity units count), kept in the same ``ADD``.
 - ``pk = ledger#active#<job queue>``, ``sk = <job ARN>``: the queue's active jobs (what
   reconciliation compares with AWS Batch's listings).
 - ``pk = ledger#queues``, ``sk = <job queue>``: the queues the ledger has seen, with their
@@ -38,14 +40,30 @@ from batchpilot.capacity.model import NUM_INSTANCES
 from batchpilot.capacity.sampling import QueueSample
 from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
 from batchpilot.ledger.demand import ledger_sample
-from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, LedgerJob, Transition
+from batchpilot.ledger.model import (
+    AggregateKey,
+    Delta,
+    JobDetails,
+    JobStatus,
+    LedgerJob,
+    Transition,
+    type_counts,
+    typed_instances,
+)
 from batchpilot.ledger.ports import ActiveEntry, Aggregate
 from batchpilot.ledger.runnable import RunnableEntry, runnable_changes
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.own_events import StarvationReason
 
-__all__ = ["STARVING_TTL", "TERMINAL_TTL", "LedgerDemandReader", "LedgerStateStore"]
+__all__ = [
+    "STARVING_TTL",
+    "TERMINAL_TTL",
+    "LedgerDemandReader",
+    "LedgerStateStore",
+    "aggregate_from_item",
+    "job_from_item",
+]
 
 TERMINAL_TTL = timedelta(days=7)
 """How long a finished job's record is kept (to recognise late events for it)."""
@@ -54,6 +72,8 @@ STARVING_TTL = timedelta(days=30)
 """How long a ``Job Starving`` claim is kept (a job still starving after that is reported again)."""
 
 _QUEUES_PK = "ledger#queues"
+_TYPE_PREFIX = "instances#"
+"""Aggregate attribute ``instances#<instance type>``: instances of that type (sized jobs)."""
 
 
 def _job_key(arn: str) -> dict[str, Any]:
@@ -112,6 +132,7 @@ def _job_item(job: LedgerJob, version: int, now: datetime) -> dict[str, Any]:
         "vcpus": None if d.vcpus is None else _num(d.vcpus),
         "gpus": d.gpus,
         "sized": d.sized,
+        "by_type": None if d.by_type is None else dict(d.by_type),
         "job_name": d.name,
         "checkpoint": d.checkpoint,
         "status": job.status.value,
@@ -131,6 +152,30 @@ def _job_item(job: LedgerJob, version: int, now: datetime) -> dict[str, Any]:
     if job.terminal:
         item["expires_at"] = int((now + TERMINAL_TTL).timestamp())
     return {k: v for k, v in item.items() if v is not None}
+
+
+def _counts(raw: Any) -> dict[str, int]:
+    return {str(k): int(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def aggregate_from_item(item: dict[str, Any]) -> Aggregate:
+    """A decoded aggregate item → :class:`Aggregate` (also used by tests to compare with a recount)."""
+    agg_key = AggregateKey(
+        str(item.get("environment", "")),
+        str(item.get("job_queue", "")),
+        str(item.get("share", "")),
+        JobStatus(str(item["job_status"])),
+    )
+    types = {name[len(_TYPE_PREFIX) :]: int(v) for name, v in item.items() if name.startswith(_TYPE_PREFIX)}
+    total = Delta(
+        int(item.get("jobs", 0)),
+        int(item.get("sized", 0)),
+        int(item.get("instances", 0)),
+        int(item.get("gpus", 0)),
+        float(item.get("vcpus", 0)),
+        type_counts(types),
+    )
+    return Aggregate(agg_key, total, bool(item.get("quota", False)))
 
 
 def job_from_item(item: dict[str, Any]) -> LedgerJob:
@@ -153,6 +198,7 @@ def job_from_item(item: dict[str, Any]) -> LedgerJob:
             sized=bool(item.get("sized", False)),
             name=item.get("job_name"),
             checkpoint=item.get("checkpoint"),
+            by_type=None if item.get("by_type") is None else type_counts(_counts(item["by_type"])),
         ),
         status=JobStatus(str(item["status"])),
         status_at=status_at,
@@ -275,11 +321,17 @@ class LedgerStateStore:
             "#status": "job_status",
             "#quota": "quota",
         }
+        # Per instance type, one more counter on the same item (never another item per write).
+        added = ""
+        for i, (kind, count) in enumerate(delta.types):
+            names[f"#t{i}"] = f"{_TYPE_PREFIX}{kind}"
+            values[f":t{i}"] = count
+            added += f", #t{i} :t{i}"
         return {
             "TableName": self._table,
             "Key": key(_agg_pk(agg_key.queue), _agg_sk(agg_key)),
             "UpdateExpression": (
-                "ADD #jobs :j, #sized :s, #inst :i, #gpus :g, #vcpus :c "
+                f"ADD #jobs :j, #sized :s, #inst :i, #gpus :g, #vcpus :c{added} "
                 "SET #env = :env, #queue = :q, #share = :sh, #status = :st, #quota = :quota"
             ),
             "ExpressionAttributeNames": names,
@@ -299,23 +351,7 @@ class LedgerStateStore:
 
     def aggregates(self, queue: str) -> list[Aggregate]:
         """One Query of the queue's aggregate partition."""
-        out = []
-        for item in self._query(_agg_pk(queue)):
-            agg_key = AggregateKey(
-                str(item.get("environment", "")),
-                str(item.get("job_queue", "")),
-                str(item.get("share", "")),
-                JobStatus(str(item["job_status"])),
-            )
-            total = Delta(
-                int(item.get("jobs", 0)),
-                int(item.get("sized", 0)),
-                int(item.get("instances", 0)),
-                int(item.get("gpus", 0)),
-                float(item.get("vcpus", 0)),
-            )
-            out.append(Aggregate(agg_key, total, bool(item.get("quota", False))))
-        return out
+        return [aggregate_from_item(item) for item in self._query(_agg_pk(queue))]
 
     def queues(self) -> dict[str, str]:
         """Query of ``ledger#queues``."""
@@ -401,8 +437,11 @@ class LedgerDemandReader:
     def __init__(self, client: Any, table: str) -> None:
         self._store = LedgerStateStore(client, table)
 
-    def sample(self, queue: str, environment: str, blocked_arns: Sequence[str]) -> QueueSample | None:
-        """The queue's sample from its aggregates, or ``None`` when the ledger has none for it."""
+    def sample(
+        self, queue: str, environment: str, blocked_arns: Sequence[str], *, by_type: bool = False
+    ) -> QueueSample | None:
+        """The queue's sample from its aggregates (per instance type with ``by_type``), or ``None``
+        when the ledger has none for it."""
         aggregates = self._store.aggregates(queue)
         if not aggregates:
             return None
@@ -410,5 +449,11 @@ class LedgerDemandReader:
         for arn in blocked_arns:
             job = self._store.get(arn)
             size = job.details.instances if job and job.details.sized else None
-            blocked[arn] = {NUM_INSTANCES: size} if size else None
-        return ledger_sample(queue, environment, aggregates, blocked)
+            if not job or not size:
+                blocked[arn] = None
+                continue
+            # Per instance type, the rest (no type named) under NUM_INSTANCES: sums to the size.
+            demand = typed_instances(job.details)
+            rest = size - sum(demand.values())
+            blocked[arn] = {**demand, NUM_INSTANCES: rest} if rest > 0 else demand
+        return ledger_sample(queue, environment, aggregates, blocked, by_type=by_type)
