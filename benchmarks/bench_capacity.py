@@ -20,7 +20,11 @@ the job ledger instead: E service environments fed by Q job queues (round-robin)
 RUNNABLE jobs in the ledger's aggregates (1 in 100 of known size, the rest counted at the queue's
 mean), and prints as its last line one JSON object (``aws_calls_first_run``, ``aws_calls_steady``,
 ``handler_cpu_s_steady``, ``runs_to_warm``, the steady run's calls by operation, and the
-reconciliation listing calls the ledger function makes per queue and interval).
+reconciliation listing calls the ledger function makes per queue and interval). With ``--quota`` the
+environments are quota-management ones (one capacity limit per instance type: ml.p5.48xlarge and
+ml.g5.12xlarge), the shares are quota shares, the aggregates carry their per-instance-type counters,
+and the queues also hold their RUNNABLE jobs in AWS Batch (each 1-4 instances of one of the two
+types), so a run that lists them pays for every page.
 """
 
 from __future__ import annotations
@@ -122,12 +126,18 @@ def _calls(counter: Counter[str]) -> str:
     )
 
 
-def _fleet_env(queues: int, environments: int) -> dict[str, str]:
+QUOTA_TYPES = ("ml.g5.12xlarge", "ml.p5.48xlarge")
+
+
+def _fleet_env(queues: int, environments: int, quota: bool = False) -> dict[str, str]:
     arn = f"arn:aws:batch:us-east-1:{ACCOUNT}"
     by_env: dict[str, list[str]] = {f"env-{e}": [] for e in range(environments)}
     for q in range(queues):
         by_env[f"env-{q % environments}"].append(f"q-{q}")
-    policy = {"service_environments": {e: {"job_queues": qs, "max": 100_000} for e, qs in by_env.items()}}
+    bounds: dict[str, Any] = (
+        {"units": {t: {"max": 100_000} for t in QUOTA_TYPES}} if quota else {"max": 100_000}
+    )
+    policy = {"service_environments": {e: {"job_queues": qs, **bounds} for e, qs in by_env.items()}}
     return {
         **_env(),
         "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": ",".join(
@@ -149,65 +159,97 @@ def _fleet(args: argparse.Namespace) -> None:
     from batchpilot_local.testing.ledger import seed_aggregates
 
     pinning = pin_to_one_core()
-    queues, jobs, environments = args.queues, args.jobs_per_queue, args.environments
+    queues, jobs, environments, quota = args.queues, args.jobs_per_queue, args.environments, args.quota
+    units = QUOTA_TYPES if quota else ("NUM_INSTANCES",)
+    shares = (
+        (("team-a", 2), ("team-b", 3), ("team-c", 5))
+        if quota
+        else (("HIGHPRI", 2), ("MIDPRI", 3), ("LOWPRI", 5))
+    )
     sink = io.StringIO()
     with EmbeddedAws() as aws:
         create_state_table(aws.client("dynamodb"), TABLE)
-        aws.seed(
-            {
-                "service_environments": [
-                    {
-                        "name": f"env-{e}",
-                        "capacityLimits": [{"maxCapacity": 100_000, "capacityUnit": "NUM_INSTANCES"}],
-                    }
-                    for e in range(environments)
-                ],
-                "job_queues": [
-                    {"name": f"q-{q}", "serviceEnvironment": f"env-{q % environments}"} for q in range(queues)
-                ],
-            }
-        )
+        world: dict[str, Any] = {
+            "service_environments": [
+                {
+                    "name": f"env-{e}",
+                    "capacityLimits": [{"maxCapacity": 100_000, "capacityUnit": unit} for unit in units],
+                }
+                for e in range(environments)
+            ],
+            "job_queues": [
+                {"name": f"q-{q}", "serviceEnvironment": f"env-{q % environments}"} for q in range(queues)
+            ],
+        }
+        if quota:  # the jobs the aggregates count, also in AWS Batch: what a listing pays for
+            world["service_jobs"] = [
+                {
+                    "jobName": f"q{q}-{i}",
+                    "jobQueue": f"q-{q}",
+                    "status": "RUNNABLE",
+                    "quotaShareName": shares[i % 3][0],
+                    "createdAt": int((T0 - timedelta(seconds=i)).timestamp() * 1000),
+                    "serviceRequestPayload": {
+                        "TrainingJobName": f"q{q}-{i}",
+                        "ResourceConfig": {"InstanceType": QUOTA_TYPES[i % 2], "InstanceCount": 1 + i % 4},
+                    },
+                }
+                for q in range(queues)
+                for i in range(jobs)
+            ]
+        aws.seed(world)
         sized = max(1, jobs // 100)
         aggregates = {}
         for q in range(queues):
             env = f"env-{q % environments}"
-            for share, part in (("HIGHPRI", 2), ("MIDPRI", 3), ("LOWPRI", 5)):
+            for share, part in shares:
                 count = jobs * part // 10
                 known = sized * part // 10
+                # Quota management: the sized jobs' instances per type, one of each type per job.
+                typed = tuple((t, known) for t in QUOTA_TYPES) if quota else ()
                 aggregates[AggregateKey(env, f"q-{q}", share, JobStatus.RUNNABLE)] = Delta(
-                    count, known, known * 2
+                    count, known, known * 2, types=typed
                 )
                 aggregates[AggregateKey(env, f"q-{q}", share, JobStatus.RUNNING)] = Delta(
-                    part, part, part * 2, part * 16
+                    part, part, part * 2, part * 16, types=(("ml.p5.48xlarge", part * 2),) if quota else ()
                 )
-        seed_aggregates(aws.client("dynamodb"), TABLE, aggregates)
-        os.environ.update(_fleet_env(queues, environments))
+        seed_aggregates(aws.client("dynamodb"), TABLE, aggregates, quota=quota)
+        os.environ.update(_fleet_env(queues, environments, quota))
         handler = load_app("capacity")
         _, first_calls, _ = _run(aws, handler, 0, sink)
-        cpu: list[float] = []
+        # Warm: the first run that reads no payload (DescribeServiceJob); None if none of the
+        # measured runs is (a listing run whose payload memory cannot hold every job never is).
+        warm_at: int | None = None if first_calls["batch:DescribeServiceJob"] else 1
+        cpu: list[float] = []  # of the warm runs (of every run when none is warm)
+        warming: list[float] = []
         steady_calls: Counter[str] = Counter()
         for minute in range(1, args.runs + 1):
             start = time.process_time()
             _, steady_calls, _ = _run(aws, handler, minute, sink)
-            cpu.append(time.process_time() - start)
+            if warm_at is None and not steady_calls["batch:DescribeServiceJob"]:
+                warm_at = minute + 1
+            (warming if warm_at is None else cpu).append(time.process_time() - start)
+        cpu = cpu or warming
     listing = queues * ((jobs + 99) // 100 + 5)  # ListServiceJobs pages: RUNNABLE + 5 other statuses
     result = {
         "queues": queues,
         "jobs_per_queue": jobs,
         "environments": environments,
+        "quota_management": quota,
         "source": "ledger",
         "aws_calls_first_run": sum(first_calls.values()),
         "aws_calls_steady": sum(steady_calls.values()),
         "aws_calls_steady_by_operation": dict(sorted(steady_calls.items())),
         "handler_cpu_s_steady": round(statistics.median(cpu), 4),
-        # Unknown sizes count at the queue's mean from the first run: nothing to warm up.
-        "runs_to_warm": 1,
+        # Reading the ledger, unknown sizes count at the queue's mean from the first run: 1.
+        "runs_to_warm": warm_at,
         "ledger_reconcile_listing_calls_per_interval": listing,
         "cpu": pinning,
     }
     print(
         f"capacity function reading the job ledger: {queues} queues x {jobs} RUNNABLE jobs, "
-        f"{environments} environments: {_calls(steady_calls)} per steady run"
+        f"{environments} {'quota-management ' if quota else ''}environments: "
+        f"{_calls(steady_calls)} per steady run"
     )
     print(json.dumps(result))
 
@@ -217,6 +259,11 @@ def main() -> None:
     parser.add_argument("--queues", type=int, help="job queues (with the job ledger; JSON last line)")
     parser.add_argument("--jobs-per-queue", type=int, default=5000, help="RUNNABLE jobs per queue (--queues)")
     parser.add_argument("--environments", type=int, default=1, help="service environments (--queues)")
+    parser.add_argument(
+        "--quota",
+        action="store_true",
+        help="quota-management environments (a limit per instance type); jobs also in Batch (--queues)",
+    )
     parser.add_argument("--jobs", type=int, default=5000, help="RUNNABLE jobs in the queue")
     parser.add_argument("--runs", type=int, default=7, help="warm runs to time")
     parser.add_argument("--section", default="capacity", help="RESULTS.md section key to replace")
