@@ -16,16 +16,35 @@ byte between runs.
 
 from __future__ import annotations
 
+import bisect
 import html
 import io
+import math
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Page", "figure_svg", "line_chart", "stacked_area_chart", "write_page"]
+__all__ = [
+    "CUT_AFTER",
+    "MARKERS_UP_TO",
+    "SERIES_ID_PREFIX",
+    "Page",
+    "figure_svg",
+    "legend_below",
+    "legend_rows",
+    "line_chart",
+    "series_id",
+    "series_styles",
+    "stacked_area_chart",
+    "time_chart",
+    "time_segments",
+    "write_page",
+]
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2rem auto;
@@ -120,21 +139,107 @@ class Page:
 _PROLOGUE = re.compile(r"^.*?(?=<svg\b)", re.DOTALL)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
+MARKERS_UP_TO = 60
+"""A series of at most this many samples gets a marker at each: a lone sample is visible, and
+where series meet each keeps its own shape."""
+SERIES_ID_PREFIX = "series-"
+"""Each series' SVG group is ``<g id="series-<name as a slug>">`` (matplotlib's ``gid``), so tests
+and readers can find it."""
+_LINESTYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_SLUG = re.compile(r"[^a-z0-9]+")
+
 
 def figure_svg(figure: Any) -> str:
     """A matplotlib ``Figure`` as an inline ``<svg>`` element (XML prologue and doctype removed).
 
     Text is drawn as paths (``svg.fonttype: path``) so the page needs no font; ids use a fixed
-    salt and no date is written, so the same figure gives the same bytes.
+    salt and no date is written, so the same figure gives the same bytes. The saved area is the
+    figure's tight bounding box (``bbox_inches="tight"``): a legend or label that reaches past the
+    figure's edge is drawn, not clipped.
     """
     import matplotlib
 
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "batchpilot", "svg.fonttype": "path"}):
-        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+        figure.savefig(
+            buffer,
+            format="svg",
+            metadata={"Date": None, "Creator": None},
+            bbox_inches="tight",
+            pad_inches=0.05,
+        )
     svg = _PROLOGUE.sub("", buffer.getvalue(), count=1)
     # matplotlib's RDF <metadata> block only names its own vocabularies: drop it.
     return _METADATA.sub("", svg, count=1).strip()
+
+
+def series_id(name: str, taken: set[str] | None = None) -> str:
+    """The SVG id of a series' group: :data:`SERIES_ID_PREFIX` and ``name`` as a slug (``"in use"``
+    → ``series-in-use``); ``-2``, ``-3``... appended when ``taken`` (the ids of the chart so far,
+    updated) already has it."""
+    base = SERIES_ID_PREFIX + (_SLUG.sub("-", name.lower()).strip("-") or "series")
+    gid, n = base, 1
+    while taken is not None and gid in taken:
+        n += 1
+        gid = f"{base}-{n}"
+    if taken is not None:
+        taken.add(gid)
+    return gid
+
+
+def series_styles(names: Sequence[str], *, markers: bool = True) -> dict[str, dict[str, Any]]:
+    """Matplotlib ``plot``/``step`` keyword arguments per series name that keep each series
+    distinguishable where series overlap: its own colour (``C0``... cycled), line style and marker;
+    each later series drawn above the earlier ones (``zorder``) and thinner, with a smaller marker,
+    so where two series are equal the one below still shows around the one above. ``gid`` is
+    :func:`series_id`. Without ``markers``, no marker."""
+    count = len(names)
+    taken: set[str] = set()
+    styles: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(names):
+        below = (count - 1 - i) / max(1, count - 1)  # 1 for the first (bottom) series, 0 for the last
+        style: dict[str, Any] = {
+            "color": f"C{i % 10}",
+            "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
+            "linewidth": 1.3 + 1.5 * below,
+            "zorder": 2.0 + 0.01 * i,
+            "gid": series_id(name, taken),
+            "clip_on": False,  # a marker on the axes' edge (a value of 0) is drawn whole
+        }
+        if markers:
+            style.update(marker=_MARKERS[i % len(_MARKERS)], markersize=4.0 + 3.0 * below)
+        styles[name] = style
+    return styles
+
+
+def _legend_columns(labels: Sequence[str], width_in: float, fontsize: float) -> int:
+    """Columns of a legend of ``labels`` that fit in ``width_in`` inches: an entry is its handle
+    (about half an inch) and its text (about 0.55 em a character)."""
+    entry_in = 0.5 + 0.55 * fontsize / 72 * max((len(label) for label in labels), default=1)
+    return max(1, min(len(labels), int(width_in // entry_in)))
+
+
+def legend_rows(labels: Sequence[str], width_in: float, *, fontsize: float = 8) -> int:
+    """Rows :func:`legend_below` takes for ``labels`` on a figure ``width_in`` inches wide (0: no
+    legend, for fewer than two labels); for sizing the figure before drawing."""
+    if len(labels) < 2:
+        return 0
+    return -(-len(labels) // _legend_columns(labels, width_in, fontsize))
+
+
+def legend_below(figure: Any, axes: Any, *, fontsize: float = 8) -> int:
+    """The legend of ``axes``' labelled artists under the chart (outside the axes, so it hides no
+    data), in as many columns as the longest label allows; the figure's constrained layout makes
+    room for it. Returns the number of legend rows (0: no legend, for fewer than two entries)."""
+    handles, labels = axes.get_legend_handles_labels()
+    rows = legend_rows(labels, figure.get_figwidth(), fontsize=fontsize)
+    if rows:
+        columns = _legend_columns(labels, figure.get_figwidth(), fontsize)
+        figure.legend(
+            handles, labels, loc="outside lower center", ncols=columns, fontsize=fontsize, frameon=False
+        )
+    return rows
 
 
 def _axes(title: str, ylabel: str, xlabel: str, size: tuple[float, float]) -> tuple[Any, Any]:
@@ -149,6 +254,11 @@ def _axes(title: str, ylabel: str, xlabel: str, size: tuple[float, float]) -> tu
     return figure, axes
 
 
+def _grow_for_legend(figure: Any, names: Sequence[str], size: tuple[float, float]) -> None:
+    """Taller by the legend's rows (about 0.2 inch each), so the plot keeps its height."""
+    figure.set_figheight(size[1] + 0.2 * legend_rows(names, size[0]))
+
+
 def line_chart(
     x: Sequence[float],
     series: Mapping[str, Sequence[float]],
@@ -158,17 +268,31 @@ def line_chart(
     xlabel: str = "hours",
     step: bool = True,
     size: tuple[float, float] = (10.0, 3.2),
+    markers: bool | None = None,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """Lines (steps by default: values hold until the next sample) of each series over ``x``; an
-    inline SVG element."""
+    inline SVG element.
+
+    Every series is distinguishable where they overlap (:func:`series_styles`; ``styles`` overrides
+    keyword arguments per series name). ``markers``: a marker at each sample (default: when there
+    are at most :data:`MARKERS_UP_TO` samples, so a single sample shows as a point). The legend is
+    under the chart (:func:`legend_below`); each series' group has the id :func:`series_id`.
+    """
     figure, axes = _axes(title, ylabel, xlabel, size)
-    for name, values in series.items():
+    names = list(series)
+    marked = len(x) <= MARKERS_UP_TO if markers is None else markers
+    chosen = series_styles(names, markers=marked)
+    for name in names:
+        style = {**chosen[name], **((styles or {}).get(name) or {})}
         if step:
-            axes.step(list(x), list(values), where="post", label=name, linewidth=1.2)
+            axes.step(list(x), list(series[name]), where="post", label=name, **style)
         else:
-            axes.plot(list(x), list(values), label=name, linewidth=1.2)
-    if len(series) > 1:
-        axes.legend(loc="upper right", fontsize=8, ncols=min(4, len(series)))
+            axes.plot(list(x), list(series[name]), label=name, **style)
+    if len(set(x)) == 1:
+        axes.set_xlim(x[0] - 1, x[0] + 1)  # one sample: centred, not in matplotlib's window of ±0.05
+    _grow_for_legend(figure, names, size)
+    legend_below(figure, axes)
     axes.set_ylim(bottom=0)
     return figure_svg(figure)
 
@@ -182,12 +306,151 @@ def stacked_area_chart(
     xlabel: str = "hours",
     size: tuple[float, float] = (10.0, 3.2),
 ) -> str:
-    """Series stacked on each other over ``x`` (e.g. instances in use per share); an inline SVG."""
+    """Series stacked on each other over ``x`` (e.g. instances in use per share); an inline SVG,
+    the legend under the chart."""
     figure, axes = _axes(title, ylabel, xlabel, size)
     names = list(series)
     if names:
         axes.stackplot(list(x), *[list(series[n]) for n in names], labels=names, step="post", alpha=0.85)
-        axes.legend(loc="upper right", fontsize=8, ncols=min(4, len(names)))
+        _grow_for_legend(figure, names, size)
+        legend_below(figure, axes)
+    axes.set_ylim(bottom=0)
+    return figure_svg(figure)
+
+
+CUT_AFTER = timedelta(minutes=30)
+""":func:`time_chart` leaves out a stretch longer than this without a sample (replayed scenarios
+are hours or days apart; each scenario's ticks are minutes apart)."""
+_NICE_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
+_MAX_TICKS = 12
+
+
+def time_segments(times: Iterable[datetime], gap: timedelta = CUT_AFTER) -> list[tuple[datetime, datetime]]:
+    """``(first, last)`` of each run of ``times`` (sorted, duplicates merged) in which no two
+    neighbours are more than ``gap`` apart; a lone time is ``(t, t)``."""
+    segments: list[tuple[datetime, datetime]] = []
+    for moment in sorted(set(times)):
+        if segments and moment - segments[-1][1] <= gap:
+            segments[-1] = (segments[-1][0], moment)
+        else:
+            segments.append((moment, moment))
+    return segments
+
+
+def _minutes(delta: timedelta) -> float:
+    return delta.total_seconds() / 60.0
+
+
+@dataclass(frozen=True)
+class _TimeAxis:
+    """Where :func:`time_chart` draws each segment: ``origins[i]`` is the x of segment ``i``'s first
+    time (x is in minutes inside a segment), ``cuts`` the x of each dotted line, ``width`` the
+    axis' length."""
+
+    segments: list[tuple[datetime, datetime]]
+    origins: list[float]
+    cuts: list[float]
+    width: float
+
+    def x(self, moment: datetime) -> tuple[int, float]:
+        """``(segment index, x)`` of a time inside one of the segments."""
+        index = bisect.bisect_right([start for start, _ in self.segments], moment) - 1
+        return index, self.origins[index] + _minutes(moment - self.segments[index][0])
+
+
+def _time_axis(segments: list[tuple[datetime, datetime]]) -> _TimeAxis:
+    """Each segment gets its length in minutes, but at least an eighth of the longest (a lone time
+    is centred in that slot, so bursts of a few samples stay apart); cuts take half of that."""
+    longest = max((_minutes(end - start) for start, end in segments), default=0.0)
+    floor = max(longest / 8, 1.0)
+    cut = floor / 2
+    origins: list[float] = []
+    cuts: list[float] = []
+    position = 0.0
+    for i, (start, end) in enumerate(segments):
+        if i:
+            cuts.append(position + cut / 2)
+            position += cut
+        length = _minutes(end - start)
+        slot = max(length, floor)
+        origins.append(position + (slot - length) / 2)
+        position += slot
+    return _TimeAxis(segments, origins, cuts, position)
+
+
+def _time_ticks(axis: _TimeAxis) -> tuple[list[float], list[str]]:
+    """Ticks of a :func:`time_chart` axis: each segment's first time (labelled with its date), then
+    clock-aligned times inside it every "nice" number of minutes (about :data:`_MAX_TICKS` over the
+    axis), none closer than 1/25 of the axis to the one before."""
+    step = next((m for m in _NICE_MINUTES if m >= axis.width / _MAX_TICKS), _NICE_MINUTES[-1])
+    spacing = axis.width / 25
+    positions: list[float] = []
+    labels: list[str] = []
+    for (start, end), origin in zip(axis.segments, axis.origins, strict=True):
+        moments = [start]
+        midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+        aligned = midnight + timedelta(minutes=step * math.ceil(_minutes(start - midnight) / step))
+        while aligned <= end:
+            if aligned > start:
+                moments.append(aligned)
+            aligned += timedelta(minutes=step)
+        for i, moment in enumerate(moments):
+            position = origin + _minutes(moment - start)
+            if positions and position - positions[-1] < spacing:
+                if i or len(positions) < 2 or position - positions[-2] < spacing:
+                    continue
+                positions.pop()  # a segment's first time wins over the previous segment's last tick
+                labels.pop()
+            positions.append(position)
+            labels.append(moment.strftime("%m-%d %H:%M" if i == 0 else "%H:%M"))
+    return positions, labels
+
+
+def time_chart(
+    series: Mapping[str, Sequence[tuple[datetime, float]]],
+    *,
+    title: str,
+    ylabel: str,
+    gap: timedelta = CUT_AFTER,
+    size: tuple[float, float] = (10.0, 2.8),
+) -> str:
+    """Points over time (aware datetimes) of each series, lines joining a series' points; an
+    inline SVG element.
+
+    Samples of a replay come in bursts hours or days apart (one per scenario or event): stretches
+    longer than ``gap`` without a sample are left out of the axis (:func:`time_segments`), each cut
+    a dotted vertical line, so every burst gets room and no line crosses a cut. Tick labels are UTC
+    times, each segment's first with its date. Every series has a marker at each point (a lone
+    point is visible) and is distinguishable where series overlap (:func:`series_styles`); the
+    legend is under the chart.
+    """
+    names = list(series)
+    axis = _time_axis(time_segments((t for points in series.values() for t, _ in points), gap))
+    xlabel = "time (UTC)"
+    if axis.cuts:
+        xlabel += f"; stretches of over {_minutes(gap):.0f} min without data are left out at the dotted lines"
+    figure, axes = _axes(title, ylabel, xlabel, size)
+    styles = series_styles(names, markers=True)
+    for name in names:
+        xs: list[float] = []
+        ys: list[float] = []
+        previous = None
+        for moment, value in sorted(series[name]):
+            index, x = axis.x(moment)
+            if previous is not None and index != previous:
+                xs.append(math.nan)  # no line across a cut
+                ys.append(math.nan)
+            xs.append(x)
+            ys.append(value)
+            previous = index
+        axes.plot(xs, ys, label=name, **styles[name])
+    for cut in axis.cuts:
+        axes.axvline(cut, color="0.45", linestyle=":", linewidth=1.0, zorder=1)
+    positions, labels = _time_ticks(axis)
+    axes.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
+    axes.set_xlim(-0.03 * axis.width, 1.03 * axis.width)
+    _grow_for_legend(figure, names, size)
+    legend_below(figure, axes)
     axes.set_ylim(bottom=0)
     return figure_svg(figure)
 

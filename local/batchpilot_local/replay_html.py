@@ -27,13 +27,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from batchpilot_local.html_report import Page, figure_svg, line_chart, write_page
-from batchpilot_local.notifications import Delivery
+from batchpilot_local.html_report import (
+    Page,
+    figure_svg,
+    legend_below,
+    legend_rows,
+    line_chart,
+    time_chart,
+    write_page,
+)
+from batchpilot_local.notifications import Delivery, markdown_shown
 from batchpilot_local.replay_summary import Summary, TickRow, duration, percentile
 from batchpilot_local.report import EventReport, MetricRecord
 from batchpilot_local.template import AppTemplate
 
-__all__ = ["build_report", "write_report"]
+__all__ = ["build_report", "short_labels", "write_report"]
 
 _MAX_PREVIEWS = 60  # messages previewed; the rest are counted
 _MAX_TIMELINE_CHARTS = 12
@@ -118,7 +126,8 @@ def _card_element(element: Mapping[str, Any]) -> str:
         weight = "font-weight:700;" if element.get("weight") == "Bolder" else ""
         size = "font-size:1.05rem;" if element.get("size") in ("Large", "ExtraLarge", "Medium") else ""
         subtle = " ctx" if element.get("isSubtle") else ""
-        return f'<div class="tb{subtle}" style="{weight}{size}">{_e(element.get("text", ""))}</div>'
+        text = markdown_shown(str(element.get("text", "")))  # Markdown in Teams
+        return f'<div class="tb{subtle}" style="{weight}{size}">{_e(text)}</div>'
     if kind == "RichTextBlock":
         runs = []
         for run in element.get("inlines") or []:
@@ -130,7 +139,8 @@ def _card_element(element: Mapping[str, Any]) -> str:
         return f"<div>{''.join(runs)}</div>"
     if kind == "FactSet":
         rows = "".join(
-            f"<tr><th>{_e(f.get('title', ''))}</th><td>{_e(f.get('value', ''))}</td></tr>"
+            f"<tr><th>{_e(markdown_shown(str(f.get('title', ''))))}</th>"
+            f"<td>{_e(markdown_shown(str(f.get('value', ''))))}</td></tr>"
             for f in element.get("facts") or []
             if isinstance(f, Mapping)
         )
@@ -189,7 +199,7 @@ def _bar_chart(
     """Grouped bars, one group per label; an inline SVG element."""
     from matplotlib.figure import Figure
 
-    height = 3.2 if len(labels) <= 12 else 4.2
+    height = (3.2 if len(labels) <= 12 else 4.2) + 0.2 * legend_rows(list(series), 10.0)
     figure = Figure(figsize=(10.0, height), dpi=100, layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(title, fontsize=11, loc="left")
@@ -201,10 +211,24 @@ def _bar_chart(
         axes.bar([p + i * width for p in positions], list(values), width=width, label=name)
     axes.set_xticks([p + width * (len(series) - 1) / 2 for p in positions])
     axes.set_xticklabels(list(labels), rotation=30 if len(labels) > 4 else 0, ha="right", fontsize=8)
-    if len(series) > 1:
-        axes.legend(loc="upper right", fontsize=8)
+    legend_below(figure, axes)
     axes.set_ylim(bottom=0)
     return figure_svg(figure)
+
+
+_TIMELINE_STYLES: dict[str, dict[str, Any]] = {
+    "in use": {"color": "C0", "linestyle": "-", "linewidth": 3.0, "marker": "o", "markersize": 7.0},
+    "demand (RUNNABLE instances)": {"color": "C2", "linestyle": ":", "linewidth": 2.0, "marker": "^"},
+    "limit": {
+        "color": "C3",
+        "linestyle": "--",
+        "linewidth": 1.6,
+        "marker": "s",
+        "markersize": 8.0,
+        "markerfacecolor": "none",
+        "markeredgewidth": 1.6,
+    },
+}
 
 
 def _minutes(rows: Sequence[TickRow]) -> list[float]:
@@ -222,10 +246,12 @@ def _timeline_charts(page: Page, summary: Summary) -> int:
             if drawn >= _MAX_TIMELINE_CHARTS:
                 page.paragraph(f"(more timelines in the text report: {scenario})")
                 return drawn
+            # The limit is drawn last (on top), dashed with open squares: where it equals the
+            # instances in use, both stay visible.
             series = {
-                "limit": [r.limit or 0.0 for r in env_rows],
                 "in use": [r.in_use or 0.0 for r in env_rows],
                 "demand (RUNNABLE instances)": [r.demand or 0.0 for r in env_rows],
+                "limit": [r.limit or 0.0 for r in env_rows],
             }
             name = Path(scenario).name
             page.figure(
@@ -235,6 +261,8 @@ def _timeline_charts(page: Page, summary: Summary) -> int:
                     title=f"{name}: {environment} ({unit})",
                     ylabel="instances",
                     xlabel="minutes from the first tick",
+                    markers=True,
+                    styles=_TIMELINE_STYLES,
                 ),
                 caption=f"{scenario}: the capacity limit, instances in use and RUNNABLE demand at each "
                 "scheduled run (CapacityLimit, InstancesInUse, RunnableInstanceDemand).",
@@ -292,12 +320,43 @@ def _dashboard_bodies(template: AppTemplate | None) -> list[tuple[str, dict[str,
     return dashboard_bodies(template.path)
 
 
+_MAX_WIDGET_SERIES = 12
+_DIMENSION = re.compile(r"(\S+?)=(.*?)(?=\s\S+?=|$)")
+
+
+def _label_parts(label: str) -> list[str]:
+    """``"Name k=v k=v"`` (a :func:`~batchpilot_local.dashboards.widget_series` label) → its parts."""
+    name, _, dimensions = label.partition(" ")
+    return [name, *(f"{k}={v}" for k, v in _DIMENSION.findall(dimensions))]
+
+
+def short_labels(labels: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Legend labels without what every label shares: ``(label -> short label, shared parts)``.
+
+    ``["CapacityLimit CapacityUnit=NUM_INSTANCES ServiceEnvironment=a", "CapacityLimit
+    CapacityUnit=NUM_INSTANCES ServiceEnvironment=b"]`` → ``ServiceEnvironment=a`` and
+    ``ServiceEnvironment=b``, shared ``["CapacityLimit", "CapacityUnit=NUM_INSTANCES"]``. A single
+    label is kept whole."""
+    if len(labels) < 2:
+        return {label: label for label in labels}, []
+    parts = {label: _label_parts(label) for label in labels}
+    first = parts[labels[0]]
+    shared = [p for p in first if all(p in other for other in parts.values())]
+    out = {}
+    for label in labels:
+        short = " ".join(p for p in parts[label] if p not in shared)
+        out[label] = short or label
+    return out, shared
+
+
 def dashboard_charts(
     page: Page, template: AppTemplate | None, metrics: Sequence[MetricRecord], namespace: str
 ) -> int:
     """Draw each metric widget of the template's dashboards from the replayed ``metrics``: every
     series of the metric (one per dimension set the replay emitted that the widget's SEARCH or
-    metric selects) over time. Returns the number of charts drawn."""
+    metric selects) over time, at most :data:`_MAX_WIDGET_SERIES` (those with the most points).
+    Replayed scenarios are hours or days apart: the time axis leaves out the stretches without data
+    (:func:`batchpilot_local.html_report.time_chart`). Returns the number of charts drawn."""
     from batchpilot_local.dashboards import widget_series
 
     drawn = 0
@@ -312,9 +371,21 @@ def dashboard_charts(
             if not series:
                 page.paragraph(f"{title}: no data in this replay")
                 continue
-            start = min(t for points in series.values() for t, _ in points)
+            chosen = sorted(series, key=lambda label: -len(series[label]))[:_MAX_WIDGET_SERIES]
+            chosen = [label for label in series if label in chosen]  # back in label order
+            labels, shared = short_labels(chosen)
+            notes = []
+            if shared:
+                notes.append("Every series: " + ", ".join(shared) + ".")
+            if len(chosen) < len(series):
+                notes.append(f"{len(chosen)} of {len(series)} series drawn (those with the most points).")
             page.figure(
-                _points_chart(series, start, title=title, ylabel=_y_label(properties)),
+                time_chart(
+                    {labels[label]: series[label] for label in chosen},
+                    title=title,
+                    ylabel=_y_label(properties),
+                ),
+                caption=" ".join(notes) or None,
             )
             drawn += 1
     return drawn
@@ -326,25 +397,6 @@ def _y_label(properties: Mapping[str, Any]) -> str:
     left = axis.get("left") if isinstance(axis, Mapping) else None
     label = left.get("label") if isinstance(left, Mapping) else None
     return str(label) if label else ""
-
-
-def _points_chart(
-    series: Mapping[str, Sequence[tuple[datetime, float]]], start: datetime, *, title: str, ylabel: str
-) -> str:
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10.0, 2.8), dpi=100, layout="constrained")
-    axes = figure.add_subplot()
-    axes.set_title(title, fontsize=11, loc="left")
-    axes.set_ylabel(ylabel)
-    axes.set_xlabel("minutes from the first point")
-    axes.grid(True, alpha=0.3)
-    for name, points in list(series.items())[:10]:
-        xs = [(t - start).total_seconds() / 60.0 for t, _ in points]
-        axes.plot(xs, [v for _, v in points], marker="o", markersize=3, linewidth=1.2, label=name[:60])
-    axes.legend(loc="upper right", fontsize=7)
-    axes.set_ylim(bottom=0)
-    return figure_svg(figure)
 
 
 # ------------------------------------------------------------------------------------- page

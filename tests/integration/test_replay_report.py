@@ -5,7 +5,10 @@ per-event detail, and the HTML report loaded in headless Chromium (Playwright dr
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from batchpilot_local.cli import main
@@ -71,32 +74,134 @@ def test_per_event_detail_has_the_reason_and_metric_timestamps_and_own_counters_
     assert "EventsProcessed" in verbose and "ColdStart" in verbose
 
 
+QUIET_NIGHT = ROOT / "events/scenarios/capacity/quiet-night.json"  # the next day, 16 ticks
+SAMPLE_WORLD = ROOT / "events/scenarios/capacity/sample-world.json"  # a single tick
+DRY_RUN = ROOT / "events/scenarios/recovery/container-job-no-queue-named-dry-run.json"
+HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN)]
+TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The HTML report of :data:`HTML_INPUTS` (Teams on), its JSON report and what Chromium shows."""
+
+    path: Path
+    notes: list[dict[str, Any]]
+    page: dict[str, Any]
+
+    def chart(self, title: str) -> dict[str, Any]:
+        """The one chart whose drawn texts include ``title``."""
+        [chart] = [c for c in self.page["charts"] if title in c["texts"]]
+        return chart
+
+
 @pytest.fixture(scope="module")
-def chromium() -> Path:
-    return require_chromium()
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
+    import contextlib
+    import io
 
-
-def test_the_html_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> None:
-    report = tmp_path / "report.html"
-    assert (
-        main(["replay", "--template", str(TEMPLATE), "--format", "json", "--report", str(report), *INPUTS])
-        == 0
+    require_chromium()
+    report = tmp_path_factory.mktemp("html") / "report.html"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            [
+                "replay",
+                "--template",
+                str(TEMPLATE),
+                "--format",
+                "json",
+                "--parameter-overrides",
+                TEAMS,
+                "--report",
+                str(report),
+                *HTML_INPUTS,
+            ]
+        )
+    assert code == 0
+    notes = [n for line in out.getvalue().splitlines() for n in json.loads(line)["notifications"]]
+    page = load_in_chromium(
+        report,
+        selectors=(".msg", ".msg.slack", ".msg.sns", ".msg.teams", ".msg .hdr", "table", "h3"),
+        texts_of=(".msg.teams",),
     )
+    return Loaded(report, notes, page)
 
-    loaded = load_in_chromium(report, selectors=(".msg.slack", ".msg.sns", ".msg .hdr", "table", "h3"))
 
-    assert loaded["errors"] == []
-    assert loaded["requests"] == [report.as_uri()]  # the page itself, nothing else
-    assert loaded["title"] == "batchpilot replay"
-    counts = loaded["counts"]
-    assert counts[".msg.sns"] == 1 and counts[".msg.slack"] >= 3  # failure, resubmission, capacity changes
+def test_the_html_report_renders_in_chromium(loaded: Loaded) -> None:
+    page = loaded.page
+    assert page["errors"] == []
+    assert page["requests"] == [loaded.path.as_uri()]  # the page itself, nothing else
+    assert page["title"] == "batchpilot replay"
+    counts = page["counts"]
+    by_channel = Counter(n["channel"] for n in loaded.notes)
+    assert 0 < len(loaded.notes) <= 60  # every message is previewed
+    assert counts[".msg"] == len(loaded.notes)
+    assert counts[".msg.sns"] == by_channel["sns"] >= 2  # the failure and the dry run's page
+    assert counts[".msg.slack"] == by_channel["slack"] and counts[".msg.teams"] == by_channel["teams"] > 0
     assert counts[".msg .hdr"] >= counts[".msg.sns"] + 1  # Slack headers and the SNS subject are drawn
     assert counts["table"] >= 3
     assert counts["h3"] == 4  # the template's four dashboards, their widgets drawn from the replayed metrics
-    charts = loaded["charts"]
-    assert len(charts) >= 2 + 4  # the burst timeline, queue wait per share, and dashboard widgets with data
+    charts = page["charts"]
+    assert len(charts) >= 2 + 4  # timelines, queue wait per share, and dashboard widgets with data
     for chart in charts:
         assert chart["width"] > 100 and chart["height"] > 50
         assert chart["drawn"] > 10  # axes, ticks, lines: the chart has content, not an empty box
-    html_text = report.read_text(encoding="utf-8")
+    html_text = loaded.path.read_text(encoding="utf-8")
     assert "<script" not in html_text and "http://" not in html_text.split("<body>")[0]
+
+
+def test_every_series_is_drawn_even_a_single_tick(loaded: Loaded) -> None:
+    for chart in loaded.page["charts"]:
+        assert chart["empty"] == [], chart["texts"][-1]  # a line through a single point shows nothing
+    lines = [c for c in loaded.page["charts"] if c["series"]]
+    assert len(lines) >= 10
+    for chart in lines:
+        for series in chart["series"]:  # a line through one point has an empty box: nothing shows
+            assert series["width"] > 0 and series["height"] > 0, (chart["texts"][-1], series["id"])
+    single = loaded.chart("sample-world.json: sample-fifo (NUM_INSTANCES)")
+    assert [(s["id"], s["markers"]) for s in single["series"]] == [
+        ("series-in-use", 1),
+        ("series-demand-runnable-instances", 1),
+        ("series-limit", 1),
+    ]
+
+
+def test_the_limit_stays_visible_where_it_equals_the_instances_in_use(loaded: Loaded) -> None:
+    # At burst.json's second tick the limit and the instances in use are both 8 (see the timeline test).
+    burst = loaded.chart("burst.json: burst-env (NUM_INSTANCES)")
+    ids = [s["id"] for s in burst["series"]]
+    assert ids.index("series-limit") > ids.index("series-in-use")  # painted on top of it
+    limit = burst["series"][ids.index("series-limit")]
+    in_use = burst["series"][ids.index("series-in-use")]
+    assert limit["dashed"] and not in_use["dashed"]  # the solid line shows through the dashes
+    ticks = len(json.loads(BURST.read_text(encoding="utf-8"))["ticks"])
+    assert limit["markers"] == in_use["markers"] == ticks
+
+
+def test_dashboard_widgets_give_each_scenario_room_on_the_time_axis(loaded: Loaded) -> None:
+    chart = loaded.chart("Capacity limit vs in use, per service environment")
+    assert {"11-25 09:00", "11-25 10:00", "11-26 06:40"} <= set(chart["texts"])  # each burst's first tick
+    plot = chart["plot"]["width"]
+    by_environment = {s["id"].rsplit("serviceenvironment-", 1)[-1]: s for s in chart["series"]}
+    # burst.json's 9 minutes and quiet-night.json's 21, a day apart: each gets a good part of the axis.
+    assert by_environment["burst-env"]["width"] > 0.15 * plot
+    assert by_environment["night-env"]["width"] > 0.15 * plot
+
+
+def test_legends_fit_inside_their_charts_and_labels_are_whole(loaded: Loaded) -> None:
+    for chart in loaded.page["charts"]:
+        assert chart["outside"] == [], chart["texts"][-1]
+        assert all(label and not label.endswith("=") for label in chart["legend"])
+    capacity = loaded.chart("Capacity limit vs in use, per service environment")
+    assert "CapacityLimit CapacityUnit=NUM_INSTANCES ServiceEnvironment=burst-env" in capacity["legend"]
+    assert "InstancesInUse CapacityUnit=NUM_INSTANCES ServiceEnvironment=night-env" in capacity["legend"]
+
+
+def test_teams_titles_read_as_teams_shows_them(loaded: Loaded) -> None:
+    teams = [n["title"] for n in loaded.notes if n["channel"] == "teams"]
+    dry_runs = [t for t in teams if t.startswith("[dry run] ")]
+    assert dry_runs and not any("\\" in t for t in teams)  # fallbackText's Markdown escapes undone
+    previews = loaded.page["texts"][".msg.teams"]
+    assert any(dry_runs[0] in text for text in previews)
+    assert not any("\\[" in text or "\\]" in text for text in previews)

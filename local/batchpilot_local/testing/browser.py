@@ -2,16 +2,33 @@
 Playwright; no browser is downloaded), for tests of the self-contained reports.
 
 :func:`load_in_chromium` opens the file with the network off and returns what a person's browser
-would have: console errors, every request made, and each inline ``<svg>`` chart's size and number
-of drawn elements. Tests skip with :data:`INSTALL_HINT` when :data:`CHROMIUM` is absent.
+would have: console errors, every request made, and for each inline ``<svg>`` chart its size, the
+texts it draws (matplotlib draws text as paths, after an SVG comment holding the text), its legend
+labels, the texts that reach past the chart's box (which the browser clips), and each series'
+group (the ``series-...`` ids of :func:`batchpilot_local.html_report.series_id`) with its drawn
+box. :func:`screenshot` saves a PNG of a report as the browser shows it; ``make
+report-screenshot`` makes ``docs/replay-report.png`` with it. Tests skip with :data:`INSTALL_HINT`
+when :data:`CHROMIUM` is absent.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "INSTALL_HINT", "load_in_chromium", "require_chromium"]
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
+
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "INSTALL_HINT",
+    "load_in_chromium",
+    "require_chromium",
+    "screenshot",
+]
 
 CHROMIUM = Path("/usr/bin/chromium")
 """Debian's chromium package (``.ci/run`` installs it)."""
@@ -28,6 +45,43 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+VIEWPORT: ViewportSize = {"width": 1200, "height": 900}
+"""The window a report is loaded in (CSS pixels)."""
+
+_CHARTS = """() => [...document.querySelectorAll('svg')].map(svg => {
+    const box = svg.getBoundingClientRect();
+    const inside = r => r.left >= box.left - 0.5 && r.right <= box.right + 0.5
+        && r.top >= box.top - 0.5 && r.bottom <= box.bottom + 0.5;
+    const said = g => {
+        const note = [...g.childNodes].find(n => n.nodeType === Node.COMMENT_NODE);
+        return note ? note.data.trim() : '';
+    };
+    const texts = [...svg.querySelectorAll('g[id^="text_"]')];
+    const legends = [...svg.querySelectorAll('g[id^="legend"]')];
+    const plot = svg.querySelector('g[id^="axes_"] > g[id^="patch_"] path');
+    const area = plot ? plot.getBoundingClientRect() : box;
+    return {
+        width: box.width,
+        height: box.height,
+        drawn: svg.querySelectorAll('path, use').length,
+        texts: texts.map(said),
+        legend: legends.flatMap(l => [...l.querySelectorAll('g[id^="text_"]')].map(said)),
+        outside: [...texts, ...legends].filter(g => !inside(g.getBoundingClientRect()))
+            .map(g => said(g) || g.id),
+        series: [...svg.querySelectorAll('g[id^="series-"]')].map(g => {
+            const r = g.getBoundingClientRect();
+            const line = g.querySelector('path');
+            const dashes = line ? getComputedStyle(line).strokeDasharray : 'none';
+            return {id: g.id, width: r.width, height: r.height,
+                    dashed: dashes !== 'none' && dashes !== '',
+                    markers: g.querySelectorAll('use').length};
+        }),
+        empty: [...svg.querySelectorAll('g[id^="line2d_"], g[id^="series-"]')]
+            .filter(g => { const r = g.getBoundingClientRect(); return r.width === 0 && r.height === 0; })
+            .map(g => g.id),
+        plot: {width: area.width, height: area.height},
+    };
+})"""
 
 
 def require_chromium() -> Path:
@@ -42,12 +96,22 @@ def require_chromium() -> Path:
     return CHROMIUM
 
 
-def load_in_chromium(report: Path, *, selectors: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Open ``report`` offline in headless Chromium.
+def load_in_chromium(
+    report: Path, *, selectors: tuple[str, ...] = (), texts_of: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Open ``report`` offline in headless Chromium (a :data:`VIEWPORT` window).
 
     Returns:
-        ``{"errors": [console errors and page errors], "requests": [URLs], "charts": [{"width",
-        "height", "drawn"}] per <svg>, "title": str, "counts": {selector: number of elements}}``.
+        ``{"errors": [console errors and page errors], "requests": [URLs], "charts": [chart],
+        "title": str, "counts": {selector: number of elements}, "texts": {selector: [innerText of
+        each element]}}`` for the CSS ``selectors`` and ``texts_of``. A chart, one per ``<svg>``
+        in document order: ``width``, ``height`` (CSS pixels); ``drawn`` (paths and uses);
+        ``texts`` (every text drawn); ``legend`` (legend labels); ``outside``
+        (texts or legends whose box reaches past the chart's); ``series``: ``[{"id", "width",
+        "height", "dashed", "markers"}]`` (each series' group, in paint order: later ones are
+        drawn on top); ``empty``: the ids of lines (``line2d_*``, ``series-*``) whose box is empty,
+        which shows nothing (a line through one point without a marker); ``plot``: ``{"width",
+        "height"}`` (the plotting area).
     """
     from playwright.sync_api import sync_playwright
 
@@ -56,21 +120,71 @@ def load_in_chromium(report: Path, *, selectors: tuple[str, ...] = ()) -> dict[s
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            context = browser.new_context(offline=True)
+            context = browser.new_context(offline=True, viewport=VIEWPORT)
             page = context.new_page()
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("request", lambda request: requests.append(request.url))
             page.goto(report.as_uri(), wait_until="load")
-            charts = page.evaluate(
-                """() => [...document.querySelectorAll('svg')].map(svg => {
-                    const box = svg.getBoundingClientRect();
-                    return {width: box.width, height: box.height,
-                            drawn: svg.querySelectorAll('path, use').length};
-                })"""
-            )
+            charts = page.evaluate(_CHARTS)
             counts = {s: page.evaluate("(s) => document.querySelectorAll(s).length", s) for s in selectors}
+            texts = {
+                s: page.evaluate("(s) => [...document.querySelectorAll(s)].map(e => e.innerText)", s)
+                for s in texts_of
+            }
             title = page.title()
         finally:
             browser.close()
-    return {"errors": errors, "requests": requests, "charts": charts, "title": title, "counts": counts}
+    return {
+        "errors": errors,
+        "requests": requests,
+        "charts": charts,
+        "title": title,
+        "counts": counts,
+        "texts": texts,
+    }
+
+
+def screenshot(report: Path, png: Path, *, height: int | None = None) -> Path:
+    """Save a PNG of ``report`` as headless Chromium shows it offline in a :data:`VIEWPORT`-wide
+    window: the whole page, or its first ``height`` CSS pixels. Returns ``png``.
+
+    Raises:
+        playwright.sync_api.Error: Chromium could not start or the page could not be loaded.
+    """
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(offline=True, viewport=VIEWPORT).new_page()
+            page.goto(report.as_uri(), wait_until="load")
+            full = int(page.evaluate("document.documentElement.scrollHeight"))
+            page.screenshot(
+                path=str(png),
+                full_page=True,
+                clip={"x": 0, "y": 0, "width": VIEWPORT["width"], "height": min(full, height or full)},
+            )
+        finally:
+            browser.close()
+    return png
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m batchpilot_local.testing.browser REPORT.html OUT.png [HEIGHT]``: :func:`screenshot`
+    (exit 2 with a message when the arguments are wrong or Chromium is absent)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (2, 3) or (len(args) == 3 and not args[2].isdigit()):
+        print(
+            "usage: python -m batchpilot_local.testing.browser REPORT.html OUT.png [HEIGHT]", file=sys.stderr
+        )
+        return 2
+    if not CHROMIUM.exists():
+        print(INSTALL_HINT, file=sys.stderr)
+        return 2
+    screenshot(Path(args[0]), Path(args[1]), height=int(args[2]) if len(args) == 3 else None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
