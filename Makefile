@@ -13,7 +13,7 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build clean help simulate
+.PHONY: run test lint typecheck validate security unit bench build clean help simulate report-screenshot
 
 help:
 	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
+	@echo "make report-screenshot - replay a few samples to an HTML report and save docs/replay-report.png (needs /usr/bin/chromium)"
 
 $(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,17 @@ $(CHECKOV): Makefile
 
 run: $(BIN)/.installed
 	$(BIN)/batchpilot replay events/
+
+# The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
+# day apart, a resubmission, a page; Teams on), the report's first screens in headless Chromium.
+SCREENSHOT_INPUTS := events/scenarios/capacity/burst.json events/scenarios/capacity/quiet-night.json \
+  events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json
+SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf
+report-screenshot: $(BIN)/.installed
+	@mkdir -p .aws-sam
+	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) \
+	  --report .aws-sam/replay-report.html $(SCREENSHOT_INPUTS) > /dev/null
+	$(BIN)/python -m batchpilot_local.testing.browser .aws-sam/replay-report.html docs/replay-report.png 3000
 
 simulate: $(BIN)/.installed
 	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml

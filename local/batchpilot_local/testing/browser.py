@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not CHROMIUM.exists():
         print(INSTALL_HINT, file=sys.stderr)
         return 2
-    screenshot(Path(args[0]), Path(args[1]), height=int(args[2]) if len(args) == 3 else None)
+    screenshot(Path(args[0]).resolve(), Path(args[1]), height=int(args[2]) if len(args) == 3 else None)
     return 0
 
 
