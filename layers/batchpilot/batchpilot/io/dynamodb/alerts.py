@@ -32,7 +32,7 @@ from typing import Any
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Channel, Severity
 from batchpilot.alerts.ports import Claim, ClaimState
-from batchpilot.io.dynamodb.codec import is_conditional_failure, key, key_part
+from batchpilot.io.dynamodb.codec import decode, encode, is_conditional_failure, key, key_part
 
 __all__ = ["KEY_PREFIX", "RETENTION_SECONDS", "DynamoAlertStore"]
 
@@ -50,9 +50,14 @@ def _thread_sk(channel: Channel) -> str:
     return f"{channel.value}-thread"
 
 
-def _epoch(moment: datetime) -> str:
-    """An aware datetime as a DynamoDB Number of whole epoch seconds."""
-    return str(int(moment.timestamp()))
+def _epoch(moment: datetime) -> int:
+    """An aware datetime as whole epoch seconds (stored as a DynamoDB Number)."""
+    return int(moment.timestamp())
+
+
+def _expires(now: datetime) -> int:
+    """The TTL attribute ``expires_at`` of an item written at ``now``: epoch seconds."""
+    return _epoch(now) + RETENTION_SECONDS
 
 
 def _channels(values: Iterable[str]) -> frozenset[Channel]:
@@ -89,37 +94,34 @@ class DynamoAlertStore:
         changes advance ``progress`` (only forward, never after a terminal state); other job facts
         (queue blocked, preemption) are only checked against a terminal state.
         """
-        key = self._key(fact.subject, "latest")
-        expires = {
-            ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
-            ":now": {"N": _epoch(now)},
-        }
+        item_key = self._key(fact.subject, "latest")
+        times = {":exp": _expires(now), ":now": _epoch(now)}
         try:
             if fact.terminal:
                 self._update(
-                    Key=key,
+                    Key=item_key,
                     UpdateExpression=(
                         "SET terminal_status = :st, progress = :p, updated_at = :now, expires_at = :exp"
                     ),
                     ConditionExpression="attribute_not_exists(terminal_status) OR terminal_status = :st",
-                    ExpressionAttributeValues={
-                        ":st": {"S": fact.status or "?"},
-                        ":p": {"S": fact.progress or ""},
-                        **expires,
-                    },
+                    ExpressionAttributeValues=encode(
+                        {":st": fact.status or "?", ":p": fact.progress or "", **times}
+                    ),
                 )
             elif fact.progress is not None:
                 self._update(
-                    Key=key,
+                    Key=item_key,
                     UpdateExpression="SET progress = :p, updated_at = :now, expires_at = :exp",
                     ConditionExpression=(
                         "attribute_not_exists(terminal_status) AND "
                         "(attribute_not_exists(progress) OR progress <= :p)"
                     ),
-                    ExpressionAttributeValues={":p": {"S": fact.progress}, **expires},
+                    ExpressionAttributeValues=encode({":p": fact.progress, **times}),
                 )
             else:
-                item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+                item = self._client.get_item(TableName=self.table, Key=item_key, ConsistentRead=True).get(
+                    "Item"
+                )
                 return not (item and "terminal_status" in item)
         except Exception as exc:
             if is_conditional_failure(exc):
@@ -141,40 +143,42 @@ class DynamoAlertStore:
                     "attribute_not_exists(#state) OR (#state = :claimed AND lease_until < :now)"
                 ),
                 ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={
-                    ":claimed": {"S": _CLAIMED},
-                    ":lease": {"N": _epoch(lease_until)},
-                    ":sev": {"S": severity.value},
-                    ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
-                    ":now": {"N": _epoch(now)},
-                },
+                ExpressionAttributeValues=encode(
+                    {
+                        ":claimed": _CLAIMED,
+                        ":lease": _epoch(lease_until),
+                        ":sev": severity.value,
+                        ":exp": _expires(now),
+                        ":now": _epoch(now),
+                    }
+                ),
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as exc:
             if not is_conditional_failure(exc):
                 raise
-            old = getattr(exc, "response", {}).get("Item") or {}
-            if old.get("state", {}).get("S") == ClaimState.SENT.value:
+            old = decode(getattr(exc, "response", {}).get("Item") or {})
+            if old.get("state") == ClaimState.SENT.value:
                 return Claim(ClaimState.SENT)
-            return Claim(ClaimState.BUSY, _channels(old.get("delivered", {}).get("SS", [])))
-        old = response.get("Attributes") or {}
-        delivered = _channels(old.get("delivered", {}).get("SS", []))
+            return Claim(ClaimState.BUSY, _channels(old.get("delivered", ())))
+        old = decode(response.get("Attributes") or {})
+        delivered = _channels(old.get("delivered", ()))
         return Claim(ClaimState.RESUMED if old else ClaimState.NEW, delivered)
 
     def mark_delivered(self, fact: AlertFact, channel: Channel, *, done: bool, now: datetime) -> None:
         """Add ``channel`` to the fact's delivered channels; ``done`` sets ``state = sent``."""
         expression = "ADD delivered :ch SET delivered_at = :now"
-        values: dict[str, Any] = {":ch": {"SS": [channel.value]}, ":now": {"N": _epoch(now)}}
+        values: dict[str, Any] = {":ch": {channel.value}, ":now": _epoch(now)}  # a set: String Set
         names: dict[str, str] = {}
         if done:
             expression += ", #state = :sent"
-            values[":sent"] = {"S": ClaimState.SENT.value}
+            values[":sent"] = ClaimState.SENT.value
             names["#state"] = "state"
         self._update(
             Key=self._key(fact.subject, f"fact#{fact.fact_id}"),
             UpdateExpression=expression,
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues=encode(values),
             **({"ExpressionAttributeNames": names} if names else {}),
         )
 
@@ -185,15 +189,15 @@ class DynamoAlertStore:
             UpdateExpression="SET lease_until = :zero",
             ConditionExpression="#state = :claimed",
             ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={":zero": {"N": "0"}, ":claimed": {"S": _CLAIMED}},
+            ExpressionAttributeValues=encode({":zero": 0, ":claimed": _CLAIMED}),
         )
 
     # ------------------------------------------------------------------------ chat threads
     def thread_of(self, channel: Channel, subject: str) -> str | None:
         """The thread id recorded for ``subject`` in ``channel``, or None."""
-        key = self._key(subject, _thread_sk(channel))
-        item = self._client.get_item(TableName=self.table, Key=key).get("Item")
-        return str(item["ts"]["S"]) if item and "ts" in item else None
+        item = self._client.get_item(TableName=self.table, Key=self._key(subject, _thread_sk(channel)))
+        thread = decode(item.get("Item") or {}).get("ts")
+        return str(thread) if thread is not None else None
 
     def save_thread(self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime) -> None:
         """Record ``thread`` for each subject that has no thread in ``channel`` yet (the first wins)."""
@@ -203,10 +207,7 @@ class DynamoAlertStore:
                     Key=self._key(subject, _thread_sk(channel)),
                     UpdateExpression="SET ts = :ts, expires_at = :exp",
                     ConditionExpression="attribute_not_exists(ts)",
-                    ExpressionAttributeValues={
-                        ":ts": {"S": thread},
-                        ":exp": {"N": str(int(now.timestamp()) + RETENTION_SECONDS)},
-                    },
+                    ExpressionAttributeValues=encode({":ts": thread, ":exp": _expires(now)}),
                 )
             except Exception as exc:
                 if not is_conditional_failure(exc):

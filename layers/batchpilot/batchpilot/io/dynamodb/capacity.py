@@ -39,8 +39,12 @@ def _ttl(now: datetime, ttl: timedelta) -> int:
     return int((now + ttl).timestamp())
 
 
+def _env_pk(environment: str) -> str:
+    return f"capacity#env#{key_part(environment)}"
+
+
 def _state_key(environment: str) -> dict[str, Any]:
-    return key(f"capacity#env#{key_part(environment)}", "state")
+    return key(_env_pk(environment), "state")
 
 
 WAKE_TTL = timedelta(hours=1)
@@ -48,7 +52,7 @@ WAKE_TTL = timedelta(hours=1)
 
 
 def _wake_key(environment: str, minute: datetime) -> dict[str, Any]:
-    return key(f"capacity#env#{key_part(environment)}", f"wake#{minute.strftime('%Y-%m-%dT%H:%M')}")
+    return key(_env_pk(environment), f"wake#{minute.strftime('%Y-%m-%dT%H:%M')}")
 
 
 def _demand_pk(queue: str) -> str:
@@ -121,7 +125,7 @@ class CapacityStateStore:
         (the API's maximum); a missing item is a fresh state. Keys DynamoDB returns unprocessed
         (throttling) are read one by one with :meth:`load`, not retried in a loop."""
         states = {name: EnvironmentState() for name in environments}
-        by_key = {_state_key(name)["pk"]["S"]: name for name in environments}
+        by_key = {_env_pk(name): name for name in environments}
         names = list(environments)
         for start in range(0, len(names), _BATCH_GET):
             keys = [_state_key(name) for name in names[start : start + _BATCH_GET]]
@@ -134,7 +138,7 @@ class CapacityStateStore:
                 if name is not None:
                     states[name] = _state_from(item)
             for unprocessed in response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []):
-                name = by_key.get(unprocessed["pk"]["S"])
+                name = by_key.get(str(decode(unprocessed).get("pk")))
                 if name is not None:
                     states[name] = self.load(name)
         return states
@@ -171,7 +175,7 @@ class CapacityStateStore:
                     TableName=self._table,
                     Item=encoded,
                     ConditionExpression="version = :expected",
-                    ExpressionAttributeValues={":expected": {"N": str(state.version)}},
+                    ExpressionAttributeValues=encode({":expected": state.version}),
                 )
         except ClientError as exc:
             if is_conditional_failure(exc):
@@ -211,7 +215,7 @@ class CapacityStateStore:
             condition = {
                 "ConditionExpression": "attribute_not_exists(pk) OR released = :yes OR #by = :by",
                 "ExpressionAttributeNames": {"#by": "by"},
-                "ExpressionAttributeValues": {":yes": {"BOOL": True}, ":by": {"S": claimant}},
+                "ExpressionAttributeValues": encode({":yes": True, ":by": claimant}),
             }
         try:
             self._client.put_item(TableName=self._table, Item=item, **condition)
@@ -234,7 +238,7 @@ class CapacityStateStore:
             pages = paginator.paginate(
                 TableName=self._table,
                 KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": {"S": _demand_pk(queue)}},
+                ExpressionAttributeValues=encode({":pk": _demand_pk(queue)}),
                 ProjectionExpression="sk, demand",
             )
             for page in pages:
@@ -245,9 +249,7 @@ class CapacityStateStore:
             return found
         arns = sorted(wanted)
         for start in range(0, len(arns), _BATCH_GET):
-            keys = [
-                {"pk": {"S": _demand_pk(queue)}, "sk": {"S": arn}} for arn in arns[start : start + _BATCH_GET]
-            ]
+            keys = [key(_demand_pk(queue), arn) for arn in arns[start : start + _BATCH_GET]]
             response = self._client.batch_get_item(
                 RequestItems={self._table: {"Keys": keys, "ProjectionExpression": "sk, demand"}}
             )

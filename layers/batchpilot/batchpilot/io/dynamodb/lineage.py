@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key_part
+from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
 from batchpilot.recovery.lineage import AttemptRecord, AttemptState, Lineage, LineageRef
 from batchpilot.recovery.requests import Operation
 from batchpilot.shared.classification import Category, JobKind
@@ -41,6 +41,22 @@ __all__ = [
 
 _POINTER_TTL = timedelta(days=400)
 _SKIP_TTL = timedelta(days=30)
+
+
+def _lineage_pk(lineage_id: str) -> str:
+    return f"recovery#lineage#{key_part(lineage_id)}"
+
+
+def _lineage_key(lineage_id: str) -> dict[str, Any]:
+    return key(_lineage_pk(lineage_id), "LINEAGE")
+
+
+def _job_key(job_arn: str, sk: str) -> dict[str, Any]:
+    return key(f"recovery#job#{key_part(job_arn)}", sk)
+
+
+def _skip_sk(status: str) -> str:
+    return f"SKIP#{key_part(status)}"
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,7 +128,7 @@ def lineage_to_item(lineage: Lineage, now: datetime) -> dict[str, Any]:
     """A :class:`Lineage` as the DynamoDB item (plain Python)."""
     return _drop_none(
         {
-            "pk": f"recovery#lineage#{key_part(lineage.lineage_id)}",
+            "pk": _lineage_pk(lineage.lineage_id),
             "sk": "LINEAGE",
             "lineage_id": lineage.lineage_id,
             "job_kind": lineage.job_kind.value,
@@ -165,23 +181,21 @@ class DynamoLineageStore:
         self.table = table
         self.clock = clock
 
-    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        response = self.client.get_item(
-            TableName=self.table, Key=encode({"pk": pk, "sk": sk}), ConsistentRead=True
-        )
+    def _get(self, item_key: dict[str, Any]) -> dict[str, Any] | None:
+        response = self.client.get_item(TableName=self.table, Key=item_key, ConsistentRead=True)
         item = response.get("Item")
         return decode(item) if item else None
 
     def find_job(self, job_arn: str) -> LineageRef | None:
         """The lineage of a job batchpilot submitted (pointer item), or None."""
-        item = self._get(f"recovery#job#{key_part(job_arn)}", "LINEAGE")
+        item = self._get(_job_key(job_arn, "LINEAGE"))
         if item is None:
             return None
         return LineageRef(str(item["lineage_id"]), int(item["attempt"]))
 
     def load(self, lineage_id: str) -> Lineage | None:
         """The lineage record, or None (strongly consistent read)."""
-        item = self._get(f"recovery#lineage#{key_part(lineage_id)}", "LINEAGE")
+        item = self._get(_lineage_key(lineage_id))
         return lineage_from_item(item) if item else None
 
     def reserve(self, lineage: Lineage, previous: Lineage | None) -> bool:
@@ -216,7 +230,7 @@ class DynamoLineageStore:
         """
         update = {
             "TableName": self.table,
-            "Key": encode({"pk": f"recovery#lineage#{key_part(lineage_id)}", "sk": "LINEAGE"}),
+            "Key": _lineage_key(lineage_id),
             "UpdateExpression": "SET attempts.#a = :rec, #v = #v + :one, updated_at = :now",
             "ConditionExpression": "attribute_exists(attempts.#a)",
             "ExpressionAttributeNames": {"#a": str(record.attempt), "#v": "version"},
@@ -230,15 +244,10 @@ class DynamoLineageStore:
         expires = int((self.clock() + _POINTER_TTL).timestamp())
         pointer = {
             "TableName": self.table,
-            "Item": encode(
-                {
-                    "pk": f"recovery#job#{key_part(record.new_job_arn)}",
-                    "sk": "LINEAGE",
-                    "lineage_id": lineage_id,
-                    "attempt": record.attempt,
-                    "expires_at": expires,
-                }
-            ),
+            "Item": {
+                **_job_key(record.new_job_arn, "LINEAGE"),
+                **encode({"lineage_id": lineage_id, "attempt": record.attempt, "expires_at": expires}),
+            },
         }
         self.client.transact_write_items(TransactItems=[{"Update": update}, {"Put": pointer}])
 
@@ -248,15 +257,12 @@ class DynamoLineageStore:
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=encode(
-                    {
-                        "pk": f"recovery#job#{key_part(job_arn)}",
-                        "sk": f"SKIP#{key_part(status)}",
-                        "reason": reason.value,
-                        "decided_at": iso(self.clock()),
-                        "expires_at": expires,
-                    }
-                ),
+                Item={
+                    **_job_key(job_arn, _skip_sk(status)),
+                    **encode(
+                        {"reason": reason.value, "decided_at": iso(self.clock()), "expires_at": expires}
+                    ),
+                },
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as exc:
@@ -269,5 +275,5 @@ class DynamoLineageStore:
         """Forget a claimed decision (its event could not be published)."""
         self.client.delete_item(
             TableName=self.table,
-            Key=encode({"pk": f"recovery#job#{key_part(job_arn)}", "sk": f"SKIP#{key_part(status)}"}),
+            Key=_job_key(job_arn, _skip_sk(status)),
         )
