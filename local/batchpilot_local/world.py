@@ -13,6 +13,10 @@ A world is a JSON object with any of the keys in :data:`WORLD_KEYS` (all lists):
     checkpoints           [{uri: "s3://bucket/prefix/", objects: [{key, last_modified, size}]}]
     scheduling_policies   [CreateSchedulingPolicy requests: {name, fairsharePolicy}] (a queue's
                             schedulingPolicyArn is arn:aws:batch:REGION:ACCOUNT:scheduling-policy/NAME)
+    quota_shares          [CreateQuotaShare requests: {quotaShareName, jobQueue, capacityLimits,
+                            resourceSharingConfiguration, preemptionConfiguration, state}] on a
+                            QUOTA_MANAGEMENT job queue of the world (ListQuotaShares answers them);
+                            sharing defaults to RESERVE, in-share preemption to DISABLED
 
 The first two are checked by pydantic models; the API-shaped ones member by member against
 botocore's own shapes (unknown members, wrong types and bad enum values are errors). Every error is
@@ -69,6 +73,7 @@ WORLD_KEYS: frozenset[str] = frozenset(
         "training_jobs",
         "checkpoints",
         "scheduling_policies",
+        "quota_shares",
     }
 )
 """Keys a scenario's ``world`` may have."""
@@ -213,6 +218,7 @@ class _WorldModel(_Model):
     training_jobs: list[dict[str, Any]] = Field(default_factory=list)
     checkpoints: list[CheckpointSpec] = Field(default_factory=list)
     scheduling_policies: list[dict[str, Any]] = Field(default_factory=list)
+    quota_shares: list[dict[str, Any]] = Field(default_factory=list)
 
 
 @dataclass
@@ -240,6 +246,7 @@ class World:
     training_jobs: list[TrainingJobSeed] = field(default_factory=list)
     checkpoints: list[CheckpointSpec] = field(default_factory=list)
     scheduling_policies: list[dict[str, Any]] = field(default_factory=list)
+    quota_shares: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _loc(parts: Sequence[Any]) -> str:
@@ -319,6 +326,16 @@ def parse_world(world: object) -> World:
         where = f"world.scheduling_policies[{index}]"
         _require(raw, where, "name")
         parsed.scheduling_policies.append(_coerce(policy_shape, dict(raw), where))
+    quota_shape = batch.operation_model("CreateQuotaShare").input_shape
+    for index, raw in enumerate(model.quota_shares):
+        where = f"world.quota_shares[{index}]"
+        item = {
+            "resourceSharingConfiguration": {"strategy": "RESERVE"},
+            "preemptionConfiguration": {"inSharePreemption": "DISABLED"},
+            **raw,
+        }
+        _require(item, where, "quotaShareName", "jobQueue", "capacityLimits")
+        parsed.quota_shares.append(_coerce(quota_shape, item, where))
     return parsed
 
 
@@ -468,6 +485,14 @@ def seed(aws: EmbeddedAws, world: Mapping[str, Any], *, replace: bool = False) -
         if queue.schedulingPolicyArn:
             detail["schedulingPolicyArn"] = queue.schedulingPolicyArn
         batch.put_job_queue(detail, queue.scheduling)
+    for index, share in enumerate(parsed.quota_shares):
+        found = batch.find_queue(str(share["jobQueue"]))
+        if found is None or found.scheduling != "QUOTA_MANAGEMENT":
+            raise WorldError(
+                f"world.quota_shares[{index}].jobQueue: no QUOTA_MANAGEMENT job queue "
+                f"{share['jobQueue']!r} (add it to world.job_queues)"
+            )
+        batch.put_quota_share(share)
     client = aws.client("batch")
     for policy in parsed.scheduling_policies:
         _put_scheduling_policy(client, policy)

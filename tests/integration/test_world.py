@@ -129,6 +129,7 @@ def test_world_keys_are_the_documented_ones() -> None:
         "training_jobs",
         "checkpoints",
         "scheduling_policies",
+        "quota_shares",
     } == WORLD_KEYS
     readme = (Path(__file__).resolve().parents[2] / "local/batchpilot_local/README.md").read_text()
     assert all(f"`{key}`" in readme for key in WORLD_KEYS)

@@ -188,7 +188,8 @@ def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[Metri
     # One Preemptions per preempted attempt: at Preemption Started, or at the requeue when no
     # Started event was seen for that attempt.
     if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.attempts):
-        p.add("Preemptions", "Count", 1, **dims)
+        # PreemptingShare only when the event's reason named it: omitted, never a placeholder.
+        p.add("Preemptions", "Count", 1, **dims, PreemptingShare=effects.preempting_share)
     if effects.preemption_completed:
         p.add("PreemptionsCompleted", "Count", 1, **dims)
     if effects.lost_instance_hours is not None:

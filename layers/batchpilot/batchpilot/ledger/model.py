@@ -176,6 +176,8 @@ class Observation:
         attempts: attempts the event lists, when it lists them.
         created_at, started_at: the job's ``createdAt`` / this attempt's ``startedAt`` when known.
         category: the classification's category (a failed attempt's cause), when any.
+        preempting_share: the quota share whose job preempted this one, when the event's reason
+            names it (:func:`batchpilot.shared.classification.preempting_share_of_reason`).
     """
 
     arn: str
@@ -190,6 +192,7 @@ class Observation:
     created_at: datetime | None = None
     started_at: datetime | None = None
     category: Category | None = None
+    preempting_share: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +362,8 @@ class Effects:
         preemption_completed: the observation is a ``Preemption Completed`` that was applied.
         lost_instance_hours: instance-hours of an attempt lost to a preemption or interruption.
         basis: what ``lost_instance_hours`` was measured from.
+        preempting_share: the quota share that preempted the job, when a preemption was counted
+            now and the observation named it (else None: the dimension is omitted).
     """
 
     queue_wait: float | None = None
@@ -367,6 +372,7 @@ class Effects:
     preemption_completed: bool = False
     lost_instance_hours: float | None = None
     basis: Basis | None = None
+    preempting_share: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +463,9 @@ def transition(current: LedgerJob | None, obs: Observation) -> Transition | None
         if current.preempting_attempt == current.attempts or (obs.at, 0) <= (current.status_at, 0):
             return None
         new = dataclasses.replace(current, preempting_attempt=current.attempts)
-        return Transition(current, new, {}, Effects(preemption_started=True))
+        return Transition(
+            current, new, {}, Effects(preemption_started=True, preempting_share=obs.preempting_share)
+        )
     if (obs.at, RANK[obs.status]) <= (current.status_at, RANK[current.status]):
         return None
     return _apply(current, current, obs, fresh=False)
@@ -532,5 +540,6 @@ def _apply(old: LedgerJob | None, job: LedgerJob, obs: Observation, *, fresh: bo
         preemption_completed=obs.preemption is PreemptionPhase.COMPLETED,
         lost_instance_hours=lost,
         basis=Basis.ATTEMPT if lost is not None else None,
+        preempting_share=obs.preempting_share if preempted else None,
     )
     return Transition(old, new, aggregate_deltas(old, new), effects)

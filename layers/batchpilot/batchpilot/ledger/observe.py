@@ -56,6 +56,7 @@ def observe(event: JobEvent) -> Observation | None:
                 created_at=d.createdAt,
                 started_at=d.startedAt,
                 category=facts.category,
+                preempting_share=facts.preempting_share,
             )
         case BatchJobStateChange() | BatchJobQueueBlocked():
             cd = event.detail
@@ -91,6 +92,7 @@ def observe(event: JobEvent) -> Observation | None:
                 preemption=PreemptionPhase.STARTED if started else PreemptionPhase.COMPLETED,
                 preempted_count=summary.preemptedAttemptCount if summary else None,
                 category=facts.category,
+                preempting_share=facts.preempting_share,
             )
         case SageMakerTrainingJobStateChange():
             if facts.created_by_batch:

@@ -28,6 +28,7 @@ from batchpilot.shared.events import (
     BatchServiceJobQueueBlocked,
     BatchServiceJobStateChange,
     JobEvent,
+    PreemptionSummary,
     SageMakerTrainingJobStateChange,
     ServiceJobDetail,
     TrainingJobDetail,
@@ -43,6 +44,7 @@ __all__ = [
     "NodeRole",
     "category_of_reason",
     "classify",
+    "preempting_share_of_reason",
     "queue_name",
     "quota_of_reason",
 ]
@@ -140,8 +142,9 @@ class JobFacts:
             job usage'``), else None.
         time_limit_action: the job was ended by its job queue's ``jobStateTimeLimitActions``
             (``Canceled``/``Terminated by JobStateTimeLimit action``): an administrator's limit.
-        preempting_share: the (quota) share whose job preempted this one, when a preemption's
-            ``statusReason`` names it (``PREEMPTION_IN_PROGRESS: ... from quota share NAME``).
+        preempting_share: the quota share whose job preempted this one, when a preemption's
+            reason names it (:func:`preempting_share_of_reason`); None otherwise (the usual case:
+            AWS's documented reason names no share).
     """
 
     kind: JobKind
@@ -279,6 +282,29 @@ def quota_of_reason(reason: str | None) -> str | None:
     if found:
         return found.group(1)
     return text.split(":", 1)[0].split(" ", 1)[0]
+
+
+# The AWS Batch User Guide ("Service job preemption events") documents a Started event whose
+# statusReason names no share ("PREEMPTION_IN_PROGRESS: Cross-share preemption triggered to reclaim
+# borrowed capacity"); a reason that names the preempting job's quota share ("... from quota share
+# NAME", as in events/service-job-preemption/) is read, anything else gives None. Matched loosely
+# ("share" or "quota share") and never guessed: a dimension value must be a real share's name.
+_PREEMPTING_SHARE = re.compile(r"\bfrom (?:quota )?share ([A-Za-z0-9_.:-]{1,255})")
+
+
+def preempting_share_of_reason(*reasons: str | None) -> str | None:
+    """The quota share a preemption reason says the preempting job came from, from the first of
+    ``reasons`` (Batch ``statusReason`` texts: the event's, then its attempts') that names one.
+
+    Returns:
+        The share's name (at most 255 characters of letters, digits and ``_.:-``), or None when
+        no reason names a share (then callers omit the ``PreemptingShare`` dimension).
+    """
+    for reason in reasons:
+        found = _PREEMPTING_SHARE.search(reason or "")
+        if found:
+            return found.group(1)
+    return None
 
 
 def _time_limit_action(reason: str | None) -> bool:
@@ -519,6 +545,11 @@ def _service_job(detail: ServiceJobDetail, event_kind: EventKind) -> JobFacts:
         scheduling_priority=detail.schedulingPriority,
         quota=_first_quota(reasons) if category is Category.QUOTA else None,
         time_limit_action=time_limit,
+        preempting_share=(
+            preempting_share_of_reason(*reasons, *_recent_preemption_reasons(detail.preemptionSummary))
+            if category is Category.PREEMPTION
+            else None
+        ),
     )
 
 
@@ -559,15 +590,16 @@ def _training_job(detail: TrainingJobDetail) -> JobFacts:
     )
 
 
-# "PREEMPTION_IN_PROGRESS: Preempted by job <arn> from quota share <name>" (AWS Batch User Guide,
-# "Service job preemption events"; the wording is matched loosely: "share" or "quota share").
-_PREEMPTING_SHARE = re.compile(r"\bfrom (?:quota )?share ([A-Za-z0-9_.:-]{1,255})")
+def _recent_preemption_reasons(summary: PreemptionSummary | None) -> list[str | None]:
+    """``preemptionSummary.recentPreemptedAttempts[].statusReason``, latest attempt first."""
+    return [a.statusReason for a in reversed(summary.recentPreemptedAttempts)] if summary else []
 
 
-def _preemption(arn: str, status: str | None, reason: str | None, kind: EventKind) -> JobFacts:
-    found = _PREEMPTING_SHARE.search(reason or "")
+def _preemption(
+    arn: str, status: str | None, reason: str | None, kind: EventKind, summary: PreemptionSummary | None
+) -> JobFacts:
     return JobFacts(
-        preempting_share=found.group(1) if found else None,
+        preempting_share=preempting_share_of_reason(reason, *_recent_preemption_reasons(summary)),
         kind=JobKind.SERVICE_JOB,
         event_kind=kind,
         arn=arn,
@@ -599,10 +631,18 @@ def classify(event: JobEvent) -> JobFacts:
             return _service_job(event.detail, EventKind.QUEUE_BLOCKED)
         case BatchServiceJobPreemptionStarted():
             d = event.detail
-            return _preemption(d.preemptedJobArn, d.status, d.statusReason, EventKind.PREEMPTION_STARTED)
+            return _preemption(
+                d.preemptedJobArn, d.status, d.statusReason, EventKind.PREEMPTION_STARTED, d.preemptionSummary
+            )
         case BatchServiceJobPreemptionCompleted():
             d = event.detail
-            return _preemption(d.preemptedJobArn, d.status, d.statusReason, EventKind.PREEMPTION_COMPLETED)
+            return _preemption(
+                d.preemptedJobArn,
+                d.status,
+                d.statusReason,
+                EventKind.PREEMPTION_COMPLETED,
+                d.preemptionSummary,
+            )
         case SageMakerTrainingJobStateChange():
             return _training_job(event.detail)
     raise TypeError(f"not a job event: {type(event).__name__}")  # pragma: no cover - exhaustive

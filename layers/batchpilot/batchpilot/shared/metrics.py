@@ -152,7 +152,8 @@ def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[
     ``JobStateTransitions`` (Count; + ``Status``), ``JobsSucceeded`` (Count), ``JobsFailed``
     (Count; + ``FailureCategory``), ``QueueWaitTime`` and ``RunTime`` (Seconds, on terminal
     events), ``InstanceHours`` (Count; terminal training jobs), ``QueueBlocked`` (Count;
-    + ``BlockedCategory``), ``Preemptions`` (Count; preemption started), ``SpotInterruptions``
+    + ``BlockedCategory``), ``Preemptions`` (Count; preemption started; + ``PreemptingShare``
+    when the reason names the preempting job's quota share), ``SpotInterruptions``
     (Count; a spot reclaim Batch is retrying, or a SageMaker managed-spot interruption),
     ``JobFailureRate`` (Percent; ``JobQueue`` only; one sample per Batch job that ended: 100 when
     it failed, 0 when it succeeded).
@@ -180,7 +181,8 @@ def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[
         add("QueueBlocked", "Count", 1, _dims(**base, BlockedCategory=category))
         return points
     if facts.event_kind is EventKind.PREEMPTION_STARTED:
-        add("Preemptions", "Count", 1, base_dims)
+        # PreemptingShare only when the reason names it (never a placeholder value).
+        add("Preemptions", "Count", 1, _dims(**base, PreemptingShare=facts.preempting_share))
         return points
     if facts.event_kind is EventKind.PREEMPTION_COMPLETED:
         return points

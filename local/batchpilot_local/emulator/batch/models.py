@@ -2,7 +2,8 @@
 
 :class:`EmbeddedBatch` holds service environments, job queues (service and container), service jobs
 and container jobs, and implements the operations on them (CreateServiceEnvironment ...
-GetJobQueueSnapshot, CreateJobQueue ... DeleteJobQueue, SubmitJob ... CancelJob). Compute
+GetJobQueueSnapshot, CreateJobQueue ... DeleteJobQueue, CreateQuotaShare, ListQuotaShares, SubmitJob
+... CancelJob). Compute
 environments, job definitions and scheduling policies stay in moto's Batch backend, which this
 one reads (never writes) through moto's public backend registry.
 
@@ -74,7 +75,15 @@ PAGINATION_MODEL: dict[str, dict[str, Any]] = {
         "limit_default": PAGE_LIMIT,
         "unique_attribute": "jobQueueArn",
     },
+    "list_quota_shares": {
+        "input_token": "next_token",
+        "limit_key": "max_results",
+        "limit_default": PAGE_LIMIT,
+        "unique_attribute": "quotaShareArn",
+    },
 }
+_MAX_QUOTA_SHARES = 20  # per job queue (AWS Batch User Guide, "Quota shares")
+_MAX_QUOTA_LIMITS = 5  # capacity limits per quota share (same page)
 
 
 class Throttle:
@@ -176,6 +185,7 @@ class EmbeddedBatch:
     queues: dict[str, JobQueue] = field(default_factory=dict)
     service_jobs: dict[str, StoredJob] = field(default_factory=dict)
     jobs: dict[str, StoredJob] = field(default_factory=dict)
+    quota_shares: dict[str, dict[str, Any]] = field(default_factory=dict)
     _client_tokens: dict[str, str] = field(default_factory=dict)
     _positions: dict[str, dict[str, _Position]] = field(default_factory=dict)
     _seq: int = 0
@@ -525,6 +535,83 @@ class EmbeddedBatch:
                 )
             )
         return queue
+
+    # ------------------------------------------------------------------ quota shares
+    def put_quota_share(self, detail: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a quota share from its ListQuotaShares entry, ``jobQueue`` (name or
+        ARN) standing for ``jobQueueArn`` (ARN derived when missing; no checks: seeding)."""
+        share = dict(deep(detail))
+        queue = self._queue(str(share.pop("jobQueue", None) or share.get("jobQueueArn")))
+        share["jobQueueArn"] = queue.arn
+        name = str(share["quotaShareName"])
+        share.setdefault("quotaShareArn", self.arn("quota-share", f"{queue.name}/{name}"))
+        share.setdefault("state", "ENABLED")
+        share.setdefault("status", "VALID")
+        self.quota_shares[share["quotaShareArn"]] = share
+        return share
+
+    def create_quota_share(
+        self,
+        *,
+        name: str,
+        job_queue: str,
+        capacity_limits: Sequence[Mapping[str, Any]],
+        resource_sharing_configuration: Mapping[str, Any],
+        preemption_configuration: Mapping[str, Any],
+        state: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """CreateQuotaShare on a quota-management job queue (AWS Batch User Guide, "Quota
+        shares": at most 20 per queue, 1-5 capacity limits in instances of a training instance
+        type). The ARN format is the emulator's own (the API Reference gives none).
+
+        Raises:
+            ClientException: invalid name, unknown queue or not a quota-management one, the name
+                taken in that queue, 20 shares already, no or more than 5 capacity limits (or one
+                malformed: :func:`~.utils.check_capacity_limits`), invalid tags.
+        """
+        if not NAME_RE.match(name):
+            raise ClientException(
+                "quotaShareName must be 1-128 letters, numbers, hyphens (-) and underscores (_)"
+            )
+        queue = self._queue(job_queue)
+        if queue.scheduling != "QUOTA_MANAGEMENT":
+            raise ClientException(f"Job queue {queue.name} has no quota-management scheduling policy.")
+        mine = [s for s in self.quota_shares.values() if s["jobQueueArn"] == queue.arn]
+        if any(s["quotaShareName"] == name for s in mine):
+            raise ClientException(f"Quota share {name} already exists in job queue {queue.name}.")
+        if len(mine) >= _MAX_QUOTA_SHARES:
+            raise ClientException(f"Job queue {queue.name} already has {_MAX_QUOTA_SHARES} quota shares.")
+        limits = check_capacity_limits(capacity_limits)
+        if len(limits) > _MAX_QUOTA_LIMITS:
+            raise ClientException(f"A quota share has at most {_MAX_QUOTA_LIMITS} capacity limits.")
+        return self.put_quota_share(
+            {
+                "quotaShareName": name,
+                "jobQueue": queue.arn,
+                "capacityLimits": limits,
+                "resourceSharingConfiguration": dict(resource_sharing_configuration),
+                "preemptionConfiguration": dict(preemption_configuration),
+                "state": state or "ENABLED",
+                "tags": check_tags(tags),
+            }
+        )
+
+    @paginate(pagination_model=PAGINATION_MODEL)
+    def list_quota_shares(self, job_queue: str) -> list[dict[str, Any]]:
+        """ListQuotaShares: copies of the queue's quota shares (``QuotaShareDetail``, without
+        ``tags``), in creation order; paginated by moto's paginator.
+
+        Raises:
+            ClientException: no such job queue.
+            moto.core.exceptions.InvalidToken: a ``next_token`` of another query or a deleted item.
+        """
+        queue = self._queue(job_queue)
+        return [
+            {k: v for k, v in deep(s).items() if k != "tags"}
+            for s in self.quota_shares.values()
+            if s["jobQueueArn"] == queue.arn
+        ]
 
     def delete_job_queue(self, job_queue: str) -> None:
         """DeleteJobQueue (name or ARN).

@@ -39,6 +39,8 @@ OPERATIONS = frozenset(
         "DescribeJobQueues",
         "UpdateJobQueue",
         "DeleteJobQueue",
+        "CreateQuotaShare",
+        "ListQuotaShares",
         "SubmitJob",
         "DescribeJobs",
         "ListJobs",
@@ -192,6 +194,28 @@ class BatchResponse:
         """DeleteJobQueue → ``{}``."""
         self.backend.delete_job_queue(p["jobQueue"])
         return {}
+
+    # ------------------------------------------------------------------ quota shares
+    def create_quota_share(self, p: Mapping[str, Any]) -> dict[str, Any]:
+        """CreateQuotaShare → ``{quotaShareName, quotaShareArn}``."""
+        share = self.backend.create_quota_share(
+            name=p["quotaShareName"],
+            job_queue=p["jobQueue"],
+            capacity_limits=p["capacityLimits"],
+            resource_sharing_configuration=p["resourceSharingConfiguration"],
+            preemption_configuration=p["preemptionConfiguration"],
+            state=p.get("state"),
+            tags=p.get("tags"),
+        )
+        return {"quotaShareName": share["quotaShareName"], "quotaShareArn": share["quotaShareArn"]}
+
+    def list_quota_shares(self, p: Mapping[str, Any]) -> dict[str, Any]:
+        """ListQuotaShares → ``{quotaShares, nextToken?}`` (pages ≤ 100)."""
+        check_max_results(p.get("maxResults"), 100)
+        page, token = self.backend.list_quota_shares(
+            job_queue=p["jobQueue"], max_results=p.get("maxResults"), next_token=p.get("nextToken")
+        )
+        return _with_token({"quotaShares": page}, token)
 
     # ------------------------------------------------------------------ service jobs
     def submit_service_job(self, p: Mapping[str, Any]) -> dict[str, Any]:
