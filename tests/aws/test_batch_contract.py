@@ -148,6 +148,21 @@ def test_job_queue_snapshot_gives_the_front_of_the_queue_and_its_usage(target: C
         assert front and {j["jobArn"] for j in front} == {j["jobArn"] for j in runnable["jobSummaryList"]}
 
 
+def test_list_quota_shares_gives_each_share_its_limits_or_a_client_exception(target: ContractTarget) -> None:
+    # The job ledger (BatchLedgerClient.quota_limits) sums each quota share's maxCapacity for its
+    # Entitlement and BorrowedInstances, and treats any error as "unreadable" (both omitted).
+    try:
+        shares = all_pages(target.batch.list_quota_shares, "quotaShares", 10, jobQueue=target.job_queue)
+    except botocore.exceptions.ClientError as error:  # e.g. a queue without quota management
+        assert error.response["Error"]["Code"] == "ClientException"
+        return
+    assert target.problems(target.batch, "ListQuotaShares", {"quotaShares": shares}) == []
+    for share in shares:
+        assert share["quotaShareName"] and ":job-queue/" in share["jobQueueArn"]
+        assert all(isinstance(limit["maxCapacity"], int) for limit in share["capacityLimits"])
+    assert len({s["quotaShareArn"] for s in shares}) == len(shares)  # pages without repeats
+
+
 # ------------------------------------------------------------------------------ one service job
 def test_submit_is_idempotent_then_describe_list_tag_and_terminate(target: ContractTarget) -> None:
     if target.submit_request is None:
