@@ -14,7 +14,7 @@ from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.service import AlertService
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.io.batch import BatchJobDirectory
-from batchpilot.io.clients import client
+from batchpilot.io.clients import LazyClient, client
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
@@ -27,7 +27,7 @@ secrets = SecretSource(client("secretsmanager")) if settings.chat_channels else 
 channels = ChannelRegistry([n.configured(settings, secrets) for n in (SlackNotifier, TeamsNotifier)])
 store = DynamoAlertStore(client("dynamodb"), settings.state_table)
 topic = SnsPublisher(client("sns"), settings.oncall_topic_arn)
-jobs = BatchJobDirectory(client("batch"))  # preemption alerts: the job's name, queue, share, priority
+jobs = BatchJobDirectory(LazyClient("batch"))  # preemption alerts only: made at their first lookup
 processor = AlertsProcessor(AlertService(settings.policy, store, topic, channels, jobs, clock=utc_now))
 
 

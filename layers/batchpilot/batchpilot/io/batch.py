@@ -10,29 +10,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from batchpilot.alerts.ports import JobContext
-from batchpilot.capacity.model import (
-    CapacityLimit,
-    QueueSnapshot,
-    RunnableJob,
-    ServiceEnvironment,
-)
-from batchpilot.ledger.model import JobDetails, type_counts
-from batchpilot.ledger.model import JobStatus as LedgerStatus
-from batchpilot.ledger.ports import DescribeError, ListedJob, QueueInfo
-from batchpilot.recovery.ports import SubmitError, TagError
-from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape, payload_of
-from batchpilot.recovery.settings import CheckpointSource
-from batchpilot.recovery.snapshot import JobSnapshot, container_job_snapshot, service_job_snapshot
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.checkpoints import sagemaker_checkpoint
 from batchpilot.shared.classification import JobFacts, JobKind
 from batchpilot.shared.events import JobEvent, to_datetime_or_none
 from batchpilot.shared.resources import UNTYPED, instances_from_payload
+
+# Each feature's types are imported where its adapter uses them, not here: a function loads only
+# its own feature (the alerts function, which uses BatchJobDirectory alone, no longer imports the
+# recovery, ledger and capacity modules at cold start: about 30 ms of python3.13 CPU).
+if TYPE_CHECKING:
+    from batchpilot.alerts.ports import JobContext
+    from batchpilot.capacity.model import CapacityLimit, QueueSnapshot, RunnableJob, ServiceEnvironment
+    from batchpilot.ledger.model import JobDetails
+    from batchpilot.ledger.ports import ListedJob, QueueInfo
+    from batchpilot.recovery.ports import SubmitError
+    from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
+    from batchpilot.recovery.settings import CheckpointSource
+    from batchpilot.recovery.snapshot import JobSnapshot
 
 __all__ = ["BatchCapacityClient", "BatchJobDirectory", "BatchJobs", "BatchLedgerClient"]
 
@@ -81,6 +80,8 @@ class BatchCapacityClient:
         Returns:
             Name → environment, for the environments that exist (a missing name is absent).
         """
+        from batchpilot.capacity.model import CapacityLimit, ServiceEnvironment
+
         out: dict[str, ServiceEnvironment] = {}
         paginator = self._client.get_paginator("describe_service_environments")
         for chunk in _chunks(list(names), _PAGE):
@@ -104,6 +105,8 @@ class BatchCapacityClient:
 
     def runnable_jobs(self, queue: str) -> list[RunnableJob]:
         """Every RUNNABLE service job of ``queue`` (``ListServiceJobs``, 100 per page, every page)."""
+        from batchpilot.capacity.model import RunnableJob
+
         paginator = self._client.get_paginator("list_service_jobs")
         pages = paginator.paginate(jobQueue=queue, jobStatus="RUNNABLE", PaginationConfig={"PageSize": _PAGE})
         jobs: list[RunnableJob] = []
@@ -125,6 +128,8 @@ class BatchCapacityClient:
 
     def snapshot(self, queue: str) -> QueueSnapshot:
         """Capacity in use by ``queue`` (``GetJobQueueSnapshot.queueUtilization``)."""
+        from batchpilot.capacity.model import QueueSnapshot
+
         response = self._client.get_job_queue_snapshot(jobQueue=queue)
         utilization = response.get("queueUtilization") or {}
         fair = utilization.get("fairshareUtilization") or {}
@@ -242,6 +247,10 @@ class BatchLedgerClient:
         Raises:
             DescribeError: any other error (throttling already retried by botocore).
         """
+        from batchpilot.ledger.model import JobDetails, type_counts
+        from batchpilot.ledger.ports import DescribeError
+        from batchpilot.recovery.requests import payload_of
+
         try:
             if kind is JobKind.SERVICE_JOB:
                 job = self._client.describe_service_job(jobId=(resource_name(arn) or arn))
@@ -289,6 +298,8 @@ class BatchLedgerClient:
         return self._queue_environment.get(queue, "")
 
     def _describe_queues(self, names: Sequence[str] | None) -> list[QueueInfo]:
+        from batchpilot.ledger.ports import QueueInfo
+
         paginator = self._client.get_paginator("describe_job_queues")
         kwargs: dict[str, Any] = {"PaginationConfig": {"PageSize": _PAGE}}
         if names:
@@ -316,6 +327,9 @@ class BatchLedgerClient:
 
     def list_active(self, queue: QueueInfo) -> list[ListedJob]:
         """ListServiceJobs / ListJobs per active status, every page (100 per page)."""
+        from batchpilot.ledger.model import JobStatus as LedgerStatus
+        from batchpilot.ledger.ports import ListedJob
+
         service = queue.service
         operation = "list_service_jobs" if service else "list_jobs"
         statuses = _LEDGER_SERVICE_STATUSES if service else _LEDGER_CONTAINER_STATUSES
@@ -407,6 +421,8 @@ class BatchJobDirectory:
     def lookup(self, job_arn: str) -> JobContext | None:
         """Name, job queue name, share identifier, quota share and scheduling priority of the
         service job ``job_arn``; None when Batch does not describe it or the call fails."""
+        from batchpilot.alerts.ports import JobContext
+
         try:
             job = self._client.describe_service_job(jobId=resource_name(job_arn))
         except (ClientError, BotoCoreError):
@@ -423,6 +439,8 @@ class BatchJobDirectory:
 
 def _submit_error(exc: ClientError) -> SubmitError:
     """A Batch API error as the recovery port's :class:`SubmitError` (AWS's code and message)."""
+    from batchpilot.recovery.ports import SubmitError
+
     info = exc.response.get("Error", {})
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
     return SubmitError(str(info.get("Code") or "Unknown"), str(info.get("Message") or ""), http_status=status)
@@ -476,6 +494,8 @@ class BatchJobs:
         Raises:
             botocore.exceptions.ClientError: anything but "not found" (e.g. AccessDenied).
         """
+        from batchpilot.recovery.snapshot import container_job_snapshot, service_job_snapshot
+
         job_id = resource_name(facts.arn) or facts.arn
         if facts.kind is JobKind.SERVICE_JOB:
             try:
@@ -504,6 +524,9 @@ class BatchJobs:
                 timeouts: the record comes back and the look-up runs first then).
             ValueError: not a Batch operation.
         """
+        from batchpilot.recovery.ports import SubmitError
+        from batchpilot.recovery.requests import Operation
+
         try:
             if request.operation is Operation.SUBMIT_SERVICE_JOB:
                 return str(self._client.submit_service_job(**request.request)["jobArn"])
@@ -525,6 +548,8 @@ class BatchJobs:
             SubmitError: the last send's error (a refusal at once: it is not transient).
             botocore.exceptions.ClientError: the look-up (``ListJobs``) failed after its retries.
         """
+        from batchpilot.recovery.ports import SubmitError
+
         queue, name = request.request["jobQueue"], request.new_job_name
         error: SubmitError | None = None
         for send in range(SUBMIT_JOB_SENDS):
@@ -551,6 +576,8 @@ class BatchJobs:
         Raises:
             TagError: Batch refused it, or could not be reached after botocore's retries.
         """
+        from batchpilot.recovery.ports import TagError
+
         try:
             self._client.tag_resource(resourceArn=failed_job_arn, tags=dict(tags))
         except ClientError as exc:
