@@ -26,7 +26,7 @@ How:
   the round trips (the call counts are reported).
 
 Ratios are against ``import boto3`` *with* bytecode, for both trees: the Lambda runtime's own boto3
-has bytecode, so that is what a plain boto3 function pays. Goals (issue #8 item 10): metrics <=
+has bytecode, so that is what a plain boto3 function pays. Goals (README, "Benchmarks"): metrics <=
 0.75x, alerts <= 1.5x. Then ``-X importtime`` of each handler (bytecode tree) shows where the time
 goes. Reported, never asserted. Lambda runs arm64 (Graviton): read ratios, not milliseconds.
 
@@ -59,7 +59,7 @@ from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, shown
 from batchpilot_local.template import FunctionSpec, load_template
 from batchpilot_local.testing.harness import LAMBDA_CONTEXT_SOURCE
 
-GOALS = {"metrics": 0.75, "alerts": 1.5}  # cold start / `import boto3`, from the issue
+GOALS = {"metrics": 0.75, "alerts": 1.5}  # cold start / `import boto3` (README, "Benchmarks")
 BATCH_SIZE = 10  # the first batch: the template's BatchSize for metrics, recovery and capacity
 TOP = 12
 CHAT_LIBRARIES = ("slack_sdk", "slack", "pymsteams", "msteams", "teams")
@@ -773,7 +773,7 @@ Run {now()} with `{" ".join([shown(sys.executable), *sys.argv])}`.
 {TABLE_HEADER}
 {chr(10).join(rows)}
 
-Goals (issue #8; bytecode, total wall / `import boto3`): {"; ".join(verdicts)}.
+Goals (bytecode, total wall / `import boto3`): {"; ".join(verdicts)}.
 
 {facts}
 
