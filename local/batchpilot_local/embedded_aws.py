@@ -36,6 +36,7 @@ from batchpilot_local.emulator.patch import (
     cached_update_expressions,
     cheap_expression_traversal,
     cheap_transaction_rollback,
+    untracked_model_instances,
 )
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
@@ -192,6 +193,7 @@ class EmbeddedAws:
             cheap_expression_traversal()  # validators stop rebuilding their node-type maps per node
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             cached_update_expressions()  # one parse per UpdateExpression text
+            untracked_model_instances()  # sent messages and old items are freed, not kept
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):

@@ -88,3 +88,19 @@ def test_the_event_source_path_redrives_to_the_dead_letter_queue() -> None:
         assert [(r["messageId"], r["body"]) for r in moved] == [(sent, '{"hello": 1}')]
         aws.delete_processed("dlq", moved, failed_ids=set())
         assert not aws.has_messages("dlq")
+
+
+def test_sent_and_deleted_messages_are_not_kept() -> None:
+    import gc
+
+    from moto.sqs.models import Message
+
+    with EmbeddedAws() as aws:
+        aws.create_queue("q")
+        for i in range(50):
+            aws.send("q", f'{{"n": {i}}}')
+            records = aws.receive_as_lambda_event("q")["Records"]
+            aws.delete_processed("q", records, failed_ids=set())
+        gc.collect()
+        alive = [o for o in gc.get_objects() if type(o) is Message]
+    assert alive == []

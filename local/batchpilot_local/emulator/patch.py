@@ -19,7 +19,8 @@ The other functions here change no answer, only what moto costs to give it: a re
 event archive spends most of its time inside moto (TransactWriteItems, UpdateItem, SQS), so
 :func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
 :func:`cached_update_expressions` and :func:`cached_name_conversion` remove work moto repeats per
-call. ``tests/integration/test_transaction_rollback.py`` and the emulator's own tests check that
+call, and :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
+``tests/integration/test_transaction_rollback.py`` and the emulator's own tests check that
 the answers stay the same; ``benchmarks/bench_replay.py`` measures what they save.
 """
 
@@ -38,6 +39,7 @@ __all__ = [
     "install",
     "installed",
     "uninstall",
+    "untracked_model_instances",
 ]
 
 Handler = Callable[[Any], Response | None]
@@ -227,3 +229,29 @@ def cached_update_expressions() -> None:
 
     parser.make = staticmethod(cached_make)
     parser._batchpilot_cached_make = True
+
+
+def untracked_model_instances() -> None:
+    """Stop moto from keeping every model object it ever made (S3's excepted).
+
+    moto 5's ``BaseModel.__new__`` appends each new instance to its class's
+    ``instances_tracked`` list, for the moto server's dashboard; nothing else reads it but S3's
+    reset (which closes the buffers of ``FakeKey`` and ``FakeMultipart``). Every SQS message sent
+    and every DynamoDB item version then stays in memory until the mock is reset: a replay's
+    memory grew with each event although the queues were empty and the table small. S3 models
+    are still tracked. Idempotent; process-wide.
+    """
+    from moto.core import common_models
+
+    base: Any = common_models.BaseModel
+    if getattr(base, "_batchpilot_untracked", False):
+        return
+    tracked_new = base.__new__
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if cls.__module__.startswith("moto.s3."):
+            return tracked_new(cls, *args, **kwargs)
+        return super(base, cls).__new__(cls)
+
+    base.__new__ = staticmethod(__new__)
+    base._batchpilot_untracked = True
