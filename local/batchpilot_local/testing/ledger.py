@@ -60,12 +60,19 @@ class MemoryLedgerStore:
         self.registry: dict[str, str] = {}
         self.lose_next = 0
         self.writes = 0
+        self.reads = 0
+        self.batch_reads = 0
         self.starving: dict[tuple[str, StarvationReason], datetime] = {}
         self.runnable: set[RunnableEntry] = set()
         self.claims: list[str] = []
 
     def get(self, arn: str) -> LedgerJob | None:
+        self.reads += 1
         return self.jobs.get(arn)
+
+    def get_many(self, arns: Sequence[str]) -> dict[str, LedgerJob | None]:
+        self.batch_reads += 1
+        return {arn: self.jobs.get(arn) for arn in arns}
 
     def write(self, change: Transition, now: datetime) -> bool:
         if self.lose_next:

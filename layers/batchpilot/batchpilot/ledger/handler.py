@@ -68,9 +68,16 @@ class LedgerProcessor(BatchProcessor):
         result = self.service.record(record.body)
         count_outcome(result.outcome, "ledger event", **result.fields)
 
+    def _prepare(self) -> None:
+        """Start of the batch: the records of every job it names, read at once."""
+        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+        bodies = [str(r.get("body", "")) for r in self.records if isinstance(r, dict)]
+        self.service.prefetch(bodies)
+
     def _clean(self) -> None:
         """End of the batch: write its event metrics once, then the partial batch response."""
         try:
             self.service.flush()
         finally:
+            self.service.forget()
             super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated

@@ -100,6 +100,11 @@ class LedgerStore(Protocol):
         """The job's record (strongly consistent read), or ``None``."""
         ...
 
+    def get_many(self, arns: Sequence[str]) -> dict[str, LedgerJob | None]:
+        """The records of ``arns`` (strongly consistent, one BatchGetItem per 100 jobs): ARN → its
+        record, ``None`` when the ledger has none; every ARN of ``arns`` is a key."""
+        ...
+
     def write(self, change: Transition, now: datetime) -> bool:
         """Write ``change.new``, its aggregate deltas and its index item in one transaction,
         conditioned on the record still being ``change.old`` (its version).

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -184,6 +185,35 @@ class LedgerService:
         self._unreadable: set[str] = set()
         # Jobs whose Job Starving (per reason) this instance already claimed: not claimed again.
         self._claimed: set[tuple[str, StarvationReason]] = set()
+        # The current batch's job records (read at its start, kept as written): never across batches.
+        self._known: dict[str, LedgerJob | None] = {}
+
+    # ------------------------------------------------------------------ batches
+    def prefetch(self, bodies: Sequence[str | bytes]) -> None:
+        """Read the records of every job the batch's events name in one BatchGetItem, so each
+        record's :meth:`apply` starts from them instead of a GetItem (until :meth:`forget`).
+
+        Raises:
+            botocore.exceptions.ClientError: DynamoDB failed (the invocation fails; SQS delivers
+                the batch again).
+        """
+        arns = []
+        for body in bodies:
+            event = decode(body)
+            obs = None if isinstance(event, Rejected) else observe(event)
+            if obs is not None:
+                arns.append(obs.arn)
+        if arns:
+            self._known = self.store.get_many(arns)
+
+    def forget(self) -> None:
+        """End of the batch: the records read or written in it are not kept."""
+        self._known = {}
+
+    def _current(self, arn: str) -> LedgerJob | None:
+        if arn in self._known:
+            return self._known[arn]
+        return self.store.get(arn)
 
     # ------------------------------------------------------------------ events
     def record(self, body: str | bytes) -> RecordResult:
@@ -212,7 +242,7 @@ class LedgerService:
             if self.publisher is not None and (
                 obs.preemption is PreemptionPhase.COMPLETED or obs.category is Category.PREEMPTION
             ):
-                job = self.store.get(obs.arn)
+                job = self._current(obs.arn)
                 if job is not None and self.starvation.preempted_repeatedly(job):
                     self._publish_once(job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock())
             return RecordResult(Outcome.DUPLICATE, fields)
@@ -278,7 +308,7 @@ class LedgerService:
         Raises:
             WriteConflict: :data:`WRITE_ATTEMPTS` writes lost their race.
         """
-        current = self.store.get(obs.arn)
+        current = self._current(obs.arn)
         described: JobDetails | None = None
         failed = False
         # A finished job is not worth a describe: it no longer counts in any aggregate.
@@ -293,8 +323,13 @@ class LedgerService:
             if change is None:
                 return None
             if self.store.write(change, self.clock()):
+                if obs.arn in self._known:  # what this batch's next record of the job starts from
+                    version = (change.old.version if change.old else 0) + 1
+                    self._known[obs.arn] = dataclasses.replace(change.new, version=version)
                 return change
-            current = self.store.get(obs.arn)
+            current = self.store.get(obs.arn)  # lost a race: read what the other writer wrote
+            if obs.arn in self._known:
+                self._known[obs.arn] = current
         raise WriteConflict(f"job record kept changing after {WRITE_ATTEMPTS} attempts")
 
     @staticmethod

@@ -72,6 +72,8 @@ STARVING_TTL = timedelta(days=30)
 """How long a ``Job Starving`` claim is kept (a job still starving after that is reported again)."""
 
 _QUEUES_PK = "ledger#queues"
+_BATCH_GET = 100
+"""BatchGetItem's maximum keys per request."""
 _TYPE_PREFIX = "instances#"
 """Aggregate attribute ``instances#<instance type>``: instances of that type (sized jobs)."""
 
@@ -235,6 +237,29 @@ class LedgerStateStore:
         response = self._client.get_item(TableName=self._table, Key=_job_key(arn), ConsistentRead=True)
         raw = response.get("Item")
         return job_from_item(decode(raw)) if raw else None
+
+    def get_many(self, arns: Sequence[str]) -> dict[str, LedgerJob | None]:
+        """The records of ``arns`` (each once) in one strongly consistent BatchGetItem per 100 (the
+        API's maximum): ARN → record, ``None`` when the ledger has none. Keys DynamoDB returns
+        unprocessed (throughput exceeded) are read one by one with :meth:`get`, whose botocore
+        retries back off, not re-requested in a loop."""
+        unique = list(dict.fromkeys(arns))
+        found: dict[str, LedgerJob | None] = dict.fromkeys(unique)
+        by_pk = {_job_key(arn)["pk"]["S"]: arn for arn in unique}
+        for start in range(0, len(unique), _BATCH_GET):
+            keys = [_job_key(arn) for arn in unique[start : start + _BATCH_GET]]
+            response = self._client.batch_get_item(
+                RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}}
+            )
+            for raw in response.get("Responses", {}).get(self._table, []):
+                arn = by_pk.get(raw.get("pk", {}).get("S", ""))
+                if arn is not None:
+                    found[arn] = job_from_item(decode(raw))
+            for unprocessed in response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []):
+                arn = by_pk.get(unprocessed.get("pk", {}).get("S", ""))
+                if arn is not None:
+                    found[arn] = self.get(arn)
+        return found
 
     def write(self, change: Transition, now: datetime) -> bool:
         """One TransactWriteItems: record (conditional), aggregates (ADD), index (put/delete).
