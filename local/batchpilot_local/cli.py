@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ from batchpilot_local.replay_options import (
     parse_overrides,
     samconfig_overrides,
 )
-from batchpilot_local.replay_summary import render_overview, render_timelines, summarise
+from batchpilot_local.replay_summary import Summary, add_report, render_overview, render_timelines
 from batchpilot_local.report import EventReport, render_text
 from batchpilot_local.simulate.command import add_parser as add_simulate_parser
 from batchpilot_local.simulate.command import run_command as run_simulate
@@ -249,12 +250,38 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     items = [item for item in replay_input.items if filters.keep(item.value)]
     total = sum(len(item.value.ticks) if isinstance(item.value, ClockScenario) else 1 for item in items)
     progress = _Progress(stderr, total)
+    # The text report puts the summary first, so each event's block waits in a temporary file
+    # until the replay ends: memory stays flat in the number of events (only --report keeps them).
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        return _replay_into(args, stdout, stderr, replayer, replay_input, items, progress, spool)
+
+
+def _replay_into(
+    args: argparse.Namespace,
+    stdout: TextIO,
+    stderr: TextIO,
+    replayer: Replayer,
+    replay_input: Any,
+    items: Sequence[Any],
+    progress: _Progress,
+    spool: TextIO,
+) -> int:
+    """:func:`_replay` once its input is read: replay, print, write the HTML report; exit status.
+    ``spool`` holds the text blocks of the events until the summary is printed."""
+    summary = Summary()
+    environments = _queue_environments([item.value for item in items])
+    outcome = {"errors": False, "fail_on": False}
 
     def emit(report: EventReport) -> None:
         progress.step()
+        add_report(summary, report, environments)
+        outcome["errors"] = outcome["errors"] or bool(report.errors)
+        outcome["fail_on"] = outcome["fail_on"] or failed_on(args.fail_on, report.notifications)
         if args.format == "json":
             stdout.write(report.to_json() + "\n")
             stdout.flush()
+        else:
+            spool.write(render_text(report, verbose=args.verbose) + "\n")
 
     try:
         reports = replayer.run(
@@ -264,18 +291,18 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             scope_worlds={world.origin: world.data for world in replay_input.worlds},
             scope_parameters={world.origin: world.parameters for world in replay_input.worlds},
             on_report=emit,
+            keep_reports=args.report is not None,
         )
     except WorldError as exc:
         return _fail(stderr, f"world: {exc}")
-    summary = summarise(reports, _queue_environments([item.value for item in items]))
     if args.format == "text":
         stdout.write(render_overview(summary))
         timelines = render_timelines(summary)
         if timelines:
             stdout.write("\n" + timelines)
         stdout.write("\nEvents\n")
-        for report in reports:
-            stdout.write(render_text(report, verbose=args.verbose) + "\n")
+        spool.seek(0)
+        shutil.copyfileobj(spool, stdout)
         stdout.flush()
     if args.report is not None:
         from batchpilot_local.replay_html import write_report
@@ -286,10 +313,9 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             return _fail(
                 stderr, f"--report {args.report}: cannot write: {exc.strerror or type(exc).__name__}"
             )
-    if any(report.errors for report in reports):
+    if outcome["errors"]:
         return EXIT_ERRORS
-    notes = (note for report in reports for note in report.notifications)
-    return EXIT_FAIL_ON if failed_on(args.fail_on, notes) else EXIT_OK
+    return EXIT_FAIL_ON if outcome["fail_on"] else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

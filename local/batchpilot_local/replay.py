@@ -207,6 +207,7 @@ class Replayer:
         scope_worlds: Mapping[str, Mapping[str, Any]] | None = None,
         bus: str | None = None,
         scope_parameters: Mapping[str, Mapping[str, str]] | None = None,
+        keep_reports: bool = True,
     ) -> list[EventReport]:
         """Replay the events, in order, in a fresh embedded AWS (one cold start per function).
 
@@ -230,9 +231,11 @@ class Replayer:
                 had published them. ``"default"`` replays a forged own event: it reaches nothing.
             scope_parameters: per scenario, its template parameter overrides (on top of the
                 replayer's own): its functions run with that configuration.
+            keep_reports: False: each report goes to ``on_report`` only and the returned list is
+                empty, so a long archive's memory does not grow with its reports.
 
         Returns:
-            One report per event, in input order.
+            One report per event, in input order (none when ``keep_reports`` is False).
 
         Raises:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
@@ -251,7 +254,7 @@ class Replayer:
                     parameters = (scope_parameters or {}).get(scope, {}) if scope is not None else {}
                     segments.append(([world] if world else [], range(start, index), parameters))
                     start = index
-        reports: list[EventReport] = []
+        reports = _Reports(keep_reports)
         self._bus = bus
         default = self._default_template = self.template
         try:
@@ -268,7 +271,7 @@ class Replayer:
                 )
         finally:
             self.template = default
-        return reports
+        return reports.kept
 
     def _template_with(self, parameters: Mapping[str, str]) -> AppTemplate:
         """The template loaded with the replayer's parameters and then ``parameters`` (cached)."""
@@ -285,7 +288,7 @@ class Replayer:
         events: list[Any],
         worlds: Sequence[Mapping[str, Any]],
         origins: list[str | None],
-        reports: list[EventReport],
+        reports: _Reports,
         on_report: Callable[[EventReport], None] | None,
     ) -> None:
         """Replay ``events`` in one fresh embedded AWS seeded with ``worlds``; append to ``reports``."""
@@ -318,7 +321,7 @@ class Replayer:
                                 tick.actions.extend(actions_from_journal(aws.drain_journal()))
 
                             for tick in run_clock(
-                                event, self.template, aws, sink, first_index=len(reports), finish=finish
+                                event, self.template, aws, sink, first_index=reports.count, finish=finish
                             ):
                                 reports.append(tick)
                                 if on_report is not None:
@@ -328,7 +331,7 @@ class Replayer:
                             batcher.add(event, origin, reports)
                             continue
                         aws.drain_journal()  # calls made while seeding are not this event's actions
-                        report = self._replay_one(aws, runtime, len(reports), event, origin)
+                        report = self._replay_one(aws, runtime, reports.count, event, origin)
                         _add_deliveries(report, alerts.deliveries())
                         report.actions.extend(actions_from_journal(aws.drain_journal()))
                         reports.append(report)
@@ -510,6 +513,21 @@ def _event_time(event: Mapping[str, Any]) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+class _Reports:
+    """The reports of a run, in input order: kept (``keep``), or only counted, for a caller that
+    takes each report through ``on_report`` and needs no list (memory flat in the events)."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.count = 0
+        self.kept: list[EventReport] = []
+
+    def append(self, report: EventReport) -> None:
+        self.count += 1
+        if self.keep:
+            self.kept.append(report)
+
+
 @dataclass
 class _Pending:
     """Records waiting for one queue's batch to close: ``(body, report)`` and the first one's time."""
@@ -552,10 +570,10 @@ class _Batcher:
         self._unsent: list[EventReport] = []
         self._clock: datetime | None = None
 
-    def add(self, event: Any, origin: str | None, reports: list[EventReport]) -> None:
+    def add(self, event: Any, origin: str | None, reports: _Reports) -> None:
         """Queue one input event for the functions its rules route it to; append its report."""
         replayer = self._replayer
-        report = replayer._report_for(len(reports), event, origin)
+        report = replayer._report_for(reports.count, event, origin)
         reports.append(report)
         self._unsent.append(report)
         if report.is_event:

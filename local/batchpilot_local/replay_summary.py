@@ -26,6 +26,7 @@ __all__ = [
     "ShareUsage",
     "Summary",
     "TickRow",
+    "add_report",
     "duration",
     "percentile",
     "render_overview",
@@ -347,24 +348,32 @@ def summarise(
     """
     summary = Summary()
     for report in reports:
-        summary.events += 1
-        summary.routed += report.routed
-        summary.ignored += report.ignored
-        summary.with_errors += bool(report.errors)
-        for note in report.notifications:
-            channel, severity = str(note.get("channel")), str(note.get("severity"))
-            summary.notifications[(channel, severity)] += 1
-            if channel == "sns" and severity == "critical":
-                summary.pages.append(str(note.get("title")))
-        _own_events(summary, report)
-        _share_metrics(summary, report.metrics)
-        _fleet_metrics(summary, report.metrics)
-        tick = scenario_of(report)
-        if tick is not None:
-            scenario, at = tick
-            rows = _tick_rows(report, at, queue_environments or {}, scenario)
-            summary.timelines.setdefault(scenario, []).extend(rows)
+        add_report(summary, report, queue_environments)
     return summary
+
+
+def add_report(
+    summary: Summary, report: EventReport, queue_environments: Mapping[str, Mapping[str, str]] | None = None
+) -> None:
+    """Add one report's figures to ``summary`` (:func:`summarise` one report at a time, so a
+    caller can drop each report once it is added: memory stays flat in the number of events)."""
+    summary.events += 1
+    summary.routed += report.routed
+    summary.ignored += report.ignored
+    summary.with_errors += bool(report.errors)
+    for note in report.notifications:
+        channel, severity = str(note.get("channel")), str(note.get("severity"))
+        summary.notifications[(channel, severity)] += 1
+        if channel == "sns" and severity == "critical":
+            summary.pages.append(str(note.get("title")))
+    _own_events(summary, report)
+    _share_metrics(summary, report.metrics)
+    _fleet_metrics(summary, report.metrics)
+    tick = scenario_of(report)
+    if tick is not None:
+        scenario, at = tick
+        rows = _tick_rows(report, at, queue_environments or {}, scenario)
+        summary.timelines.setdefault(scenario, []).extend(rows)
 
 
 # ------------------------------------------------------------------------------------ text
