@@ -28,14 +28,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
 from batchpilot_local.clock import ClockScenario
 from batchpilot_local.embedded_aws import WorldError
-from batchpilot_local.inputs import InputError, read_inputs
+from batchpilot_local.inputs import InputError, Values, read_inputs
 from batchpilot_local.lineage_command import add_parser as add_lineage_parser
 from batchpilot_local.lineage_command import run_lineage
 from batchpilot_local.replay import Replayer
@@ -216,7 +216,7 @@ class _Progress:
             self._stderr.flush()
 
 
-def _queue_environments(items: Sequence[Any]) -> dict[str, dict[str, str]]:
+def _queue_environments(items: Iterable[Any]) -> dict[str, dict[str, str]]:
     """Per clock scenario, job queue name → service environment name (from its world and ticks)."""
     out: dict[str, dict[str, str]] = {}
     for item in items:
@@ -242,13 +242,13 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 raise OptionError(
                     f"{world.origin}: parameters {', '.join(unknown)}: not declared by the template"
                 )
-        filters.check(replay_input.events)
+        filters.check(item.value for item in replay_input.items)
         if args.report is not None:
             _check_writable(args.report)
     except (TemplateError, InputError, OptionError) as exc:
         return _fail(stderr, str(exc))
     items = [item for item in replay_input.items if filters.keep(item.value)]
-    total = sum(len(item.value.ticks) if isinstance(item.value, ClockScenario) else 1 for item in items)
+    total = sum(len(item.payload.ticks) if isinstance(item.payload, ClockScenario) else 1 for item in items)
     progress = _Progress(stderr, total)
     # The text report puts the summary first, so each event's block waits in a temporary file
     # until the replay ends: memory stays flat in the number of events (only --report keeps them).
@@ -269,7 +269,7 @@ def _replay_into(
     """:func:`_replay` once its input is read: replay, print, write the HTML report; exit status.
     ``spool`` holds the text blocks of the events until the summary is printed."""
     summary = Summary()
-    environments = _queue_environments([item.value for item in items])
+    environments = _queue_environments(item.payload for item in items if not item.packed)
     outcome = {"errors": False, "fail_on": False}
 
     def emit(report: EventReport) -> None:
@@ -285,7 +285,7 @@ def _replay_into(
 
     try:
         reports = replayer.run(
-            [item.value for item in items],
+            Values(items),
             origins=[item.origin for item in items],
             scopes=[item.scope for item in items],
             scope_worlds={world.origin: world.data for world in replay_input.worlds},

@@ -33,19 +33,20 @@ line, for JSON Lines) and never quotes the content.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, overload
 
 from batchpilot_local.clock import ClockError, is_clock_scenario, parse_clock_scenario
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.world import json_type
 
-__all__ = ["SCENARIO_KEYS", "InputError", "InputItem", "ReplayInput", "World", "read_inputs"]
+__all__ = ["SCENARIO_KEYS", "InputError", "InputItem", "ReplayInput", "Values", "World", "read_inputs"]
 
 SCENARIO_KEYS: frozenset[str] = frozenset({"world", "events", "description", "name", "parameters"})
 """Keys a scenario object may have (``events`` is required)."""
@@ -63,17 +64,33 @@ class InputItem:
     """One input item, meant to be an EventBridge event (it is not checked here).
 
     Attributes:
-        value: the decoded JSON value.
+        payload: the decoded JSON value; or, when ``packed``, that value (an object) as compact
+            JSON text: an archive of many events is held as text, a fifth of the memory of the
+            decoded objects, and each event is decoded again only when it is used.
         origin: where it came from: ``path`` (a single event), ``path[i]`` (array element,
             0-based), ``path:line`` (JSON Lines, 1-based), ``path:line[i]``; ``<stdin>`` for stdin.
         scope: the scenario it belongs to (the scenario's origin, which is also its
             :class:`World`'s), or None for a plain event; the replay gives each scenario an
             embedded AWS of its own.
+        packed: ``payload`` is JSON text.
     """
 
-    value: Any
+    payload: Any
     origin: str
     scope: str | None = None
+    packed: bool = False
+
+    @property
+    def value(self) -> Any:
+        """The decoded JSON value (a new object on each call when packed)."""
+        return json.loads(self.payload) if self.packed else self.payload
+
+
+def _item(value: Any, origin: str, scope: str | None = None) -> InputItem:
+    """An :class:`InputItem`; an object is packed as compact JSON text (see ``payload``)."""
+    if isinstance(value, dict):
+        return InputItem(json.dumps(value, separators=(",", ":")), origin, scope, packed=True)
+    return InputItem(value, origin, scope)
 
 
 @dataclass(frozen=True)
@@ -95,8 +112,31 @@ class ReplayInput:
 
     @property
     def events(self) -> list[Any]:
-        """The items' values, in order."""
+        """The items' values, in order (all decoded at once: see :class:`Values` for a view that
+        decodes one at a time)."""
         return [item.value for item in self.items]
+
+
+class Values(Sequence[Any]):
+    """The values of ``items``, decoded one at a time as they are read (``values[i]`` is
+    ``items[i].value``): what the replay iterates, so a packed archive is never decoded whole."""
+
+    def __init__(self, items: Sequence[InputItem]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [item.value for item in self._items[index]]
+        return self._items[index].value
 
 
 def _reject_constant(name: str) -> Any:
@@ -232,17 +272,17 @@ def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None 
     if unwrapped is not None:
         for inner, where in unwrapped:
             if isinstance(inner, list):
-                out.items.extend(InputItem(v, f"{where}[{i}]") for i, v in enumerate(inner))
+                out.items.extend(_item(v, f"{where}[{i}]") for i, v in enumerate(inner))
             else:
-                out.items.append(InputItem(inner, where))
+                out.items.append(_item(inner, where))
         return
     if isinstance(value, list):
         for i, element in enumerate(value):
             inner_items = _unwrap(element, f"{origin}[{i}]", f"{label}[{i}]")
             if inner_items is None:
-                out.items.append(InputItem(element, f"{origin}[{i}]"))
+                out.items.append(_item(element, f"{origin}[{i}]"))
             else:
-                out.items.extend(InputItem(v, where) for v, where in inner_items)
+                out.items.extend(_item(v, where) for v, where in inner_items)
         return
     if not isinstance(value, Mapping):
         raise InputError(f"{label}: expected a JSON object or array, got {json_type(value)}")
@@ -255,7 +295,7 @@ def _add_top_level(value: Any, origin: str, out: ReplayInput, label: str | None 
     if "events" in value and "detail-type" not in value:
         _add_scenario(value, origin, out, label)
         return
-    out.items.append(InputItem(value, origin))
+    out.items.append(_item(value, origin))
 
 
 def _parameters(value: Any, label: str) -> dict[str, str]:
@@ -292,17 +332,16 @@ def _add_scenario(value: Mapping[str, Any], origin: str, out: ReplayInput, label
         raise InputError(f"{label}: {exc}") from None
     parameters = _parameters(value.get("parameters", {}), label)
     out.worlds.append(World(dict(world), origin, parameters))
-    out.items.extend(InputItem(v, f"{origin} events[{i}]", scope=origin) for i, v in enumerate(events))
+    out.items.extend(_item(v, f"{origin} events[{i}]", scope=origin) for i, v in enumerate(events))
 
 
-def _documents(text: str, origin: str) -> list[tuple[Any, int]]:
+def _documents(text: str, origin: str) -> Iterator[tuple[Any, int]]:
     """Every JSON document in ``text``, one after another (JSON Lines, concatenated pretty-printed
-    objects, or a mix), with the line each starts on.
+    objects, or a mix), with the line each starts on; decoded one at a time as they are taken.
 
     Raises:
         InputError: invalid JSON, naming the line.
     """
-    documents: list[tuple[Any, int]] = []
     position = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
     line = text.count("\n", 0, position) + 1
     counted = position
@@ -320,9 +359,8 @@ def _documents(text: str, origin: str) -> list[tuple[Any, int]]:
             ) from None
         except (ValueError, RecursionError) as exc:
             raise _json_error(origin, exc, line) from None
-        documents.append((value, line))
+        yield value, line
         position = _SPACE.match(text, end).end()  # type: ignore[union-attr]
-    return documents
 
 
 def parse_text(text: str, origin: str, out: ReplayInput, *, json_lines: bool = False) -> None:
@@ -343,10 +381,12 @@ def parse_text(text: str, origin: str, out: ReplayInput, *, json_lines: bool = F
             return
         raise InputError(f"{origin}: empty input: expected a JSON object, an array or JSON Lines")
     documents = _documents(text, origin)
-    if len(documents) == 1 and not json_lines:
-        _add_top_level(documents[0][0], origin, out)
+    first = next(documents)
+    second = next(documents, None)
+    if second is None and not json_lines:
+        _add_top_level(first[0], origin, out)
         return
-    for value, line in documents:
+    for value, line in itertools.chain([first], [second] if second else [], documents):
         _add_top_level(value, f"{origin}:{line}", out, f"{origin}: line {line}")
 
 

@@ -240,7 +240,8 @@ class Replayer:
         Raises:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
         """
-        items = list(events)
+        # A Sequence (batchpilot_local.inputs.Values) is read item by item, never copied whole.
+        items = events if isinstance(events, Sequence) else list(events)
         segments: list[tuple[list[Mapping[str, Any]], range, Mapping[str, str]]]
         if scopes is None:
             segments = [(list(worlds), range(len(items)), {})]
@@ -263,7 +264,7 @@ class Replayer:
                     continue
                 self.template = self._template_with(parameters)
                 self._run_segment(
-                    [items[i] for i in indices],
+                    (items[i] for i in indices),
                     segment_worlds,
                     [origins[i] if origins is not None and i < len(origins) else None for i in indices],
                     reports,
@@ -285,7 +286,7 @@ class Replayer:
 
     def _run_segment(
         self,
-        events: list[Any],
+        events: Iterable[Any],
         worlds: Sequence[Mapping[str, Any]],
         origins: list[str | None],
         reports: _Reports,

@@ -163,7 +163,7 @@ class Filters:
         )
         return all(self._match(patterns, values) for patterns, values in checks if patterns)
 
-    def check(self, items: Sequence[Any]) -> None:
+    def check(self, items: Iterable[Any]) -> None:
         """Fail when a given value matches nothing in the input (a typo would silently replay
         nothing).
 

@@ -17,7 +17,8 @@ import pytest
 from batchpilot.shared.classification import classify
 from batchpilot.shared.events import parse_event
 from batchpilot_local.cli import EXIT_FAIL_ON, EXIT_USAGE, main
-from batchpilot_local.inputs import InputError, read_inputs
+from batchpilot_local.inputs import InputError, Values, read_inputs
+from batchpilot_local.replay import Replayer
 from batchpilot_local.testing.paths import repo_root
 
 ROOT = repo_root()
@@ -406,3 +407,51 @@ def test_a_batch_closes_when_the_events_clock_passes_the_batching_window(
 
     assert code == 0
     assert len(slack_titles(out)) == 6  # two batches of 3, below the digest threshold (5): one message each
+
+
+# ------------------------------------------------------------------------------ memory shape
+def test_events_are_held_as_compact_text_and_decode_to_what_was_read(tmp_path: Path) -> None:
+    events = [sample(RUNNING, "a"), sample(CRITICAL, "b")]
+    path = tmp_path / "archive.jsonl"
+    path.write_text("\n".join(json.dumps(e, indent=None) for e in events) + "\n", encoding="utf-8")
+
+    items = read_inputs([str(path)]).items
+
+    assert [item.packed for item in items] == [True, True]
+    assert all(isinstance(item.payload, str) and "\n" not in item.payload for item in items)
+    assert [item.value for item in items] == events
+    assert Values(items)[1] == events[1] and Values(items)[0:1] == events[:1] and len(Values(items)) == 2
+
+
+def test_a_replay_that_keeps_no_reports_still_hands_each_one_over() -> None:
+    events = [sample(RUNNING, "a"), sample(CRITICAL, "b"), ["not", "an", "event"]]
+    seen: list[str | None] = []
+
+    kept = Replayer(TEMPLATE, batch=True).run(
+        events, on_report=lambda report: seen.append(report.event_id), keep_reports=False
+    )
+
+    assert kept == []
+    assert seen == ["a", "b", None]
+
+
+def test_the_text_report_is_the_same_whether_events_wait_in_memory_or_on_disk(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([sample(RUNNING, "a"), sample(CRITICAL, "b")]), encoding="utf-8")
+    report = tmp_path / "r.html"
+
+    _, spooled, _ = run(capsys, str(path))
+    _, kept, _ = run(capsys, "--report", str(report), str(path))  # --report keeps every report
+
+    assert spooled.index("batchpilot replay: 2 events") < spooled.index("\nEvents\n")
+    assert "[2] Batch Service Job State Change" in spooled
+    assert _without_times(spooled) == _without_times(kept)
+
+
+def _without_times(text: str) -> str:
+    """The text report without the wall-clock timestamps of the functions' own counters."""
+    import re
+
+    return re.sub(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "<t>", text)
