@@ -23,7 +23,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -228,11 +228,15 @@ def legend_rows(labels: Sequence[str], width_in: float, *, fontsize: float = 8) 
     return -(-len(labels) // _legend_columns(labels, width_in, fontsize))
 
 
-def legend_below(figure: Any, axes: Any, *, fontsize: float = 8) -> int:
-    """The legend of ``axes``' labelled artists under the chart (outside the axes, so it hides no
-    data), in as many columns as the longest label allows; the figure's constrained layout makes
-    room for it. Returns the number of legend rows (0: no legend, for fewer than two entries)."""
+def legend_below(figure: Any, axes: Any, *, fontsize: float = 8, others: Sequence[Any] = ()) -> int:
+    """The legend of ``axes``' labelled artists (then those of the ``others`` axes, such as a
+    right-hand axis) under the chart (outside the axes, so it hides no data), in as many columns as
+    the longest label allows; the figure's constrained layout makes room for it. Returns the number
+    of legend rows (0: no legend, for fewer than two entries)."""
     handles, labels = axes.get_legend_handles_labels()
+    for other in others:
+        more_handles, more_labels = other.get_legend_handles_labels()
+        handles, labels = [*handles, *more_handles], [*labels, *more_labels]
     rows = legend_rows(labels, figure.get_figwidth(), fontsize=fontsize)
     if rows:
         columns = _legend_columns(labels, figure.get_figwidth(), fontsize)
@@ -413,9 +417,15 @@ def time_chart(
     ylabel: str,
     gap: timedelta = CUT_AFTER,
     size: tuple[float, float] = (10.0, 2.8),
+    right: Collection[str] = (),
+    right_label: str = "",
+    horizontal: Sequence[tuple[str, float]] = (),
 ) -> str:
     """Points over time (aware datetimes) of each series, lines joining a series' points; an
-    inline SVG element.
+    inline SVG element. The series named in ``right`` are drawn against a second y axis on the
+    right (labelled ``right_label``); each ``(label, value)`` of ``horizontal`` is a dashed
+    horizontal line across the chart at that value of the left axis (an alarm threshold), in the
+    legend.
 
     Samples of a replay come in bursts hours or days apart (one per scenario or event): stretches
     longer than ``gap`` without a sample are left out of the axis (:func:`time_segments`), each cut
@@ -431,6 +441,10 @@ def time_chart(
         xlabel += f"; stretches of over {_minutes(gap):.0f} min without data are left out at the dotted lines"
     figure, axes = _axes(title, ylabel, xlabel, size)
     styles = series_styles(names, markers=True)
+    twin = None
+    if any(name in right for name in names):
+        twin = axes.twinx()
+        twin.set_ylabel(right_label)
     for name in names:
         xs: list[float] = []
         ys: list[float] = []
@@ -443,15 +457,19 @@ def time_chart(
             xs.append(x)
             ys.append(value)
             previous = index
-        axes.plot(xs, ys, label=name, **styles[name])
+        (twin if twin is not None and name in right else axes).plot(xs, ys, label=name, **styles[name])
+    for label, value in horizontal:
+        axes.axhline(value, color="#b3261e", linestyle="--", linewidth=1.2, zorder=1.5, label=label)
     for cut in axis.cuts:
         axes.axvline(cut, color="0.45", linestyle=":", linewidth=1.0, zorder=1)
     positions, labels = _time_ticks(axis)
     axes.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
     axes.set_xlim(-0.03 * axis.width, 1.03 * axis.width)
-    _grow_for_legend(figure, names, size)
-    legend_below(figure, axes)
+    _grow_for_legend(figure, [*names, *(label for label, _ in horizontal)], size)
+    legend_below(figure, axes, others=[] if twin is None else [twin])
     axes.set_ylim(bottom=0)
+    if twin is not None:
+        twin.set_ylim(bottom=0)
     return figure_svg(figure)
 
 

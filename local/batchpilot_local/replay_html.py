@@ -23,11 +23,12 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchpilot_local.html_report import (
+    CUT_AFTER,
     Page,
     figure_svg,
     legend_below,
@@ -40,6 +41,9 @@ from batchpilot_local.notifications import Delivery, markdown_shown
 from batchpilot_local.replay_summary import Summary, TickRow, duration, percentile
 from batchpilot_local.report import EventReport, MetricRecord
 from batchpilot_local.template import AppTemplate
+
+if TYPE_CHECKING:
+    from batchpilot_local.dashboards import Line
 
 __all__ = ["build_report", "short_labels", "write_report"]
 
@@ -317,7 +321,7 @@ def _dashboard_bodies(template: AppTemplate | None) -> list[tuple[str, dict[str,
         return []
     from batchpilot_local.dashboards import dashboard_bodies
 
-    return dashboard_bodies(template.path)
+    return dashboard_bodies(template.path, template.overrides)
 
 
 _MAX_WIDGET_SERIES = 12
@@ -325,9 +329,13 @@ _DIMENSION = re.compile(r"(\S+?)=(.*?)(?=\s\S+?=|$)")
 
 
 def _label_parts(label: str) -> list[str]:
-    """``"Name k=v k=v"`` (a :func:`~batchpilot_local.dashboards.widget_series` label) → its parts."""
-    name, _, dimensions = label.partition(" ")
-    return [name, *(f"{k}={v}" for k, v in _DIMENSION.findall(dimensions))]
+    """``"Name k=v k=v"`` (a :func:`~batchpilot_local.dashboards.widget_lines` label; its name may be
+    several words: ``"JobFailureRate Average"``, ``"in use, all environments"``) → its parts."""
+    first = re.search(r"(?:^|\s)\S+?=", label)
+    if first is None:
+        return [label]
+    name, dimensions = label[: first.start()].strip(), label[first.start() :].strip()
+    return [*([name] if name else []), *(f"{k}={v}" for k, v in _DIMENSION.findall(dimensions))]
 
 
 def short_labels(labels: Sequence[str]) -> tuple[dict[str, str], list[str]]:
@@ -352,13 +360,16 @@ def short_labels(labels: Sequence[str]) -> tuple[dict[str, str], list[str]]:
 def dashboard_charts(
     page: Page, template: AppTemplate | None, metrics: Sequence[MetricRecord], namespace: str
 ) -> int:
-    """Draw each metric widget of the template's dashboards from the replayed ``metrics``: every
-    series of the metric (one per dimension set the replay emitted that the widget's SEARCH or
-    metric selects) over time, at most :data:`_MAX_WIDGET_SERIES` (those with the most points).
-    Replayed scenarios are hours or days apart: the time axis leaves out the stretches without data
+    """Draw each metric widget of the template's dashboards from the replayed ``metrics`` as
+    CloudWatch would (:func:`batchpilot_local.dashboards.widget_lines`: each line's statistic over
+    its period, metric math evaluated): every line, at most :data:`_MAX_WIDGET_SERIES` (those with
+    the most points), those on the widget's right axis against a right axis, and each horizontal
+    annotation (an alarm threshold, at the template's parameter value) as a dashed line. Replayed
+    scenarios are hours or days apart: the time axis leaves out the stretches without data
     (:func:`batchpilot_local.html_report.time_chart`). Returns the number of charts drawn."""
-    from batchpilot_local.dashboards import widget_series
+    from batchpilot_local.dashboards import MetricIndex, UnsupportedWidget, widget_lines
 
+    index = MetricIndex(metrics)
     drawn = 0
     for logical_id, body in _dashboard_bodies(template):
         page.heading(f"Dashboard {logical_id}", level=3)
@@ -367,35 +378,68 @@ def dashboard_charts(
             if widget.get("type") != "metric":
                 continue
             title = str(properties.get("title") or "widget")
-            series = widget_series(properties, metrics, namespace)
-            if not series:
+            try:
+                lines = widget_lines(properties, index, namespace)
+            except UnsupportedWidget as error:
+                page.paragraph(f"{title}: not drawn locally ({error})")
+                continue
+            if not lines:
                 page.paragraph(f"{title}: no data in this replay")
                 continue
-            chosen = sorted(series, key=lambda label: -len(series[label]))[:_MAX_WIDGET_SERIES]
-            chosen = [label for label in series if label in chosen]  # back in label order
-            labels, shared = short_labels(chosen)
-            notes = []
+            chosen = sorted(lines, key=lambda line: -len(line.points))[:_MAX_WIDGET_SERIES]
+            chosen = [line for line in lines if line in chosen]  # back in widget order
+            labels, shared = short_labels([line.label for line in chosen])
+            notes = [_statistics_note(chosen)]
             if shared:
                 notes.append("Every series: " + ", ".join(shared) + ".")
-            if len(chosen) < len(series):
-                notes.append(f"{len(chosen)} of {len(series)} series drawn (those with the most points).")
+            if len(chosen) < len(lines):
+                notes.append(f"{len(chosen)} of {len(lines)} series drawn (those with the most points).")
+            longest = max(line.period for line in chosen)
             page.figure(
                 time_chart(
-                    {labels[label]: series[label] for label in chosen},
+                    {labels[line.label]: line.points for line in chosen},
                     title=title,
                     ylabel=_y_label(properties),
+                    gap=max(CUT_AFTER, timedelta(seconds=2 * longest)),
+                    right={labels[line.label] for line in chosen if line.y_axis == "right"},
+                    right_label=_y_label(properties, "right"),
+                    horizontal=_thresholds(properties),
                 ),
-                caption=" ".join(notes) or None,
+                caption=" ".join(notes),
             )
             drawn += 1
     return drawn
 
 
-def _y_label(properties: Mapping[str, Any]) -> str:
-    """The widget's ``yAxis.left.label``, or an empty string."""
+def _statistics_note(lines: Sequence[Line]) -> str:
+    """How the lines' values are computed: ``"Maximum per 1 min."``, ``"Average, SampleCount per
+    5 min."``, ``"Metric math over 60 min periods."``."""
+    stats = sorted({line.stat for line in lines if line.stat is not None})
+    per = " or ".join(
+        f"{p // 60} min" if p % 60 == 0 else f"{p} s" for p in sorted({line.period for line in lines})
+    )
+    if not stats:
+        return f"Metric math over {per} periods."
+    math_too = "; metric math" if any(line.stat is None for line in lines) else ""
+    return f"{', '.join(stats)} per {per}{math_too}."
+
+
+def _thresholds(properties: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The widget's horizontal annotations as ``(label, value)`` (``annotations.horizontal``)."""
+    annotations = properties.get("annotations")
+    marks = annotations.get("horizontal") if isinstance(annotations, Mapping) else None
+    out = []
+    for mark in marks or []:
+        if isinstance(mark, Mapping) and isinstance(mark.get("value"), int | float):
+            out.append((str(mark.get("label") or "threshold"), float(mark["value"])))
+    return out
+
+
+def _y_label(properties: Mapping[str, Any], side: str = "left") -> str:
+    """The widget's ``yAxis.<side>.label``, or an empty string."""
     axis = properties.get("yAxis")
-    left = axis.get("left") if isinstance(axis, Mapping) else None
-    label = left.get("label") if isinstance(left, Mapping) else None
+    which = axis.get(side) if isinstance(axis, Mapping) else None
+    label = which.get("label") if isinstance(which, Mapping) else None
     return str(label) if label else ""
 
 

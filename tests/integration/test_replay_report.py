@@ -205,3 +205,22 @@ def test_teams_titles_read_as_teams_shows_them(loaded: Loaded) -> None:
     previews = loaded.page["texts"][".msg.teams"]
     assert any(dry_runs[0] in text for text in previews)
     assert not any("\\[" in text or "\\]" in text for text in previews)
+
+
+def test_the_failure_rate_widget_draws_the_rate_the_jobs_ended_and_the_alarm_threshold(
+    loaded: Loaded,
+) -> None:
+    # FailuresDashboard's widget: JobFailureRate's Average (the rate) on the left axis, its
+    # SampleCount (jobs ended) on the right, the alarm's JobFailureRateAlarmPercent as a dashed line.
+    chart = loaded.chart(
+        "Failure rate per job queue, % of the jobs that ended (JobQueueFailureRateAlarm's query), "
+        "and jobs ended"
+    )
+    assert "alarm threshold" in chart["legend"]
+    assert {"percent failed", "jobs ended"} <= set(chart["texts"])
+    labels = [label for label in chart["legend"] if label != "alarm threshold"]
+    assert labels and all(
+        label.startswith(("JobFailureRate Average", "JobFailureRate SampleCount")) for label in labels
+    )
+    html_text = loaded.path.read_text(encoding="utf-8")
+    assert "Average, SampleCount per 5 min." in html_text
