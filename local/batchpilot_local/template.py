@@ -23,6 +23,7 @@ Every error is a :class:`TemplateError` whose message names the file and the res
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Mapping
@@ -30,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
 from moto.events.models import EventPattern
+from samtranslator.yaml_helper import intrinsics_multi_constructor
 
 __all__ = [
     "ACCOUNT_ID",
@@ -214,14 +217,27 @@ def _short(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+class _TemplateLoader(yaml.SafeLoader):
+    """PyYAML's safe loader plus CloudFormation's short-form intrinsics (``!Ref X`` →
+    ``{"Ref": "X"}``, ``!Sub``, ``!GetAtt A.B`` → ``{"Fn::GetAtt": ["A", "B"]}``, ...), through
+    aws-sam-translator's constructor. A subclass, so ``yaml.safe_load`` elsewhere is unchanged.
+    cfn-lint's loader would also reject duplicate keys, but importing cfn-lint costs a replay
+    about 90 MB; ``make validate`` runs cfn-lint on the template."""
+
+
+_TemplateLoader.add_multi_constructor("!", intrinsics_multi_constructor)
+
+
 def _plain(node: Any) -> Any:
-    """cfn-lint's decoded nodes (dict/list/str subclasses with marks) → plain JSON data."""
+    """Decoded YAML (dates and other scalars included) → plain JSON-shaped data."""
     if isinstance(node, Mapping):
         return {str(k): _plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [_plain(v) for v in node]
     if isinstance(node, str):
         return str(node)
+    if isinstance(node, datetime.date):  # an unquoted 2010-09-09: CloudFormation reads text
+        return node.isoformat()
     return node
 
 
@@ -231,10 +247,8 @@ def _parse(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise TemplateError(f"{path}: cannot read the template: {_short(exc)}") from None
     try:
-        from cfnlint.decode.cfn_yaml import loads
-
-        data = loads(text, str(path))
-    except Exception as exc:  # yaml.YAMLError, cfn-lint's CfnParseError (duplicate keys, ...)
+        data = yaml.load(text, Loader=_TemplateLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
         raise TemplateError(f"{path}: not a valid template: {_short(exc)}") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("Resources"), Mapping):
         raise TemplateError(f"{path}: not a valid template: no Resources section")
