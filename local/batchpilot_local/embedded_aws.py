@@ -35,6 +35,7 @@ from batchpilot_local.emulator.patch import (
     cached_name_conversion,
     cached_update_expressions,
     cheap_expression_traversal,
+    cheap_sqs_bookkeeping,
     cheap_transaction_rollback,
     untracked_model_instances,
 )
@@ -194,6 +195,7 @@ class EmbeddedAws:
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             cached_update_expressions()  # one parse per UpdateExpression text
             untracked_model_instances()  # sent messages and old items are freed, not kept
+            cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):

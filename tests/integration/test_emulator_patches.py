@@ -9,6 +9,7 @@ import json
 
 import pytest
 from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.template import ACCOUNT_ID
 from botocore.exceptions import ClientError
 
 TABLE = "t"
@@ -104,3 +105,19 @@ def test_sent_and_deleted_messages_are_not_kept() -> None:
         gc.collect()
         alive = [o for o in gc.get_objects() if type(o) is Message]
     assert alive == []
+
+
+def test_a_message_past_its_queues_retention_period_is_not_delivered() -> None:
+    from moto.sqs.models import sqs_backends
+
+    with EmbeddedAws() as aws:
+        aws.create_queue("q", {"MessageRetentionPeriod": "60"})
+        aws.send("q", "new")
+        aws.send("q", "old")
+        queue = sqs_backends[ACCOUNT_ID][aws.region].get_queue("q")
+        old = next(m for m in queue._messages if m.body == "old")
+        old.sent_timestamp -= 120_000  # sent two minutes ago: past the 60 s retention
+        records = aws.receive_as_lambda_event("q")["Records"]
+        again = aws.receive_as_lambda_event("q")["Records"]
+    assert [r["body"] for r in records] == ["new"]
+    assert again == []

@@ -17,7 +17,7 @@ response base class (account and region of a request) and its paginator.
 
 The other functions here change no answer, only what moto costs to give it: a replay of a job
 event archive spends most of its time inside moto (TransactWriteItems, UpdateItem, SQS), so
-:func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
+:func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`, :func:`cheap_sqs_bookkeeping`,
 :func:`cached_update_expressions` and :func:`cached_name_conversion` remove work moto repeats per
 call, and :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
 ``tests/integration/test_transaction_rollback.py`` and the emulator's own tests check that
@@ -34,7 +34,9 @@ from batchpilot_local.emulator.core import Response
 __all__ = [
     "Handler",
     "cached_name_conversion",
+    "cached_update_expressions",
     "cheap_expression_traversal",
+    "cheap_sqs_bookkeeping",
     "cheap_transaction_rollback",
     "install",
     "installed",
@@ -255,3 +257,39 @@ def untracked_model_instances() -> None:
 
     base.__new__ = staticmethod(__new__)
     base._batchpilot_untracked = True
+
+
+def cheap_sqs_bookkeeping() -> None:
+    """Make two per-message steps of moto's SQS cheaper, with the same results.
+
+    - ``SQSBackend.is_message_valid_based_on_retention_period`` asks ``get_queue_attributes`` for
+      one attribute, which builds the queue's whole attribute dict three times; it now reads the
+      queue's ``message_retention_period`` (the value that dict holds) directly.
+    - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it now draws
+      185 lowercase letters from one ``secrets.token_bytes`` call (receipt handles are opaque:
+      only their uniqueness matters).
+
+    Idempotent; process-wide.
+    """
+    import secrets
+    import string
+
+    from moto.core.utils import unix_time
+    from moto.sqs import models
+
+    backend: Any = models.SQSBackend
+    if getattr(backend, "_batchpilot_cheap_bookkeeping", False):
+        return
+
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention + message.sent_timestamp / 1000 > unix_time())
+
+    letters = string.ascii_lowercase
+
+    def generate_receipt_handle() -> str:
+        return "".join(letters[b % 26] for b in secrets.token_bytes(185))
+
+    backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+    models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
+    backend._batchpilot_cheap_bookkeeping = True
