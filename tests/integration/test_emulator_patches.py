@@ -6,6 +6,7 @@ through the event-source-mapping path that calls moto's SQS backend directly."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from batchpilot_local.embedded_aws import EmbeddedAws
@@ -115,7 +116,7 @@ def test_a_message_past_its_queues_retention_period_is_not_delivered() -> None:
         aws.send("q", "new")
         aws.send("q", "old")
         queue = sqs_backends[ACCOUNT_ID][aws.region].get_queue("q")
-        old = next(m for m in queue._messages if m.body == "old")
+        old: Any = next(m for m in queue._messages if m.body == "old")
         old.sent_timestamp -= 120_000  # sent two minutes ago: past the 60 s retention
         records = aws.receive_as_lambda_event("q")["Records"]
         again = aws.receive_as_lambda_event("q")["Records"]
