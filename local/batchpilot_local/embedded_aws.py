@@ -253,7 +253,8 @@ class EmbeddedAws:
 
     def _install_journal(self) -> None:
         """Record the API calls made through ``batchpilot.io.clients.session()`` and boto3's
-        default session (created here when missing, dropped again on close)."""
+        default session (created here when missing, dropped again on close); give every session
+        the functions' session's data loader."""
         from batchpilot.io import clients as adapters_aws
 
         self._journal = ApiJournal()  # a fresh journal per open
@@ -263,6 +264,12 @@ class EmbeddedAws:
         default_session = boto3.DEFAULT_SESSION
         assert default_session is not None
         self._journal.install([adapters_aws.session().events, default_session.events])
+        # One botocore data loader for the functions', the default and this object's sessions:
+        # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
+        loader = adapters_aws.session()._session.get_component("data_loader")
+        for other in (default_session, self._session):
+            if other is not None:
+                other._session.register_component("data_loader", loader)
 
     # ------------------------------------------------------------------ embedded services
     @property
