@@ -2,12 +2,15 @@
 
 ``--jobs`` service jobs each go RUNNABLE → RUNNING → SUCCEEDED through the real handler
 (``functions/ledger/app.py``), one SQS batch of 10 events at a time, plus one duplicate of every
-event. Calls are counted with the embedded AWS's API journal; CPU is ``time.process_time`` of the
-handler in this process (moto included, so an upper bound of the function's own work). Prints one
-JSON object as its last line. moto's TransactWriteItems copies the table on each call, so keep
-``--jobs`` in the hundreds.
+event. ``--order status`` (the default) delivers every job's RUNNABLE, then every RUNNING, then
+every SUCCEEDED (each batch holds 10 different jobs); ``--order job`` delivers each job's events
+one after the other (a batch holds 3 or 4 jobs, several events each, as when a job's state
+changes arrive seconds apart). Calls are counted with the embedded AWS's API journal; CPU is
+``time.process_time`` of the handler in this process (moto included, so an upper bound of the
+function's own work). Prints one JSON object as its last line. moto's TransactWriteItems copies
+the table on each call, so keep ``--jobs`` in the hundreds.
 
-    .venv/bin/python benchmarks/bench_ledger.py [--jobs 200]
+    .venv/bin/python benchmarks/bench_ledger.py [--jobs 200] [--order status|job]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ T0 = datetime(2026, 11, 20, 22, 0, tzinfo=UTC)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--order", choices=["status", "job"], default="status")
     args = parser.parse_args()
     from batchpilot_local.embedded_aws import EmbeddedAws
 
@@ -70,14 +74,18 @@ def main() -> None:
         )
         os.environ.update({"BATCHPILOT_STATE_TABLE": TABLE, "POWERTOOLS_LOG_LEVEL": "WARNING"})
         handler = load_app("ledger")
-        bodies = []
+        lives: list[list[str]] = [[] for _ in range(args.jobs)]
         for step, status in enumerate(("RUNNABLE", "RUNNING", "SUCCEEDED")):
             for i in range(args.jobs):
                 event = service_job(
                     status, jobArn=f"{arn}j{i}", jobId=f"j{i}", jobQueue="q", shareIdentifier="HIGHPRI"
                 )
                 event["time"] = (T0 + timedelta(minutes=step)).isoformat()
-                bodies.append(json.dumps(event))
+                lives[i].append(json.dumps(event))
+        if args.order == "job":
+            bodies = [body for life in lives for body in life]
+        else:
+            bodies = [life[step] for step in range(3) for life in lives]
         bodies += bodies  # every event delivered twice
         aws.drain_journal()
         real, sys.stdout = sys.stdout, io.StringIO()
@@ -98,6 +106,7 @@ def main() -> None:
     out = {
         "events": events,
         "jobs": args.jobs,
+        "order": args.order,
         "aws_calls_per_event": round(sum(calls.values()) / events, 3),
         "calls": dict(sorted(calls.items())),
         "handler_cpu_ms_per_event": round(1000 * cpu / events, 3),

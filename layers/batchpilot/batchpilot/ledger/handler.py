@@ -1,8 +1,11 @@
 """The ledger function's entry points: an SQS batch of job events, and the scheduled run.
 
-:class:`LedgerProcessor` is a Powertools ``BatchProcessor``: each record goes through
-:meth:`batchpilot.ledger.service.LedgerService.record` and is counted with ``count_outcome``; its
-``_clean`` writes the batch's event metrics once. :func:`run_schedule` runs
+:class:`LedgerProcessor` is a Powertools ``BatchProcessor`` whose batch-level work is the ledger
+service (Powertools' documented extension point, ``_prepare``/``_clean``): ``_prepare`` hands every
+record of the batch to :meth:`batchpilot.ledger.service.LedgerService.records` once (one read of
+the batch's job records, one write per job); ``record_handler``, called by Powertools for each
+record, counts its outcome with ``count_outcome`` or raises the error it must be retried for;
+``_clean`` writes the batch's event metrics once and drops its results. :func:`run_schedule` runs
 :meth:`~batchpilot.ledger.service.LedgerService.run` at the schedule event's ``time``.
 """
 
@@ -14,7 +17,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.service import LedgerService, RecordResult
 from batchpilot.shared.events import to_datetime_or_none
 from batchpilot.shared.observability import count_outcome, log_field, logger
 
@@ -55,29 +58,40 @@ class LedgerProcessor(BatchProcessor):
     Args:
         service: the ledger service, built once per Lambda instance.
 
-    A malformed or unsupported record is counted and logged, never retried; a record whose write
-    failed (DynamoDB error, lost races) raises, so only it is retried by SQS.
+    A malformed or unsupported record is counted and logged, never retried; the records of a job
+    whose write failed (DynamoDB error, lost races) raise, so only they are retried by SQS (the
+    other jobs of the batch are written).
     """
 
     def __init__(self, service: LedgerService) -> None:
         super().__init__(event_type=EventType.SQS)
         self.service = service
-
-    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-        """One record: the ledger updated, the outcome counted (``EventsProcessed``, ...)."""
-        result = self.service.record(record.body)
-        count_outcome(result.outcome, "ledger event", **result.fields)
+        self._results: dict[str, RecordResult | Exception] = {}
 
     def _prepare(self) -> None:
-        """Start of the batch: the records of every job it names, read at once."""
+        """Start of the batch: every record applied (per job: one read, one write)."""
         super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
-        bodies = [str(r.get("body", "")) for r in self.records if isinstance(r, dict)]
-        self.service.prefetch(bodies)
+        records = [r for r in self.records if isinstance(r, dict)]
+        results = self.service.records([str(r.get("body", "")) for r in records])
+        self._results = {
+            str(r.get("messageId", "")): result for r, result in zip(records, results, strict=True)
+        }
+
+    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+        """One record: its outcome counted (``EventsProcessed``, ...), or its error raised so SQS
+        delivers it alone again (its job's write failed, lost its races, or its ``Job Starving``
+        could not be published)."""
+        result = self._results.get(record.message_id)
+        if result is None:  # not in the batch _prepare saw: applied alone
+            result = self.service.records([record.body])[0]
+        if isinstance(result, Exception):
+            raise result
+        count_outcome(result.outcome, "ledger event", **result.fields)
 
     def _clean(self) -> None:
         """End of the batch: write its event metrics once, then the partial batch response."""
+        self._results = {}
         try:
             self.service.flush()
         finally:
-            self.service.forget()
             super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated

@@ -1,17 +1,24 @@
-"""The job ledger's work: apply one job event; on schedule, reconcile queues and publish gauges.
+"""The job ledger's work: apply an SQS batch of job events; on schedule, reconcile queues and
+publish gauges.
 
 Orchestrates through :mod:`batchpilot.ledger.ports` only (no boto3, no Powertools, no
 ``os.environ``, no wall clock: a :data:`~batchpilot.shared.clock.Clock` is injected).
 
-Per event (:meth:`LedgerService.record`): one GetItem, at most one describe (only for a job the
-ledger never saw, or one whose earlier describe failed), one TransactWriteItems. A write that lost
-a race is read and tried again (at most :data:`WRITE_ATTEMPTS` times; then the record raises and
-SQS delivers it again). A preemption or interruption that lost an attempt of a job with a
-checkpoint location (``CheckpointConfig.S3Uri``) also lists that location once (ListObjectsV2,
-through the S3 adapter recovery uses): ``LostInstanceHours`` is then the work since the newest
-checkpoint written during the attempt (``Basis=checkpoint``), else the whole attempt
-(``Basis=attempt``). A listing that fails falls back to the whole attempt: the metric is never
-lost, the failure is said once per bucket in the log and named in the record's log line.
+Per SQS batch (:meth:`LedgerService.records`): one BatchGetItem of the records of every job the
+batch names (strongly consistent; keys DynamoDB leaves unprocessed are read with GetItem); per job,
+its records applied in order in memory (:func:`~batchpilot.ledger.model.transition` per record, so
+each record's metrics are what it alone would make) and at most one describe (only for a job the
+ledger never saw, or one whose earlier describe failed); then one TransactWriteItems per job the
+batch changed (none for a job whose records are all duplicates or late), holding its final record
+and the aggregate deltas from its first to its final state. A write that lost a race is read
+(GetItem) and folded again (at most :data:`WRITE_ATTEMPTS` times; then the job's records fail
+and SQS delivers them again; the batch's other jobs are unaffected). A preemption or
+interruption that lost an attempt of a job with a checkpoint location (``CheckpointConfig.S3Uri``)
+also lists that location once (ListObjectsV2, through the S3 adapter recovery uses):
+``LostInstanceHours`` is then the work since the newest checkpoint written during the attempt
+(``Basis=checkpoint``), else the whole attempt (``Basis=attempt``). A listing that fails falls
+back to the whole attempt: the metric is never lost, the failure is said once per bucket in the
+log and named in the record's log line.
 
 Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one Query of aggregates per
 queue, one ``Limit=1`` Query of the RUNNABLE index per (queue, share) with RUNNABLE jobs (the
@@ -53,6 +60,7 @@ from batchpilot.ledger.model import (
     PreemptionPhase,
     Source,
     Transition,
+    aggregate_deltas,
     transition,
     with_checkpoint,
     with_details,
@@ -73,6 +81,7 @@ from batchpilot.ledger.starvation import ShareStanding, StarvationRules, share_s
 from batchpilot.shared.checkpoints import CheckpointListError, parse_s3_uri
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
+from batchpilot.shared.events import JobEvent
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import PublishError, StarvationReason
 from batchpilot.shared.records import Outcome, Rejected, decode
@@ -109,6 +118,15 @@ class RecordResult:
 
     outcome: Outcome | Rejected
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What one observation did within a fold: its transition (``None``: it changed nothing) and
+    the job's record after it (``None``: still unknown)."""
+
+    change: Transition | None
+    job: LedgerJob | None
 
 
 @dataclass
@@ -185,64 +203,98 @@ class LedgerService:
         self._unreadable: set[str] = set()
         # Jobs whose Job Starving (per reason) this instance already claimed: not claimed again.
         self._claimed: set[tuple[str, StarvationReason]] = set()
-        # The current batch's job records (read at its start, kept as written): never across batches.
-        self._known: dict[str, LedgerJob | None] = {}
-
-    # ------------------------------------------------------------------ batches
-    def prefetch(self, bodies: Sequence[str | bytes]) -> None:
-        """Read the records of every job the batch's events name in one BatchGetItem, so each
-        record's :meth:`apply` starts from them instead of a GetItem (until :meth:`forget`).
-
-        Raises:
-            botocore.exceptions.ClientError: DynamoDB failed (the invocation fails; SQS delivers
-                the batch again).
-        """
-        arns = []
-        for body in bodies:
-            event = decode(body)
-            obs = None if isinstance(event, Rejected) else observe(event)
-            if obs is not None:
-                arns.append(obs.arn)
-        if arns:
-            self._known = self.store.get_many(arns)
-
-    def forget(self) -> None:
-        """End of the batch: the records read or written in it are not kept."""
-        self._known = {}
-
-    def _current(self, arn: str) -> LedgerJob | None:
-        if arn in self._known:
-            return self._known[arn]
-        return self.store.get(arn)
 
     # ------------------------------------------------------------------ events
-    def record(self, body: str | bytes) -> RecordResult:
-        """One SQS body (a job event) → the ledger updated and its event metrics buffered.
+    def records(self, bodies: Sequence[str | bytes]) -> list[RecordResult | Exception]:
+        """One SQS batch of bodies (job events) → the ledger updated and the event metrics
+        buffered; one result per body, in order.
+
+        The records of every job the batch names are read with one BatchGetItem; the
+        observations of each job are applied in batch order in memory (:func:`transition` per
+        observation, so each record's effects and metrics are what it alone would make) and
+        written with one TransactWriteItems per job (:meth:`_fold`); a job the ledger lacks the
+        details of is described at most once per batch. Points are buffered in record order.
 
         Returns:
-            PROCESSED (the record changed), DUPLICATE (a duplicate or late event: nothing
-            changed), IGNORED (not a job the ledger tracks) or a :class:`Rejected`.
+            Per body a :class:`RecordResult` (PROCESSED: the record changed the job; DUPLICATE: a
+            duplicate or late event, nothing changed; IGNORED: not a job the ledger tracks; or a
+            :class:`Rejected`), or the exception that record must be retried for:
+            ``WriteConflict`` or ``botocore.exceptions.ClientError`` for every record of a job
+            whose read or write failed (SQS delivers them again; status rank and event time keep
+            the order); ``PublishError`` (or the claim's ``ClientError``) for a record whose
+            ``Job Starving`` could not be published (its claim given back; the redelivery, a
+            duplicate, checks the job again).
+        """
+        results: dict[int, RecordResult | Exception] = {}
+        by_job: dict[str, list[tuple[int, JobEvent, Observation]]] = {}
+        for index, body in enumerate(bodies):
+            event = decode(body)
+            if isinstance(event, Rejected):
+                results[index] = RecordResult(event)
+                continue
+            obs = observe(event)
+            if obs is None:
+                fields = {"event_id": event.id, "detail_type": event.detail_type}
+                results[index] = RecordResult(Outcome.IGNORED, fields)
+                continue
+            by_job.setdefault(obs.arn, []).append((index, event, obs))
+        points: dict[int, list[MetricPoint]] = {}
+        try:
+            known = self.store.get_many(list(by_job)) if by_job else {}
+        except Exception as exc:  # DynamoDB failed: every job record is delivered again
+            known, by_job = {}, self._fail(by_job, exc, results)
+        for arn, deliveries in by_job.items():
+            try:
+                steps = self._fold(arn, known.get(arn), [obs for _, _, obs in deliveries])
+            except Exception as exc:  # its read or write failed: each of its records is retried
+                self._fail({arn: deliveries}, exc, results)
+                continue
+            for (index, event, obs), step in zip(deliveries, steps, strict=True):
+                try:
+                    results[index] = self._settle(event, obs, step, points.setdefault(index, []))
+                except Exception as exc:  # its Job Starving claim or PutEvents failed: retried alone
+                    results[index] = exc
+        for index in sorted(points):
+            self.sink.add(points[index])
+        return [results[index] for index in range(len(bodies))]
+
+    def record(self, body: str | bytes) -> RecordResult:
+        """One SQS body alone (:meth:`records` of a batch of one).
 
         Raises:
-            WriteConflict: the write kept losing races (transient).
-            botocore.exceptions.ClientError: DynamoDB failed (transient; SQS retries).
-            PublishError: a ``Job Starving`` could not be published (its claim given back; SQS
-                delivers the record again, and the duplicate checks the job's record again).
+            WriteConflict, botocore.exceptions.ClientError, PublishError: as :meth:`records`
+                returns them.
         """
-        event = decode(body)
-        if isinstance(event, Rejected):
-            return RecordResult(event)
-        obs = observe(event)
-        if obs is None:
-            return RecordResult(Outcome.IGNORED, {"event_id": event.id, "detail_type": event.detail_type})
-        change = self.apply(obs)
-        fields = {"event_id": event.id, "job_arn": obs.arn, "status": obs.status.value}
+        (result,) = self.records([body])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    @staticmethod
+    def _fail(
+        by_job: dict[str, list[tuple[int, JobEvent, Observation]]],
+        exc: Exception,
+        results: dict[int, RecordResult | Exception],
+    ) -> dict[str, list[tuple[int, JobEvent, Observation]]]:
+        """Every record of ``by_job`` fails with ``exc``; returns no jobs left to apply."""
+        for deliveries in by_job.values():
+            for index, _, _ in deliveries:
+                results[index] = exc
+        return {}
+
+    def _settle(
+        self, event: JobEvent, obs: Observation, step: _Step, points: list[MetricPoint]
+    ) -> RecordResult:
+        """One record after its job's write: its metric points into ``points``, its starvation
+        check, its result."""
+        fields: dict[str, Any] = {"event_id": event.id, "job_arn": obs.arn, "status": obs.status.value}
+        change = step.change
         if change is None:
             # A redelivery of a preemption whose Job Starving was not published: check again.
             if self.publisher is not None and (
                 obs.preemption is PreemptionPhase.COMPLETED or obs.category is Category.PREEMPTION
             ):
-                job = self._current(obs.arn)
+                job = step.job
                 if job is not None and self.starvation.preempted_repeatedly(job):
                     self._publish_once(job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock())
             return RecordResult(Outcome.DUPLICATE, fields)
@@ -252,8 +304,7 @@ class LedgerService:
             fields["basis"] = effects.basis.value
         if unreadable is not None:
             fields["checkpoint_unreadable"] = unreadable
-        points = effect_points(change.new, effects, metric_timestamp(event.time, now))
-        self.sink.add(points)
+        points.extend(effect_points(change.new, effects, metric_timestamp(event.time, now)))
         reason = StarvationReason.PREEMPTED_REPEATEDLY
         repeated = change.effects.preempted and self.starvation.preempted_repeatedly(change.new)
         if repeated and self._publish_once(change.new, reason, now):
@@ -300,7 +351,8 @@ class LedgerService:
         return True
 
     def apply(self, obs: Observation, *, describe: bool = True) -> Transition | None:
-        """Apply one observation (describing the job first when the ledger lacks its details).
+        """Apply one observation (GetItem of the job's record; a describe first when the ledger
+        lacks its details and ``describe`` allows it).
 
         Returns:
             The transition written, or ``None`` when it changed nothing.
@@ -308,29 +360,61 @@ class LedgerService:
         Raises:
             WriteConflict: :data:`WRITE_ATTEMPTS` writes lost their race.
         """
-        current = self._current(obs.arn)
-        described: JobDetails | None = None
-        failed = False
-        # A finished job is not worth a describe: it no longer counts in any aggregate.
-        needs = (current is None or not current.details.sized) and obs.status in ACTIVE
-        if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
-            try:
-                described = self.batch.describe(obs.arn, obs.kind)
-            except DescribeError:
-                failed = True  # counted at the queue's mean size; the next observation reads again
+        (step,) = self._fold(obs.arn, self.store.get(obs.arn), [obs], describe=describe)
+        return step.change
+
+    def _fold(
+        self,
+        arn: str,
+        current: LedgerJob | None,
+        observations: Sequence[Observation],
+        *,
+        describe: bool = True,
+    ) -> list[_Step]:
+        """Apply ``observations`` of job ``arn``, in order, to ``current`` (its record as read) in
+        memory, and write the final record once: one TransactWriteItems whose aggregate deltas are
+        ``contribution(final) - contribution(current)`` (the sum of every step's) and whose index
+        changes go from ``current`` to the final record; nothing when no observation changed it.
+        A write that lost its race reads the record (GetItem) and folds again. The job is described
+        at most once (the first observation that needs it; the outcome is reused).
+
+        Returns:
+            One :class:`_Step` per observation, in order.
+
+        Raises:
+            WriteConflict: :data:`WRITE_ATTEMPTS` writes lost their race.
+        """
+        asked: tuple[JobDetails | None, bool] | None = None  # (described, failed) once asked
         for _ in range(WRITE_ATTEMPTS):
-            change = self._change(current, obs, described, failed)
-            if change is None:
-                return None
-            if self.store.write(change, self.clock()):
-                if obs.arn in self._known:  # what this batch's next record of the job starts from
-                    version = (change.old.version if change.old else 0) + 1
-                    self._known[obs.arn] = dataclasses.replace(change.new, version=version)
-                return change
-            current = self.store.get(obs.arn)  # lost a race: read what the other writer wrote
-            if obs.arn in self._known:
-                self._known[obs.arn] = current
+            job, steps = current, []
+            for obs in observations:
+                described, failed = None, False
+                # A finished job is not worth a describe: it no longer counts in any aggregate.
+                needs = (job is None or not job.details.sized) and obs.status in ACTIVE
+                if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
+                    if asked is None:
+                        asked = self._describe(obs)
+                    described, failed = asked
+                change = self._change(job, obs, described, failed)
+                if change is not None:
+                    job = change.new
+                steps.append(_Step(change, job))
+            if job is current or job is None:
+                return steps  # nothing changed: nothing to write
+            if self.store.write(
+                Transition(current, job, aggregate_deltas(current, job), Effects()), self.clock()
+            ):
+                return steps
+            current = self.store.get(arn)  # lost a race: read what the other writer wrote
         raise WriteConflict(f"job record kept changing after {WRITE_ATTEMPTS} attempts")
+
+    def _describe(self, obs: Observation) -> tuple[JobDetails | None, bool]:
+        """``(details, failed)`` of the job's describe; ``failed``: it raised :class:`DescribeError`
+        (counted at the queue's mean size; the next batch's observation reads again)."""
+        try:
+            return self.batch.describe(obs.arn, obs.kind), False
+        except DescribeError:
+            return None, True
 
     @staticmethod
     def _change(

@@ -21,10 +21,12 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
 - ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
   reason was claimed (published once); expires after :data:`STARVING_TTL`.
 
-A transition is one ``TransactWriteItems`` (DynamoDB Developer Guide, "Amazon DynamoDB
-Transactions"): the record's conditional put, one ``ADD`` update per changed aggregate, the index
-item's put or delete, and, for a job entering or leaving RUNNABLE, its RUNNABLE entry's put or
-delete. All succeed or none does, so aggregates stay equal to a recount.
+An SQS batch's job records are read with one ``BatchGetItem`` (:meth:`LedgerStateStore.get_many`).
+A transition (or the fold of one job's records of a batch, first to final state) is one
+``TransactWriteItems`` (DynamoDB Developer Guide, "Amazon DynamoDB Transactions"): the record's
+conditional put, one ``ADD`` update per changed aggregate, the index item's put or delete, and,
+for a job entering or leaving RUNNABLE, its RUNNABLE entry's put or delete. All succeed or none
+does, so aggregates stay equal to a recount.
 """
 
 from __future__ import annotations
