@@ -21,9 +21,8 @@ from batchpilot.ledger.model import JobDetails
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import JobKind
-from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event
+from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
 from batchpilot_local.testing.ledger import ListSink, recount
 from batchpilot_local.testing.samples import envelope, service_job
 from hypothesis import HealthCheck, given, settings
@@ -39,20 +38,16 @@ PAYLOAD = {"TrainingJobName": "t", "ResourceConfig": {"InstanceType": "ml.p5.48x
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[EmbeddedAws]:
-    shared_metrics.clear_metrics()
-    with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), TABLE)
-        create_state_table(embedded.client("dynamodb"), ONE_BY_ONE)
-        embedded.seed(
-            {
-                "service_environments": [
-                    {"name": "env", "capacityLimits": [{"maxCapacity": 64, "capacityUnit": "NUM_INSTANCES"}]}
-                ],
-                "job_queues": [{"name": "q", "serviceEnvironment": "env", "scheduling": "FAIR_SHARE"}],
-            }
-        )
-        yield embedded
-    shared_metrics.clear_metrics()
+    yield from aws_with_state_table(
+        TABLE,
+        ONE_BY_ONE,
+        world={
+            "service_environments": [
+                {"name": "env", "capacityLimits": [{"maxCapacity": 64, "capacityUnit": "NUM_INSTANCES"}]}
+            ],
+            "job_queues": [{"name": "q", "serviceEnvironment": "env", "scheduling": "FAIR_SHARE"}],
+        },
+    )
 
 
 def clear(dynamodb: Any, table: str) -> None:

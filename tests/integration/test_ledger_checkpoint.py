@@ -20,9 +20,8 @@ from batchpilot.io.s3 import S3Checkpoints
 from batchpilot.ledger.runnable import RunnableEntry
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
-from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.testing.harness import create_state_table
+from batchpilot_local.testing.harness import aws_with_state_table
 from batchpilot_local.testing.ledger import ListSink, recount_runnable
 from batchpilot_local.testing.samples import envelope, service_job
 
@@ -38,22 +37,18 @@ def at(minutes: float) -> datetime:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[EmbeddedAws]:
-    shared_metrics.clear_metrics()
-    with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), TABLE)
-        embedded.seed(
-            {
-                "service_environments": [
-                    {
-                        "name": "ck-env",
-                        "capacityLimits": [{"maxCapacity": 16, "capacityUnit": "NUM_INSTANCES"}],
-                    }
-                ],
-                "job_queues": [{"name": "ck-q", "serviceEnvironment": "ck-env", "scheduling": "FIFO"}],
-            }
-        )
-        yield embedded
-    shared_metrics.clear_metrics()
+    yield from aws_with_state_table(
+        TABLE,
+        world={
+            "service_environments": [
+                {
+                    "name": "ck-env",
+                    "capacityLimits": [{"maxCapacity": 16, "capacityUnit": "NUM_INSTANCES"}],
+                }
+            ],
+            "job_queues": [{"name": "ck-q", "serviceEnvironment": "ck-env", "scheduling": "FIFO"}],
+        },
+    )
 
 
 def world_job(job_id: str, checkpoint: str | None, share: str = "TEAM") -> dict[str, Any]:

@@ -4,11 +4,8 @@ against reserved capacity, each share's usage beside its entitlement, a requeue'
 from __future__ import annotations
 
 import pytest
-from batchpilot_local.clock import ClockScenario
-from batchpilot_local.inputs import read_inputs
-from batchpilot_local.replay import Replayer
 from batchpilot_local.report import EventReport
-from batchpilot_local.testing.harness import report_gauge
+from batchpilot_local.testing.harness import replay_file, report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
 
 SCENARIO = EVENTS_DIR / "scenarios" / "ledger" / "fair-share-fleet.json"
@@ -16,9 +13,7 @@ SCENARIO = EVENTS_DIR / "scenarios" / "ledger" / "fair-share-fleet.json"
 
 @pytest.fixture(scope="module")
 def ticks() -> list[EventReport]:
-    replay_input = read_inputs([str(SCENARIO)])
-    assert all(isinstance(item.value, ClockScenario) for item in replay_input.items)
-    return Replayer().run(replay_input.events, origins=[i.origin for i in replay_input.items])
+    return replay_file(SCENARIO)
 
 
 def gauge(report: EventReport, name: str, **dims: str) -> float:

@@ -33,10 +33,9 @@ from batchpilot.ledger.model import (
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import JobKind
-from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.own_events import StarvationReason
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.testing.harness import create_state_table, load_app, sqs_event
+from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
 from batchpilot_local.testing.ledger import ListSink, recount
 from batchpilot_local.testing.samples import service_job
 from hypothesis import HealthCheck, given, settings
@@ -53,22 +52,18 @@ def ms(moment: datetime) -> int:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[EmbeddedAws]:
-    shared_metrics.clear_metrics()
-    with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), TABLE)
-        embedded.seed(
-            {
-                "service_environments": [
-                    {
-                        "name": "sm-env",
-                        "capacityLimits": [{"maxCapacity": 32, "capacityUnit": "NUM_INSTANCES"}],
-                    }
-                ],
-                "job_queues": [{"name": "sm-q", "serviceEnvironment": "sm-env", "scheduling": "FAIR_SHARE"}],
-            }
-        )
-        yield embedded
-    shared_metrics.clear_metrics()
+    yield from aws_with_state_table(
+        TABLE,
+        world={
+            "service_environments": [
+                {
+                    "name": "sm-env",
+                    "capacityLimits": [{"maxCapacity": 32, "capacityUnit": "NUM_INSTANCES"}],
+                }
+            ],
+            "job_queues": [{"name": "sm-q", "serviceEnvironment": "sm-env", "scheduling": "FAIR_SHARE"}],
+        },
+    )
 
 
 def clear_ledger(dynamodb: Any) -> None:

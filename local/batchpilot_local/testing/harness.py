@@ -9,6 +9,7 @@ import importlib.util
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -57,16 +58,32 @@ def create_state_table(dynamodb: Any, name: str = STATE_TABLE) -> None:
     create_tables(dynamodb, {name: app_template().tables[STATE_TABLE]})
 
 
-def aws_with_state_table(name: str = STATE_TABLE) -> Iterator[EmbeddedAws]:
-    """Embedded AWS with the state table ``name`` created, for a fixture (``yield from``); the
-    layer's shared Powertools metrics are cleared before and after, so no test sees another's."""
+def aws_with_state_table(
+    name: str = STATE_TABLE, *more: str, world: Mapping[str, Any] | None = None
+) -> Iterator[EmbeddedAws]:
+    """Embedded AWS with the state table ``name`` (and one per name in ``more``) created and
+    ``world`` seeded (:meth:`EmbeddedAws.seed`), for a fixture (``yield from``); the layer's shared
+    Powertools metrics are cleared before and after, so no test sees another's."""
     from batchpilot.shared.observability import metrics as shared_metrics
 
     shared_metrics.clear_metrics()
     with EmbeddedAws() as embedded:
-        create_state_table(embedded.client("dynamodb"), name)
+        for table in (name, *more):
+            create_state_table(embedded.client("dynamodb"), table)
+        if world is not None:
+            embedded.seed(world)
         yield embedded
     shared_metrics.clear_metrics()
+
+
+def replay_file(path: str | Path) -> list[EventReport]:
+    """``batchpilot replay PATH`` as reports (the repository's template, SQS batches off): one
+    report per event, or per tick of a clock scenario."""
+    from batchpilot_local.inputs import read_inputs
+    from batchpilot_local.replay import Replayer
+
+    replay_input = read_inputs([str(path)])
+    return Replayer().run(replay_input.events, origins=[item.origin for item in replay_input.items])
 
 
 def load_app(
