@@ -449,3 +449,19 @@ def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() 
     assert warned == ["quota shares of job queue qm"]
     names = {p.name for p in ledger.sink.pending}  # type: ignore[attr-defined]
     assert "InstancesInUse" in names and not names & {"Entitlement", "BorrowedInstances"}
+
+
+def test_a_heterogeneous_jobs_gpus_count_every_instance_group() -> None:
+    """ResourceConfig.InstanceGroups of two types: 2 x ml.p5.48xlarge (8 GPUs each) and 3 x
+    ml.g5.xlarge (1 GPU each) are 19 GPUs in use; an unknown type adds none."""
+    groups = dataclasses.replace(
+        SIZED,
+        instances=6,
+        instance_type="ml.p5.48xlarge",
+        by_type=(("ml.g5.xlarge", 3), ("ml.p5.48xlarge", 2), ("ml.x9.unknown", 1)),
+    )
+    change = transition(None, obs("arn:het", JobStatus.RUNNING, 1, details=groups))
+    assert change is not None
+    (delta,) = change.deltas.values()
+    assert delta.gpus == 2 * 8 + 3 * 1
+    assert delta.instances == 6

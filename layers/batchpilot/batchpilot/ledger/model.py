@@ -334,12 +334,14 @@ def contribution(job: LedgerJob | None) -> dict[AggregateKey, Delta]:
     d = job.details
     sized = d.sized and (d.instances is not None or d.vcpus is not None or d.gpus is not None)
     instances = d.instances or 0
-    per_instance = accelerators(d.instance_type)
-    gpus = (d.gpus or 0) + (instances * per_instance if per_instance else 0)
+    typed = typed_instances(d)
+    # Per instance type, so a heterogeneous job (InstanceGroups of several types) counts the
+    # accelerators of every group; a type not in the table adds none.
+    gpus = (d.gpus or 0) + sum(count * (accelerators(kind) or 0) for kind, count in typed.items())
     key = AggregateKey(d.environment, d.queue, job.share, job.status)
     if not sized:
         return {key: Delta(1, 0, 0, 0, d.vcpus or 0.0)}
-    return {key: Delta(1, 1, instances, gpus, d.vcpus or 0.0, type_counts(typed_instances(d)))}
+    return {key: Delta(1, 1, instances, gpus, d.vcpus or 0.0, type_counts(typed))}
 
 
 def aggregate_deltas(old: LedgerJob | None, new: LedgerJob | None) -> dict[AggregateKey, Delta]:
