@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from batchpilot_local.report import MetricRecord
-from batchpilot_local.template import ACCOUNT_ID, REGION, STACK_NAME
+from batchpilot_local.template import ACCOUNT_ID, REGION, STACK_NAME, parse_file
 
 __all__ = [
     "DEFAULT_PERIOD",
@@ -92,10 +92,8 @@ _DASHBOARD = "AWS::CloudWatch::Dashboard"
 
 
 def _raw(path: Path) -> dict[str, Any]:
-    from cfnlint.decode.cfn_yaml import loads
-
-    data = json.loads(json.dumps(loads(path.read_text(encoding="utf-8"), str(path))))
-    return data if isinstance(data, dict) else {}
+    """The template as plain data, read as the replay reads it (:func:`template.parse_file`)."""
+    return parse_file(path)
 
 
 def _defaults(data: Mapping[str, Any]) -> dict[str, str]:

@@ -47,6 +47,7 @@ __all__ = [
     "TemplateError",
     "default_template_path",
     "load_template",
+    "parse_file",
 ]
 
 REGION = "us-east-1"
@@ -239,6 +240,16 @@ def _plain(node: Any) -> Any:
     if isinstance(node, datetime.date):  # an unquoted 2010-09-09: CloudFormation reads text
         return node.isoformat()
     return node
+
+
+def parse_file(path: Path) -> dict[str, Any]:
+    """A SAM/CloudFormation template file as plain JSON-shaped data, short-form intrinsics as
+    their long forms (``!Ref X`` → ``{"Ref": "X"}``).
+
+    Raises:
+        TemplateError: the file cannot be read, is not YAML, or has no ``Resources`` section.
+    """
+    return _parse(path)
 
 
 def _parse(path: Path) -> dict[str, Any]:

@@ -190,3 +190,21 @@ def test_no_alarm_uses_search() -> None:
     for name, resource in template["Resources"].items():
         if resource["Type"] == "AWS::CloudWatch::Alarm":
             assert "SEARCH(" not in json.dumps(resource), name
+
+
+def test_the_lost_work_alarm_counts_each_lost_attempt_once(emitted: set[tuple[str, frozenset[str]]]) -> None:
+    # The ledger's LostInstanceHours (with Basis) covers every lost attempt; recovery's (with
+    # FailureCategory, per resubmission) measures the same work again. The alarm sums only the
+    # series with Basis, so the two must stay apart.
+    template = parse_template(TEMPLATE.read_text(encoding="utf-8"))
+    [query] = template["Resources"]["LostInstanceHoursAlarm"]["Properties"]["Metrics"]
+    assert " ".join(query["Expression"]["Fn::Sub"].split()) == (
+        'SELECT SUM(LostInstanceHours) FROM "${MetricsNamespace}" '
+        "WHERE Basis = 'checkpoint' OR Basis = 'attempt'"
+    )
+    lost = [dims for name, dims in emitted if name == "LostInstanceHours"]
+    ledger = [dims for dims in lost if "Basis" in dims]
+    recovery = [dims for dims in lost if "FailureCategory" in dims]
+    assert ledger and recovery
+    assert not [dims for dims in ledger if "FailureCategory" in dims]
+    assert len(ledger) + len(recovery) == len(lost)
