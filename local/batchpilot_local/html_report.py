@@ -280,7 +280,8 @@ def line_chart(
 
     Every series is distinguishable where they overlap (:func:`series_styles`; ``styles`` overrides
     keyword arguments per series name). ``markers``: a marker at each sample (default: when there
-    are at most :data:`MARKERS_UP_TO` samples, so a single sample shows as a point). The legend is
+    are at most :data:`MARKERS_UP_TO` samples, so a single sample shows as a point). A single x is
+    centred, with one tick, at it. The legend is
     under the chart (:func:`legend_below`); each series' group has the id :func:`series_id`.
     """
     figure, axes = _axes(title, ylabel, xlabel, size)
@@ -294,7 +295,10 @@ def line_chart(
         else:
             axes.plot(list(x), list(series[name]), label=name, **style)
     if len(set(x)) == 1:
-        axes.set_xlim(x[0] - 1, x[0] + 1)  # one sample: centred, not in matplotlib's window of ±0.05
+        # One sample: centred, with a tick at it alone (matplotlib's default would put it in a
+        # window of ±0.05 with ticks at values no sample has).
+        axes.set_xlim(x[0] - 1, x[0] + 1)
+        axes.set_xticks([x[0]])
     _grow_for_legend(figure, names, size)
     legend_below(figure, axes)
     axes.set_ylim(bottom=0)

@@ -4,10 +4,12 @@ Built with :mod:`batchpilot_local.html_report` (the module ``batchpilot simulate
 inline styles, charts drawn by matplotlib as inline SVG, no script, nothing fetched. It shows:
 
 - the summary of :func:`batchpilot_local.replay_summary.summarise` (messages by channel and
-  severity, pages, resubmissions, skips, capacity changes, shares);
+  severity, pages, resubmissions, skips, capacity changes, the fleet's utilisation against
+  reserved capacity, and every share: usage beside entitlement, queue wait);
 - charts: per clock scenario and service environment, the limit, instances in use and RUNNABLE
-  demand at each tick; per share, instances in use beside its entitlement (the entitlement once
-  the job ledger's metrics exist); queue wait per share;
+  demand at each tick; per share, its share of usage beside its entitlement (the shares with the
+  job ledger's ShareOfUsage), and its instances in use (the shares with an InstancesInUse gauge);
+  queue wait per share;
 - the dashboards' widgets (each ``AWS::CloudWatch::Dashboard`` of the template), drawn from the
   replayed metrics (:func:`dashboard_charts`);
 - the messages as people would see them: Slack Block Kit and Teams Adaptive Card previews, and
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import re
 from collections import defaultdict
@@ -38,7 +41,17 @@ from batchpilot_local.html_report import (
     write_page,
 )
 from batchpilot_local.notifications import Delivery, markdown_shown
-from batchpilot_local.replay_summary import Summary, TickRow, duration, percentile
+from batchpilot_local.replay_summary import (
+    FLEET_TITLE,
+    SHARES_NO_LEDGER,
+    Summary,
+    TickRow,
+    duration,
+    fleet_table,
+    has_ledger_shares,
+    percentile,
+    share_table,
+)
 from batchpilot_local.report import EventReport, MetricRecord
 from batchpilot_local.template import AppTemplate
 
@@ -64,7 +77,8 @@ _PREVIEW_STYLE = """
 .msg .facts td, .msg .facts th { border: none; padding: 0.05rem 0.6rem 0.05rem 0; text-align: left; }
 .msg .btn { display: inline-block; border: 1px solid #8a94a6; border-radius: 4px; padding: 0.1rem 0.5rem;
             margin: 0.3rem 0.3rem 0 0; font-size: 0.8rem; }
-.msg pre { white-space: pre-wrap; margin: 0.3rem 0 0; }
+.msg { overflow-wrap: anywhere; min-width: 0; }  /* a long URL wraps inside its box */
+.msg pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: 0.3rem 0 0; }
 .sev-critical { color: #b42318; } .sev-warning { color: #b54708; } .sev-info { color: #175cd3; }
 </style>
 """
@@ -278,22 +292,52 @@ def _timeline_charts(page: Page, summary: Summary) -> int:
 def _share_charts(page: Page, summary: Summary) -> int:
     shares = sorted(summary.shares.values(), key=lambda s: (s.queue, s.share))
     drawn = 0
-    used = [s for s in shares if s.in_use is not None or s.share_of_usage is not None]
-    if used:
-        labels = [f"{s.queue}/{s.share}" for s in used]
-        if any(s.share_of_usage is not None or s.entitlement is not None for s in used):
-            series = {
-                "share of usage %": [100 * (s.share_of_usage or 0.0) for s in used],
-                "entitlement %": [100 * (s.entitlement or 0.0) for s in used],
-            }
-            ylabel = "% of the queue"
-        else:
-            series = {"instances in use": [s.in_use or 0.0 for s in used]}
-            ylabel = "instances"
+    ledger = [s for s in shares if s.share_of_usage is not None]
+    if ledger:
+        # A missing Entitlement is NaN: no bar, rather than a bar of 0 %.
+        series = {
+            "share of usage %": [100 * (s.share_of_usage or 0.0) for s in ledger],
+            "entitlement %": [math.nan if s.entitlement is None else 100 * s.entitlement for s in ledger],
+        }
+        left_out = len(shares) - len(ledger)
+        caption = (
+            "Each share's part of its job queue's usage (the job ledger's ShareOfUsage: instances in "
+            "use for service job queues, vCPUs for container job queues; last value) beside its "
+            "Entitlement (last value; no bar where none was published), in % of the queue."
+        )
+        if left_out:
+            caption += (
+                f" {left_out} of {len(shares)} shares had no ShareOfUsage (the ledger did not publish "
+                "for them, or their queue had nothing in use) and are left out; the Shares table "
+                "above lists every share."
+            )
         page.figure(
-            _bar_chart(labels, series, title="Usage per share", ylabel=ylabel),
-            caption="Instances in use per share (the capacity function's InstancesInUse gauge, last "
-            "value); beside its entitlement when the job ledger's ShareOfUsage and Entitlement exist.",
+            _bar_chart(
+                [f"{s.queue}/{s.share}" for s in ledger],
+                series,
+                title="Share of usage beside entitlement",
+                ylabel="% of the queue",
+            ),
+            caption=caption,
+        )
+        drawn += 1
+    in_use = [s for s in shares if s.in_use is not None]
+    if in_use:
+        left_out = len(shares) - len(in_use)
+        caption = (
+            "Instances in use per share: the last InstancesInUse gauge with the share's dimension "
+            "(the capacity function's or the job ledger's)."
+        )
+        if left_out:
+            caption += f" {left_out} of {len(shares)} shares had no such gauge and are left out."
+        page.figure(
+            _bar_chart(
+                [f"{s.queue}/{s.share}" for s in in_use],
+                {"instances in use": [s.in_use or 0.0 for s in in_use]},
+                title="Instances in use per share",
+                ylabel="instances",
+            ),
+            caption=caption,
         )
         drawn += 1
     waited = [s for s in shares if s.waits_s]
@@ -492,6 +536,14 @@ def _summary_tables(page: Page, summary: Summary) -> None:
         )
     if summary.capacity_refusals:
         page.table(["reason", "times"], summary.capacity_refusals.most_common(), caption="Capacity limited")
+    if summary.fleet:
+        page.table(*fleet_table(summary), caption=FLEET_TITLE)
+    if summary.shares:
+        share_headers, share_rows = share_table(summary)  # every share: the text report stops at 10
+        caption = f"Shares ({len(share_rows)}): usage beside entitlement, and queue wait"
+        if not has_ledger_shares(summary):
+            caption += f" ({SHARES_NO_LEDGER})"
+        page.table(share_headers, share_rows, caption=caption)
 
 
 def build_report(

@@ -20,7 +20,9 @@ from typing import Any
 from batchpilot_local.report import OWN_COUNTERS, EventReport, MetricRecord
 
 __all__ = [
+    "FLEET_TITLE",
     "OWN_COUNTERS",
+    "SHARES_NO_LEDGER",
     "CapacityChange",
     "Resubmission",
     "ShareUsage",
@@ -28,10 +30,13 @@ __all__ = [
     "TickRow",
     "add_report",
     "duration",
+    "fleet_table",
+    "has_ledger_shares",
     "percentile",
     "render_overview",
     "render_timelines",
     "scenario_of",
+    "share_table",
     "summarise",
 ]
 
@@ -106,7 +111,8 @@ class ShareUsage:
     """One share (share identifier or quota share) of one job queue.
 
     Attributes:
-        in_use: the last ``InstancesInUse`` gauge of the share (capacity function), or None.
+        in_use: the last ``InstancesInUse`` gauge of the share (the capacity function's or the
+            job ledger's), or None.
         share_of_usage, entitlement: the job ledger's ``ShareOfUsage`` / ``Entitlement``
             (fractions), None until the ledger function emits them.
         waits_s: every ``QueueWaitTime`` (seconds) of its jobs.
@@ -403,9 +409,15 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-def _more(lines: list[str], total: int, indent: str = "  ") -> list[str]:
+_PER_EVENT = "below, per event"
+_IN_THE_PAGE = "every one is in the HTML report, --report FILE"
+
+
+def _more(lines: list[str], total: int, where: str = _PER_EVENT, indent: str = "  ") -> list[str]:
+    """``lines`` and, when ``total`` passes :data:`_MAX_ROWS`, a line counting the rest and saying
+    where they are (``where``)."""
     if total > _MAX_ROWS:
-        lines.append(f"{indent}... and {total - _MAX_ROWS} more (below, per event)")
+        lines.append(f"{indent}... and {total - _MAX_ROWS} more ({where})")
     return lines
 
 
@@ -478,48 +490,76 @@ def render_overview(summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fleet_lines(summary: Summary) -> list[str]:
-    rows = [
-        ["service environment", "reserved", "in use", "limit", "utilisation", "idle while queued", "GPUs"]
+FLEET_TITLE = "Fleet: utilisation against reserved capacity (the job ledger's last gauges)"
+SHARES_NO_LEDGER = "share of usage and entitlement come from the job ledger's metrics; none in this replay"
+
+
+def fleet_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    """``(headers, rows)`` of the fleet: a row per service environment (sorted by name) with the
+    job ledger's last fleet gauges, ReservedInstances, InstancesInUse, CapacityLimit (instances),
+    Utilization (shown as ``41.7 %``), IdleWhileQueued and GpusInUse; ``-`` where not emitted. The
+    text report shows the first rows, the HTML report all of them."""
+    headers = [
+        "service environment",
+        "reserved",
+        "in use",
+        "limit",
+        "utilisation",
+        "idle while queued",
+        "GPUs",
     ]
-    fleet = sorted(summary.fleet.values(), key=lambda f: f.environment)
-    for f in fleet[:_MAX_ROWS]:
-        rows.append(
-            [
-                f.environment,
-                _number(f.reserved),
-                _number(f.in_use),
-                _number(f.limit),
-                "-" if f.utilisation is None else f"{100 * f.utilisation:.1f} %",
-                _number(f.idle_while_queued),
-                _number(f.gpus_in_use),
-            ]
-        )
-    title = "Fleet: utilisation against reserved capacity (the job ledger's last gauges)"
-    return [title, *_more(_table(rows), len(fleet))]
+    rows = [
+        [
+            f.environment,
+            _number(f.reserved),
+            _number(f.in_use),
+            _number(f.limit),
+            "-" if f.utilisation is None else f"{100 * f.utilisation:.1f} %",
+            _number(f.idle_while_queued),
+            _number(f.gpus_in_use),
+        ]
+        for f in sorted(summary.fleet.values(), key=lambda f: f.environment)
+    ]
+    return headers, rows
+
+
+def share_table(summary: Summary) -> tuple[list[str], list[list[str]]]:
+    """``(headers, rows)`` of the shares: a row per (job queue, share), sorted, with its last
+    InstancesInUse, ShareOfUsage and Entitlement (shown as ``65.2 %``) and the p50 and maximum of
+    its jobs' QueueWaitTime (``14m 00s``); ``-`` where not emitted. The text report shows the first
+    rows, the HTML report all of them."""
+    headers = ["job queue", "share", "in use", "share of usage", "entitlement", "wait p50", "wait max"]
+    rows = [
+        [
+            s.queue,
+            s.share,
+            _number(s.in_use),
+            "-" if s.share_of_usage is None else f"{100 * s.share_of_usage:.1f} %",
+            "-" if s.entitlement is None else f"{100 * s.entitlement:.1f} %",
+            duration(percentile(s.waits_s, 0.5)),
+            duration(max(s.waits_s) if s.waits_s else None),
+        ]
+        for s in sorted(summary.shares.values(), key=lambda s: (s.queue, s.share))
+    ]
+    return headers, rows
+
+
+def has_ledger_shares(summary: Summary) -> bool:
+    """Whether any share has the job ledger's ShareOfUsage or Entitlement."""
+    return any(s.entitlement is not None or s.share_of_usage is not None for s in summary.shares.values())
+
+
+def _fleet_lines(summary: Summary) -> list[str]:
+    headers, rows = fleet_table(summary)
+    # The per-event detail holds raw gauges, not this table: the rest is in the HTML report.
+    return [FLEET_TITLE, *_more(_table([headers, *rows[:_MAX_ROWS]]), len(rows), _IN_THE_PAGE)]
 
 
 def _share_lines(summary: Summary) -> list[str]:
-    ledger = any(s.entitlement is not None or s.share_of_usage is not None for s in summary.shares.values())
-    rows = [["job queue", "share", "in use", "share of usage", "entitlement", "wait p50", "wait max"]]
-    shares = sorted(summary.shares.values(), key=lambda s: (s.queue, s.share))
-    for s in shares[:_MAX_ROWS]:
-        rows.append(
-            [
-                s.queue,
-                s.share,
-                _number(s.in_use),
-                "-" if s.share_of_usage is None else f"{100 * s.share_of_usage:.1f} %",
-                "-" if s.entitlement is None else f"{100 * s.entitlement:.1f} %",
-                duration(percentile(s.waits_s, 0.5)),
-                duration(max(s.waits_s) if s.waits_s else None),
-            ]
-        )
-    lines = [f"Shares ({len(shares)})", *_more(_table(rows), len(shares))]
-    if not ledger:
-        lines.append(
-            "  (share of usage and entitlement come from the job ledger's metrics; none in this replay)"
-        )
+    headers, rows = share_table(summary)
+    lines = [f"Shares ({len(rows)})", *_more(_table([headers, *rows[:_MAX_ROWS]]), len(rows), _IN_THE_PAGE)]
+    if not has_ledger_shares(summary):
+        lines.append(f"  ({SHARES_NO_LEDGER})")
     return lines
 
 

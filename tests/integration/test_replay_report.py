@@ -77,7 +77,13 @@ def test_per_event_detail_has_the_reason_and_metric_timestamps_and_own_counters_
 QUIET_NIGHT = ROOT / "events/scenarios/capacity/quiet-night.json"  # the next day, 16 ticks
 SAMPLE_WORLD = ROOT / "events/scenarios/capacity/sample-world.json"  # a single tick
 DRY_RUN = ROOT / "events/scenarios/recovery/container-job-no-queue-named-dry-run.json"
-HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN)]
+# The job ledger's fleet gauges and share of usage (two environments, five shares): with
+# SAMPLE_WORLD's shares (instances in use from the capacity function only), more than 10 shares.
+LEDGER = [
+    ROOT / "events/scenarios/ledger/fair-share-fleet.json",
+    ROOT / "events/scenarios/ledger/quota-share-borrowing.json",
+]
+HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN), *map(str, LEDGER)]
 TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf"
 
 
@@ -87,12 +93,18 @@ class Loaded:
 
     path: Path
     notes: list[dict[str, Any]]
+    shares: set[tuple[str, str]]
     page: dict[str, Any]
 
     def chart(self, title: str) -> dict[str, Any]:
         """The one chart whose drawn texts include ``title``."""
         [chart] = [c for c in self.page["charts"] if title in c["texts"]]
         return chart
+
+    def table(self, caption: str) -> dict[str, Any]:
+        """The one table whose caption starts with ``caption``."""
+        [table] = [t for t in self.page["tables"] if t["caption"].startswith(caption)]
+        return table
 
 
 @pytest.fixture(scope="module")
@@ -119,13 +131,21 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
             ]
         )
     assert code == 0
-    notes = [n for line in out.getvalue().splitlines() for n in json.loads(line)["notifications"]]
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    notes = [n for event in events for n in event["notifications"]]
+    shares = {
+        (m["dimensions"]["JobQueue"], m["dimensions"].get("ShareIdentifier") or m["dimensions"]["QuotaShare"])
+        for event in events
+        for m in event["metrics"]
+        if "JobQueue" in m["dimensions"] and {"ShareIdentifier", "QuotaShare"} & set(m["dimensions"])
+    }
     page = load_in_chromium(
         report,
         selectors=(".msg", ".msg.slack", ".msg.sns", ".msg.teams", ".msg .hdr", "table", "h3"),
-        texts_of=(".msg.teams",),
+        texts_of=(".msg.teams", ".msg.sns"),
+        fit=(".msg", ".msg pre", ".msg *"),
     )
-    return Loaded(report, notes, page)
+    return Loaded(report, notes, shares, page)
 
 
 def test_the_html_report_renders_in_chromium(loaded: Loaded) -> None:
@@ -165,6 +185,8 @@ def test_every_series_is_drawn_even_a_single_tick(loaded: Loaded) -> None:
         ("series-demand-runnable-instances", 1),
         ("series-limit", 1),
     ]
+    # One tick: the x axis has a tick at it (0 minutes) alone, not -1 ... 1 around it.
+    assert "0" in single["texts"] and not any(t.startswith(("\N{MINUS SIGN}", "-")) for t in single["texts"])
 
 
 def test_the_limit_stays_visible_where_it_equals_the_instances_in_use(loaded: Loaded) -> None:
@@ -224,3 +246,57 @@ def test_the_failure_rate_widget_draws_the_rate_the_jobs_ended_and_the_alarm_thr
     )
     html_text = loaded.path.read_text(encoding="utf-8")
     assert "Average, SampleCount per 5 min." in html_text
+
+
+def test_the_summary_has_the_fleet_and_every_share(loaded: Loaded) -> None:
+    fleet = loaded.table("Fleet: utilisation against reserved capacity")
+    assert fleet["headers"] == [
+        "service environment",
+        "reserved",
+        "in use",
+        "limit",
+        "utilisation",
+        "idle while queued",
+        "GPUs",
+    ]
+    # fair-share-fleet.json's last tick: 10 of 24 reserved instances in use, 16 the limit, 8 idle;
+    # quota-share-borrowing.json's: all 12 reserved in use.
+    assert fleet["rows"] == [
+        ["article-env", "24", "10", "16", "41.7 %", "8", "80"],
+        ["quota-env", "12", "12", "12", "100.0 %", "0", "96"],
+    ]
+    shares = loaded.table("Shares (")
+    assert shares["headers"] == [
+        "job queue",
+        "share",
+        "in use",
+        "share of usage",
+        "entitlement",
+        "wait p50",
+        "wait max",
+    ]
+    assert len(loaded.shares) > 10  # more than the text summary lists: the page has them all
+    assert sorted((row[0], row[1]) for row in shares["rows"]) == sorted(loaded.shares)
+    rows = {(row[0], row[1]): row[2:] for row in shares["rows"]}
+    assert rows[("article-q", "HIGHPRI")] == ["8", "80.0 %", "65.2 %", "14m 00s", "14m 00s"]
+    assert rows[("quota-q", "research")][:3] == ["6", "50.0 %", "33.3 %"]
+    assert rows[("sample-fairshare-q", "prod")][:3] == ["8", "-", "-"]  # the capacity function's gauge only
+
+
+def test_usage_per_share_draws_what_was_published_and_says_so(loaded: Loaded) -> None:
+    usage = loaded.chart("Share of usage beside entitlement")
+    # Only the shares with the ledger's ShareOfUsage: none drawn as 0 % for want of a value.
+    ledger = {"article-q/HIGHPRI", "article-q/LOWPRI", "article-q/MIDPRI", "quota-q/prod", "quota-q/research"}
+    assert {t for t in usage["texts"] if "/" in t} == ledger
+    in_use = loaded.chart("Instances in use per share")
+    assert {"sample-fairshare-q/prod", "article-q/HIGHPRI"} <= set(in_use["texts"])
+    html_text = loaded.path.read_text(encoding="utf-8")
+    left_out = len(loaded.shares) - len(ledger)
+    assert f"{left_out} of {len(loaded.shares)} shares had no ShareOfUsage" in html_text
+    assert "the capacity function&#x27;s InstancesInUse gauge, last value" not in html_text
+
+
+def test_every_preview_fits_in_its_box(loaded: Loaded) -> None:
+    words = [w for text in loaded.page["texts"][".msg.sns"] for w in text.split()]
+    assert max(len(w) for w in words) > 150  # a CloudWatch Logs URL, wider than a preview's box
+    assert loaded.page["overflowing"] == {".msg": [], ".msg pre": [], ".msg *": []}

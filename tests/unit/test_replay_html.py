@@ -1,18 +1,21 @@
 """The replay report's charts and previews without a browser: which samples a time axis keeps
-together, series styles that stay apart where values are equal, markers on a lone sample, legend
-labels without their shared parts, and Teams text shown as Teams renders it
-(``batchpilot_local.html_report``, ``replay_html``, ``notifications``)."""
+together, series styles that stay apart where values are equal, markers on a lone sample and its
+one tick, legend labels without their shared parts, Teams text shown as Teams renders it, and the
+shares the text summary leaves out being in the HTML report (``batchpilot_local.html_report``,
+``replay_html``, ``replay_summary``, ``notifications``)."""
 
 from __future__ import annotations
 
 import itertools
+import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 from batchpilot.alerts.channels.teams import markdown_escaped
 from batchpilot_local.html_report import line_chart, series_id, series_styles, time_chart, time_segments
 from batchpilot_local.notifications import markdown_shown
-from batchpilot_local.replay_html import short_labels
+from batchpilot_local.replay_html import build_report, short_labels
+from batchpilot_local.replay_summary import ShareUsage, Summary, render_overview
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,6 +46,32 @@ def test_a_lone_sample_is_drawn_as_a_marker() -> None:
     assert set(groups) == {"series-in-use", "series-limit"}
     for group in groups.values():
         assert len(list(group.iter(f"{SVG}use"))) == 1  # the marker: a path through one point shows nothing
+
+
+def _x_tick_labels(svg: str) -> list[str]:
+    # matplotlib draws text as paths, each after a comment holding the text.
+    return re.findall(r'<g id="xtick_\d+">.*?<!-- (.*?) -->', svg, flags=re.DOTALL)
+
+
+def test_a_lone_sample_has_one_tick_at_it() -> None:
+    svg = line_chart([0.0], {"in use": [4.0]}, title="t", ylabel="instances", xlabel="minutes")
+    assert _x_tick_labels(svg) == ["0"]  # not -1 ... 1 around it
+    several = line_chart([0.0, 1.0, 2.0], {"in use": [4.0, 5.0, 6.0]}, title="t", ylabel="instances")
+    assert len(_x_tick_labels(several)) > 1
+
+
+def test_the_text_summary_says_where_the_shares_it_leaves_out_are() -> None:
+    summary = Summary()
+    for i in range(12):
+        summary.shares[("q", f"share-{i:02d}")] = ShareUsage("q", f"share-{i:02d}", in_use=float(i))
+    overview = render_overview(summary).splitlines()
+    start = overview.index("Shares (12)")
+    more = overview[start + 12]  # after the header and 10 rows
+    assert more == "  ... and 2 more (every one is in the HTML report, --report FILE)"
+    page = build_report([], summary)
+    shares = page[page.index("<caption>Shares (12)") :]
+    shares = shares[: shares.index("</table>")]
+    assert re.findall(r"<tr><td>q</td><td>(share-\d+)</td>", shares) == [f"share-{i:02d}" for i in range(12)]
 
 
 def test_series_stay_distinguishable_where_they_are_equal() -> None:

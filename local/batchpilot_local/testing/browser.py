@@ -6,7 +6,8 @@ would have: console errors, every request made, and for each inline ``<svg>`` ch
 texts it draws (matplotlib draws text as paths, after an SVG comment holding the text), its legend
 labels, the texts that reach past the chart's box (which the browser clips), and each series'
 group (the ``series-...`` ids of :func:`batchpilot_local.html_report.series_id`) with its drawn
-box. :func:`screenshot` saves a PNG of a report as the browser shows it; ``make
+box; each table's caption, headers and cells; and which elements' content runs past their box.
+:func:`screenshot` saves a PNG of a report as the browser shows it; ``make
 report-screenshot`` makes ``docs/replay-report.png`` with it. Tests skip with :data:`INSTALL_HINT`
 when :data:`CHROMIUM` is absent.
 """
@@ -84,6 +85,17 @@ _CHARTS = """() => [...document.querySelectorAll('svg')].map(svg => {
 })"""
 
 
+_TABLES = """() => [...document.querySelectorAll('table')].map(table => ({
+    caption: table.caption ? table.caption.innerText.trim() : '',
+    headers: [...table.querySelectorAll('thead th')].map(th => th.innerText.trim()),
+    rows: [...table.querySelectorAll('tbody tr')].map(tr => [...tr.cells].map(td => td.innerText.trim())),
+}))"""
+# An element whose content is wider than its box: scrolled (overflow: auto) or drawn past its edge.
+_OVERFLOWING = """(s) => [...document.querySelectorAll(s)]
+    .filter(e => e.scrollWidth > e.clientWidth + 0.5)
+    .map(e => ({text: e.innerText.slice(0, 120), scroll: e.scrollWidth, client: e.clientWidth}))"""
+
+
 def require_chromium() -> Path:
     """Return :data:`CHROMIUM`, or skip the calling test when it or Playwright is absent."""
     import pytest
@@ -97,14 +109,23 @@ def require_chromium() -> Path:
 
 
 def load_in_chromium(
-    report: Path, *, selectors: tuple[str, ...] = (), texts_of: tuple[str, ...] = ()
+    report: Path,
+    *,
+    selectors: tuple[str, ...] = (),
+    texts_of: tuple[str, ...] = (),
+    fit: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Open ``report`` offline in headless Chromium (a :data:`VIEWPORT` window).
 
     Returns:
         ``{"errors": [console errors and page errors], "requests": [URLs], "charts": [chart],
         "title": str, "counts": {selector: number of elements}, "texts": {selector: [innerText of
-        each element]}}`` for the CSS ``selectors`` and ``texts_of``. A chart, one per ``<svg>``
+        each element]}, "tables": [table], "overflowing": {selector: [element]}}`` for the CSS
+        ``selectors``, ``texts_of`` and ``fit``. A table, one per ``<table>`` in document order:
+        ``{"caption", "headers": [str], "rows": [[cell text]]}``. ``overflowing``: for each
+        selector of ``fit``, the elements whose content is wider than their box (``scrollWidth``
+        over ``clientWidth``: scrolled sideways, or drawn past the edge), as ``{"text": the first
+        120 characters, "scroll", "client"}`` (CSS pixels). A chart, one per ``<svg>``
         in document order: ``width``, ``height`` (CSS pixels); ``drawn`` (paths and uses);
         ``texts`` (every text drawn); ``legend`` (legend labels); ``outside``
         (texts or legends whose box reaches past the chart's); ``series``: ``[{"id", "width",
@@ -132,6 +153,8 @@ def load_in_chromium(
                 s: page.evaluate("(s) => [...document.querySelectorAll(s)].map(e => e.innerText)", s)
                 for s in texts_of
             }
+            tables = page.evaluate(_TABLES)
+            overflowing = {s: page.evaluate(_OVERFLOWING, s) for s in fit}
             title = page.title()
         finally:
             browser.close()
@@ -142,6 +165,8 @@ def load_in_chromium(
         "title": title,
         "counts": counts,
         "texts": texts,
+        "tables": tables,
+        "overflowing": overflowing,
     }
 
 
