@@ -50,7 +50,8 @@ run: $(BIN)/.installed
 # The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
 # day apart, a resubmission, a page; Teams on), the report's first screens in headless Chromium.
 SCREENSHOT_INPUTS := events/scenarios/capacity/burst.json events/scenarios/capacity/quiet-night.json \
-  events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json
+  events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json \
+  events/scenarios/ledger/fair-share-fleet.json
 SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf
 report-screenshot: $(BIN)/.installed
 	@mkdir -p .aws-sam
