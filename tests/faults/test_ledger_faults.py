@@ -15,16 +15,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from batchpilot.io.clients import RETRY_ATTEMPTS, client
-from batchpilot.io.dynamodb.codec import decode
-from batchpilot.io.dynamodb.ledger import LedgerStateStore, aggregate_from_item, job_from_item
+from batchpilot.io.dynamodb.ledger import LedgerStateStore
 from batchpilot.ledger.handler import LedgerProcessor
-from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, Observation
+from batchpilot.ledger.model import JobDetails, JobStatus, Observation
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import JobKind
 from batchpilot_local.testing.faults import FaultKind, HttpFaults, Killed
 from batchpilot_local.testing.harness import sqs_event
-from batchpilot_local.testing.ledger import ListSink, recount
+from batchpilot_local.testing.ledger import ListSink, stored_and_recounted
 from batchpilot_local.testing.recovery import TABLE, harness
 from batchpilot_local.testing.samples import service_job
 
@@ -58,20 +57,6 @@ def ledger() -> LedgerService:
     )
 
 
-def stored_and_recounted() -> tuple[dict[AggregateKey, Delta], dict[AggregateKey, Delta]]:
-    jobs, aggregates = [], {}
-    for page in client("dynamodb").get_paginator("scan").paginate(TableName=TABLE):
-        for raw in page.get("Items", []):
-            item = decode(raw)
-            if item["pk"].startswith("ledger#job#"):
-                jobs.append(job_from_item(item))
-            elif item["pk"].startswith("ledger#agg#"):
-                agg = aggregate_from_item(item)
-                if not agg.total.zero:
-                    aggregates[agg.key] = agg.total
-    return aggregates, recount(jobs)
-
-
 @pytest.mark.parametrize(
     "kind",
     [FaultKind.ACCEPTED_SERVER_ERROR, FaultKind.ACCEPTED_TIMEOUT, FaultKind.KILL_AFTER, FaultKind.THROTTLE],
@@ -93,7 +78,7 @@ def test_a_lost_answer_or_a_kill_after_the_write_counts_the_job_once(kind: Fault
                 ledger().apply(observation)
         ledger().apply(observations[-1])  # and a late duplicate of the last event
         assert faults.injected == [("dynamodb:TransactWriteItems", kind)]
-        stored, recounted = stored_and_recounted()
+        stored, recounted = stored_and_recounted(client("dynamodb"), TABLE)
     assert stored == recounted
     ((key, delta),) = stored.items()  # one job, counted once, in its latest status
     assert key.status is JobStatus.RUNNING and delta.jobs == 1 and delta.instances == 4
@@ -147,7 +132,7 @@ def test_a_lost_answer_to_a_batch_write_counts_each_job_once(kind: FaultKind, jo
         retried = [b for i, b in enumerate(bodies) if f"msg-{i}" in failed]
         assert not retried or deliver(retried) == set()
         assert deliver(bodies) == set()
-        stored, recounted = stored_and_recounted()
+        stored, recounted = stored_and_recounted(client("dynamodb"), TABLE)
     assert stored == recounted
     ((key, delta),) = stored.items()  # both jobs, each counted once, in their latest status
     assert key.status is JobStatus.RUNNING and delta.jobs == 2 and delta.instances == 8
@@ -161,12 +146,12 @@ def test_a_batch_write_that_keeps_failing_retries_only_that_jobs_records(job: in
         # Every attempt botocore makes of one job's write is throttled: its records fail.
         faults.add("dynamodb", "TransactWriteItems", FaultKind.THROTTLE, times=RETRY_ATTEMPTS, skip=job)
         assert deliver(bodies) == {f"msg-{i}" for i in ((0, 2, 4), (1, 3))[job]}
-        stored, _ = stored_and_recounted()
+        stored, _ = stored_and_recounted(client("dynamodb"), TABLE)
         ((key, delta),) = stored.items()  # meanwhile the other job is written, counted once
         assert key.status is JobStatus.RUNNING and delta.jobs == 1
         retried = [b for i, b in enumerate(bodies) if i in ((0, 2, 4), (1, 3))[job]]
         assert deliver(retried) == set()
-        stored, recounted = stored_and_recounted()
+        stored, recounted = stored_and_recounted(client("dynamodb"), TABLE)
     assert stored == recounted
     ((key, delta),) = stored.items()
     assert key.status is JobStatus.RUNNING and delta.jobs == 2 and delta.instances == 8

@@ -18,8 +18,6 @@ from batchpilot.io.dynamodb.ledger import (
     STARVING_TTL,
     LedgerDemandReader,
     LedgerStateStore,
-    aggregate_from_item,
-    job_from_item,
 )
 from batchpilot.ledger.model import (
     AggregateKey,
@@ -36,7 +34,7 @@ from batchpilot.shared.classification import JobKind
 from batchpilot.shared.own_events import StarvationReason
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
-from batchpilot_local.testing.ledger import ListSink, recount
+from batchpilot_local.testing.ledger import ListSink, stored_and_recounted
 from batchpilot_local.testing.samples import service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -70,21 +68,6 @@ def clear_ledger(dynamodb: Any) -> None:
     for page in dynamodb.get_paginator("scan").paginate(TableName=TABLE):
         for item in page.get("Items", []):
             dynamodb.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
-
-
-def table_state(dynamodb: Any) -> tuple[dict[AggregateKey, Delta], dict[AggregateKey, Delta]]:
-    """(aggregates as stored, aggregates recounted from the stored job records)."""
-    jobs, aggs = [], {}
-    for page in dynamodb.get_paginator("scan").paginate(TableName=TABLE):
-        for raw in page.get("Items", []):
-            item = decode(raw)
-            if item["pk"].startswith("ledger#job#"):
-                jobs.append(job_from_item(item))
-            elif item["pk"].startswith("ledger#agg#"):
-                agg = aggregate_from_item(item)
-                if not agg.total.zero:
-                    aggs[agg.key] = agg.total
-    return aggs, recount(jobs)
 
 
 class Details:
@@ -144,7 +127,7 @@ def test_aggregates_equal_recount_through_dynamodb(aws: EmbeddedAws, seed: int, 
     )
     for o in observations:
         ledger.apply(o)
-    stored, recounted = table_state(dynamodb)
+    stored, recounted = stored_and_recounted(dynamodb, TABLE)
     assert stored == recounted
 
 
@@ -223,7 +206,7 @@ def test_reconciliation_repairs_drift_both_ways(aws: EmbeddedAws) -> None:
     # 50 sized jobs of 2 instances: the 150 others count at that mean, not at 1.
     assert sum(sink.values("RunnableInstances", JobQueue="sm-q")) == 2 * runnable
     assert sink.values("LedgerDrift", JobQueue="sm-q", Drift="missing") == [runnable]
-    stored, recounted = table_state(dynamodb)
+    stored, recounted = stored_and_recounted(dynamodb, TABLE)
     assert stored == recounted
     # The per-instance-type counter: the 50 described jobs' 2 ml.p5.48xlarge each.
     assert sum(d.by_type.get("ml.p5.48xlarge", 0) for d in stored.values()) == 2 * 50
@@ -275,7 +258,7 @@ def test_function_cold_start_and_event_path(
     job = LedgerStateStore(dynamodb, TABLE).get(arn)
     assert job is not None and job.status is JobStatus.RUNNING
     assert job.details.instances == 3 and job.details.priority == 90 and job.details.environment == "sm-env"
-    stored, recounted = table_state(dynamodb)
+    stored, recounted = stored_and_recounted(dynamodb, TABLE)
     assert (
         stored
         == recounted
@@ -321,7 +304,7 @@ def test_heterogeneous_job_is_counted_per_instance_type(aws: EmbeddedAws) -> Non
     ledger.apply(Observation(arn, JobKind.SERVICE_JOB, JobStatus.RUNNING, T0 + timedelta(minutes=3)))
     stored_job = store.get(arn)
     assert stored_job is not None and stored_job.details.by_type == details.by_type
-    stored, recounted = table_state(dynamodb)
+    stored, recounted = stored_and_recounted(dynamodb, TABLE)
     assert stored == recounted
     (running,) = [d for k, d in stored.items() if k.status is JobStatus.RUNNING]
     assert running.by_type == {"ml.c5.4xlarge": 3, "ml.p5.48xlarge": 2} and running.instances == 5

@@ -31,6 +31,7 @@ __all__ = [
     "recount",
     "recount_runnable",
     "seed_aggregates",
+    "stored_and_recounted",
 ]
 
 
@@ -41,6 +42,28 @@ def recount(jobs: Iterable[LedgerJob]) -> dict[AggregateKey, Delta]:
         for k, d in contribution(job).items():
             out[k] = out[k] + d
     return {k: d for k, d in out.items() if not d.zero}
+
+
+def stored_and_recounted(
+    dynamodb: Any, table: str
+) -> tuple[dict[AggregateKey, Delta], dict[AggregateKey, Delta]]:
+    """(the aggregates stored in ``table``, zero ones dropped; the aggregates :func:`recount`
+    gives from the job records stored there), read with a Scan through ``dynamodb`` (a boto3
+    client of the embedded AWS)."""
+    from batchpilot.io.dynamodb.codec import decode
+    from batchpilot.io.dynamodb.ledger import aggregate_from_item, job_from_item
+
+    jobs, stored = [], {}
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+        for raw in page.get("Items", []):
+            item = decode(raw)
+            if item["pk"].startswith("ledger#job#"):
+                jobs.append(job_from_item(item))
+            elif item["pk"].startswith("ledger#agg#"):
+                agg = aggregate_from_item(item)
+                if not agg.total.zero:
+                    stored[agg.key] = agg.total
+    return stored, recount(jobs)
 
 
 def recount_runnable(jobs: Iterable[LedgerJob]) -> set[RunnableEntry]:
