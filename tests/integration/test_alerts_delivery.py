@@ -14,7 +14,6 @@ import logging
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from batchpilot.alerts.policy import RoutingPolicy, Severity, load_policy
@@ -24,13 +23,23 @@ from batchpilot.alerts.render import TRUNCATION_MARK
 from batchpilot.alerts.service import AlertService
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.sns import SnsPublisher
-from batchpilot.shared.own_events import JobResubmitted, RecoverySkipped, SkipReason, put_events_entry
+from batchpilot.shared.own_events import RecoverySkipped, SkipReason
 from batchpilot.shared.records import Outcome
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, block_kit_problem
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.testing.alerts import ENV, START, Clock, Rig, fact_of, failed_fleet, open_rig
-from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
+from batchpilot_local.testing.alerts import (
+    ENV,
+    START,
+    Clock,
+    Rig,
+    capacity_resubmission,
+    fact_of,
+    failed_fleet,
+    open_rig,
+    own_envelope,
+)
+from batchpilot_local.testing.samples import batch_job, sample, service_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -375,13 +384,6 @@ def test_a_malformed_event_never_hides_another_events_alert(rig: Rig) -> None:
 
 
 # ------------------------------------------------------------------------------- own events
-def own(model: Any) -> dict[str, Any]:
-    entry = put_events_entry(model, "default")
-    return envelope(
-        entry["DetailType"], json.loads(entry["Detail"]), source="batchpilot", time=model.time.isoformat()
-    )
-
-
 def test_budget_exhausted_pages(rig: Rig) -> None:
     skipped = RecoverySkipped(
         time=datetime(2026, 11, 20, 11, tzinfo=UTC),
@@ -396,7 +398,7 @@ def test_budget_exhausted_pages(rig: Rig) -> None:
         budget_limit=3,
         critical=True,
     )
-    rig.run(own(skipped), own(skipped))
+    rig.run(own_envelope(skipped), own_envelope(skipped))
     [message] = rig.sns()
     assert (
         message["Subject"]
@@ -408,21 +410,9 @@ def test_budget_exhausted_pages(rig: Rig) -> None:
 # ----------------------------------------------------------------------------- bot token mode
 def test_bot_mode_threads_failure_resubmission_and_the_new_jobs_failure(bot_rig: Rig) -> None:
     failed = sample("service-job/failed-sagemaker-capacity")
-    job_arn = failed["detail"]["jobArn"]
     new_arn = "arn:aws:batch:us-east-1:111122223333:service-job/99999999-0000-4000-8000-000000000001"
-    resubmitted = JobResubmitted(
-        time=datetime(2026, 11, 20, 11, tzinfo=UTC),
-        lineage_id="lin-1",
-        attempt=1,
-        job_kind="service-job",
-        original_job_arn=job_arn,
-        failed_job_arn=job_arn,
-        new_job_arn=new_arn,
-        new_job_name="mistral-dpo-run18-r1",
-        job_queue="sm-training-research",
-        category="CAPACITY",
-        operation="batch:SubmitServiceJob",
-        checkpoint_uri="s3://ckpt/mistral/",
+    resubmitted = capacity_resubmission(
+        failed, new_arn, "lin-1", job_queue="sm-training-research", checkpoint_uri="s3://ckpt/mistral/"
     )
     new_failed = service_job(
         "FAILED",
@@ -431,7 +421,7 @@ def test_bot_mode_threads_failure_resubmission_and_the_new_jobs_failure(bot_rig:
         statusReason="Received status from SageMaker: AlgorithmError: boom",
     )
     bot_rig.run(failed)
-    bot_rig.run(own(resubmitted))
+    bot_rig.run(own_envelope(resubmitted))
     bot_rig.run(new_failed)
     posts = bot_rig.slack.delivered()
     assert [r.kind for r in posts] == ["chat.postMessage"] * 3 and all(r.authorized for r in posts)

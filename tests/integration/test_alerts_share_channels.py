@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from batchpilot.alerts.policy import load_policy
-from batchpilot.shared.own_events import JobResubmitted, put_events_entry
 from batchpilot.shared.records import Outcome
-from batchpilot_local.testing.alerts import Rig, open_rig
-from batchpilot_local.testing.samples import batch_job, envelope, sample, service_job
+from batchpilot_local.testing.alerts import Rig, capacity_resubmission, open_rig, own_envelope
+from batchpilot_local.testing.samples import batch_job, sample, service_job
 
 TEAM_CHANNEL = "#team-nlp-training"
 POLICY = load_policy(
@@ -76,32 +74,14 @@ def test_digests_split_per_channel(bot_rig: Rig) -> None:
 
 def test_threads_are_kept_per_channel(bot_rig: Rig) -> None:
     failed = sample("service-job/failed-sagemaker-capacity")
-    job_arn = failed["detail"]["jobArn"]
     new_arn = "arn:aws:batch:us-east-1:111122223333:service-job/99999999-0000-4000-8000-000000000002"
-    resubmitted = JobResubmitted(
-        time=datetime(2026, 11, 20, 11, tzinfo=UTC),
-        lineage_id="lin-2",
-        attempt=1,
-        job_kind="service-job",
-        original_job_arn=job_arn,
-        failed_job_arn=job_arn,
-        new_job_arn=new_arn,
-        new_job_name="mistral-dpo-run18-r1",
-        job_queue="sm-training-research",
-        category="CAPACITY",
-        operation="batch:SubmitServiceJob",
-        checkpoint_uri="s3://ckpt/mistral/",
+    resubmitted = capacity_resubmission(
+        failed, new_arn, "lin-2", job_queue="sm-training-research", checkpoint_uri="s3://ckpt/mistral/"
     )
     new_failed = service_job(
         "FAILED", jobArn=new_arn, jobName="mistral-dpo-run18-r1", statusReason="AlgorithmError: boom"
     )
-    entry = put_events_entry(resubmitted, "default")
-    own = envelope(
-        entry["DetailType"],
-        json.loads(entry["Detail"]),
-        source="batchpilot",
-        time=resubmitted.time.isoformat(),
-    )
+    own = own_envelope(resubmitted)
     bot_rig.run(failed)  # the default channel: the job's thread starts there
     team = load_policy(json.dumps({"slack_channels": [{"match": {}, "slack_channel": TEAM_CHANNEL}]}))
     bot_rig.run(own, policy=team)

@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ from batchpilot.alerts.ports import Delivery, Notice, TimeLeft
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.service import CHAT_RESERVE_SECONDS
 from batchpilot.shared.observability import metrics as shared_metrics
-from batchpilot.shared.own_events import JobResubmitted, put_events_entry
 from batchpilot.shared.records import Outcome
 from batchpilot_local.chat_endpoint import (
     TEAMS_MAX_MESSAGE_BYTES,
@@ -33,9 +31,9 @@ from batchpilot_local.chat_endpoint import (
 )
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts, notification_from_teams
-from batchpilot_local.testing.alerts import Rig, failed_fleet, open_rig
+from batchpilot_local.testing.alerts import Rig, capacity_resubmission, failed_fleet, open_rig, own_envelope
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
-from batchpilot_local.testing.samples import batch_job, envelope, sample
+from batchpilot_local.testing.samples import batch_job, sample
 
 CRITICAL = "service-job/failed-validation"  # critical → on-call topic + chat
 INFO = "batch-job/failed-spot-reclaim"  # info → chat
@@ -354,22 +352,8 @@ def test_the_registry_drives_delivery_for_a_channel_the_service_does_not_name(ri
     )
     failed = sample("service-job/failed-sagemaker-capacity")
     job_arn = failed["detail"]["jobArn"]
-    resubmitted = JobResubmitted(
-        time=datetime(2026, 11, 20, 11, tzinfo=UTC),
-        lineage_id="lin-1",
-        attempt=1,
-        job_kind="service-job",
-        original_job_arn=job_arn,
-        failed_job_arn=job_arn,
-        new_job_arn=job_arn + "-r1",
-        new_job_name="mistral-dpo-run18-r1",
-        category="CAPACITY",
-        operation="batch:SubmitServiceJob",
-    )
-    entry = put_events_entry(resubmitted, "default")
-    own = envelope(
-        entry["DetailType"], json.loads(entry["Detail"]), source="batchpilot", time="2026-11-20T11:00:00Z"
-    )
+    resubmitted = capacity_resubmission(failed, job_arn + "-r1", "lin-1")
+    own = own_envelope(resubmitted)
     channels = ChannelRegistry([pigeon])
     first = rig.run(failed, policy=policy, channels=channels)
     second = rig.run(own, policy=policy, channels=channels)

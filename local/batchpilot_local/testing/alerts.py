@@ -22,12 +22,13 @@ from batchpilot.io.batch import BatchJobDirectory
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
+from batchpilot.shared.own_events import JobResubmitted, OwnEvent, put_events_entry
 from batchpilot.shared.records import Rejected, decode_any
 
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack, LocalTeams
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
-from batchpilot_local.testing.samples import batch_job
+from batchpilot_local.testing.samples import batch_job, envelope
 
 __all__ = [
     "ENV",
@@ -35,9 +36,11 @@ __all__ = [
     "TEAMS_PARAMETER_VALUE",
     "Clock",
     "Rig",
+    "capacity_resubmission",
     "fact_of",
     "failed_fleet",
     "open_rig",
+    "own_envelope",
 ]
 
 
@@ -55,6 +58,36 @@ def failed_fleet(count: int, reason: str, series: str = "1111") -> list[dict[str
         )
         for i in range(count)
     ]
+
+
+def own_envelope(event: OwnEvent) -> dict[str, Any]:
+    """``event`` as the alerts function receives it: the EventBridge envelope of the PutEvents
+    entry batchpilot publishes (``source`` ``batchpilot``, the event's own ``time``)."""
+    entry = put_events_entry(event, "default")
+    detail = json.loads(entry["Detail"])
+    return envelope(entry["DetailType"], detail, source="batchpilot", time=event.time.isoformat())
+
+
+def capacity_resubmission(
+    failed: Mapping[str, Any], new_arn: str, lineage_id: str, **extra: Any
+) -> JobResubmitted:
+    """The ``Job Resubmitted`` recovery publishes for the service job ``failed`` (the sample
+    ``service-job/failed-sagemaker-capacity``): attempt 1, CAPACITY, as ``mistral-dpo-run18-r1``
+    (``new_arn``) at 2026-11-20 11:00 UTC; ``extra`` sets other fields."""
+    job_arn = failed["detail"]["jobArn"]
+    fields: dict[str, Any] = {
+        "time": datetime(2026, 11, 20, 11, tzinfo=UTC),
+        "lineage_id": lineage_id,
+        "attempt": 1,
+        "job_kind": "service-job",
+        "original_job_arn": job_arn,
+        "failed_job_arn": job_arn,
+        "new_job_arn": new_arn,
+        "new_job_name": "mistral-dpo-run18-r1",
+        "category": "CAPACITY",
+        "operation": "batch:SubmitServiceJob",
+    }
+    return JobResubmitted(**{**fields, **extra})
 
 
 def fact_of(event: Mapping[str, Any]) -> AlertFact:
