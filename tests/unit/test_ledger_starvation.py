@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from batchpilot.ledger.model import JobDetails, JobStatus, LedgerJob, Observation
@@ -17,8 +16,13 @@ from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricPoint, dimensions
 from batchpilot.shared.own_events import JobStarving, PublishError, StarvationReason, parse_own_event
 from batchpilot.shared.settings import ConfigError
-from batchpilot_local.testing.ledger import FakeBatch, ListPublisher, ListSink, MemoryLedgerStore
-from batchpilot_local.testing.samples import envelope, service_job
+from batchpilot_local.testing.ledger import (
+    FakeBatch,
+    ListPublisher,
+    ListSink,
+    MemoryLedgerStore,
+    preemption_bodies,
+)
 
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
 ARN = "arn:aws:batch:us-east-1:111122223333:service-job/"
@@ -162,24 +166,12 @@ def ledger_with(
     )
 
 
-def preemption_bodies(arn: str, times: int) -> list[dict[str, Any]]:
-    bodies = [service_job("RUNNABLE", jobArn=arn, jobQueue="q", schedulingPriority=10, jobName="train-7b")]
-    for _ in range(times):
-        bodies.append(service_job("RUNNING", jobArn=arn, jobQueue="q"))
-        bodies.append(
-            envelope("Batch Service Job Preemption Completed", {"preemptedJobArn": arn, "status": "RUNNABLE"})
-        )
-    for minute, body in enumerate(bodies):
-        body["time"] = (T0 + timedelta(minutes=minute)).isoformat()
-    return bodies
-
-
 def test_third_preemption_publishes_job_starving_exactly_once_under_duplicates() -> None:
     store, publisher = MemoryLedgerStore(), ListPublisher()
     arn = f"{ARN}p"
     batch = FakeBatch({arn: JobDetails(queue="q", share_identifier="LOWPRI", instances=2, sized=True)})
     ledger = ledger_with(store, publisher, batch)
-    bodies = preemption_bodies(arn, 4)
+    bodies = preemption_bodies(arn, 4, T0)
     for body in bodies[:5]:  # two preemptions: nothing yet
         ledger.record(json.dumps(body))
     assert publisher.events == []
@@ -204,7 +196,7 @@ def test_failed_publish_gives_the_claim_back_and_the_redelivery_publishes() -> N
     store, publisher = MemoryLedgerStore(), ListPublisher()
     arn = f"{ARN}f"
     ledger = ledger_with(store, publisher, FakeBatch({arn: JobDetails(queue="q", sized=True)}))
-    bodies = preemption_bodies(arn, 3)
+    bodies = preemption_bodies(arn, 3, T0)
     for body in bodies[:-1]:
         ledger.record(json.dumps(body))
     publisher.fail_next = 1
@@ -226,7 +218,7 @@ def test_without_a_publisher_nothing_is_claimed() -> None:
     ledger = LedgerService(
         settings, store, FakeBatch({arn: JobDetails(queue="q", sized=True)}), ListSink(), lambda: T0
     )
-    for body in preemption_bodies(arn, 3):
+    for body in preemption_bodies(arn, 3, T0):
         ledger.record(json.dumps(body))
     assert store.jobs[arn].preemptions == 3 and store.starving == {}
 
