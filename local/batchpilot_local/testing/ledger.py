@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from batchpilot.io.dynamodb.ledger import STARVING_LEASE
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, Transition, contribution
 from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, ListedJob, QueueInfo
 from batchpilot.ledger.runnable import RunnableEntry, runnable_changes, runnable_entry
@@ -28,6 +29,7 @@ __all__ = [
     "ListSink",
     "MemoryCheckpoints",
     "MemoryLedgerStore",
+    "preemption_bodies",
     "recount",
     "recount_runnable",
     "seed_aggregates",
@@ -86,6 +88,7 @@ class MemoryLedgerStore:
         self.reads = 0
         self.batch_reads = 0
         self.starving: dict[tuple[str, StarvationReason], datetime] = {}
+        self.published: set[tuple[str, StarvationReason]] = set()  # claims confirmed published
         self.runnable: set[RunnableEntry] = set()
         self.claims: list[str] = []
 
@@ -149,13 +152,18 @@ class MemoryLedgerStore:
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
         self.claims.append(arn)  # every conditional put tried (one PutItem each in DynamoDB)
-        if (arn, reason) in self.starving:
+        claimed = self.starving.get((arn, reason))
+        if claimed is not None and ((arn, reason) in self.published or at - claimed < STARVING_LEASE):
             return False
         self.starving[(arn, reason)] = at
         return True
 
+    def confirm_starvation(self, arn: str, reason: StarvationReason) -> None:
+        self.published.add((arn, reason))
+
     def release_starvation(self, arn: str, reason: StarvationReason) -> None:
         self.starving.pop((arn, reason), None)
+        self.published.discard((arn, reason))
 
 
 class FakeBatch:
@@ -287,3 +295,20 @@ def seed_aggregates(
     store = LedgerStateStore(dynamodb, table)
     for agg_key, delta in aggregates.items():
         dynamodb.update_item(**store._aggregate_update(agg_key, delta, quota))
+
+
+def preemption_bodies(arn: str, times: int, start: datetime) -> list[dict[str, Any]]:
+    """Job events of service job ``arn`` (queue ``q``, priority 10, ``train-7b``): RUNNABLE, then
+    ``times`` x (RUNNING, ``Batch Service Job Preemption Completed`` back to RUNNABLE), one a minute
+    from ``start``."""
+    from batchpilot_local.testing.samples import envelope, service_job
+
+    bodies = [service_job("RUNNABLE", jobArn=arn, jobQueue="q", schedulingPriority=10, jobName="train-7b")]
+    for _ in range(times):
+        bodies.append(service_job("RUNNING", jobArn=arn, jobQueue="q"))
+        bodies.append(
+            envelope("Batch Service Job Preemption Completed", {"preemptedJobArn": arn, "status": "RUNNABLE"})
+        )
+    for minute, body in enumerate(bodies):
+        body["time"] = (start + timedelta(minutes=minute)).isoformat()
+    return bodies

@@ -141,11 +141,17 @@ class LedgerStore(Protocol):
         ...
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
-        """Claim the one ``Job Starving`` of job ``arn`` for ``reason`` (a conditional put).
+        """Claim the one ``Job Starving`` of job ``arn`` for ``reason`` (a conditional put). A claim
+        never confirmed (its invocation died before publishing) can be taken over once a lease
+        (minutes, longer than an invocation) has passed.
 
         Returns:
             ``False`` when it was already claimed (nothing written: do not publish).
         """
+        ...
+
+    def confirm_starvation(self, arn: str, reason: StarvationReason) -> None:
+        """Mark a claim published (after PutEvents answered): it is never taken over."""
         ...
 
     def release_starvation(self, arn: str, reason: StarvationReason) -> None:

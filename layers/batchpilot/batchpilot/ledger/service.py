@@ -31,11 +31,13 @@ as events, and counted in ``LedgerDrift``.
 
 Starvation (:mod:`batchpilot.ledger.starvation`): a transition that counts the job's ``N``-th
 preemption (or a later one), and, on every scheduled run, the oldest RUNNABLE job of each (queue,
-share), are checked; a job that is starving is claimed with one conditional PutItem per reason and
-published as ``Job Starving`` once (a claim whose event could not be published is given back).
+share), are checked; a job that is starving is claimed with one conditional PutItem per reason,
+published as ``Job Starving`` and the claim confirmed with one UpdateItem (a claim whose event could
+not be published is given back; one never confirmed, its invocation killed, is taken over after its
+lease, so the event is published at least once and the alerts function sends one message).
 Per run: at most one PutItem per (queue, share) past its threshold and below its entitlement
-(none for a job this Lambda instance already claimed), plus one GetItem and one PutEvents per newly
-starving job.
+(none for a job this Lambda instance already claimed), plus one GetItem, one PutEvents and one
+UpdateItem per newly starving job.
 """
 
 from __future__ import annotations
@@ -334,8 +336,10 @@ class LedgerService:
     def _publish_once(
         self, job: LedgerJob, reason: StarvationReason, now: datetime, standing: ShareStanding | None = None
     ) -> bool:
-        """Claim and publish ``job``'s ``Job Starving`` for ``reason``; ``False`` when it was
-        already published (or there is no publisher).
+        """Claim, publish and confirm ``job``'s ``Job Starving`` for ``reason``; ``False`` when it
+        was already claimed (or there is no publisher). Killed between the claim and the confirm,
+        the claim is taken over after its lease and published again: at least once, and the alerts
+        function keeps one message per (job, reason).
 
         Raises:
             PublishError: PutEvents failed (the claim is given back first).
@@ -348,6 +352,7 @@ class LedgerService:
         except PublishError:
             self.store.release_starvation(job.arn, reason)
             raise
+        self.store.confirm_starvation(job.arn, reason)
         return True
 
     def apply(self, obs: Observation, *, describe: bool = True) -> Transition | None:
@@ -541,6 +546,7 @@ class LedgerService:
                 self.store.release_starvation(arn, reason)
                 summary.starving_unpublished += 1
                 continue
+            self.store.confirm_starvation(arn, reason)
             self._remember_claim(arn, reason)
             summary.starving += 1
 

@@ -19,7 +19,9 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
   the first item is the oldest.
 - ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled.
 - ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
-  reason was claimed (published once); expires after :data:`STARVING_TTL`.
+  reason was claimed (``at``) and, once PutEvents answered, ``published``; expires after
+  :data:`STARVING_TTL`. A claim not marked published within :data:`STARVING_LEASE` (the function
+  was killed between the claim and the publish) can be claimed again.
 
 An SQS batch's job records are read with one ``BatchGetItem`` (:meth:`LedgerStateStore.get_many`).
 A transition (or the fold of one job's records of a batch, first to final state) is one
@@ -59,6 +61,7 @@ from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.own_events import StarvationReason
 
 __all__ = [
+    "STARVING_LEASE",
     "STARVING_TTL",
     "TERMINAL_TTL",
     "LedgerDemandReader",
@@ -72,6 +75,10 @@ TERMINAL_TTL = timedelta(days=7)
 
 STARVING_TTL = timedelta(days=30)
 """How long a ``Job Starving`` claim is kept (a job still starving after that is reported again)."""
+
+STARVING_LEASE = timedelta(minutes=15)
+"""How long a claim not yet marked published holds: longer than the ledger function's timeout
+(60 s) and its queue's visibility timeout, so only a claim whose invocation died is taken over."""
 
 _QUEUES_PK = "ledger#queues"
 _BATCH_GET = 100
@@ -429,7 +436,8 @@ class LedgerStateStore:
         self._client.put_item(TableName=self._table, Item=encode(item))
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
-        """PutItem of the job's starvation marker, conditioned on its absence."""
+        """PutItem of the job's starvation marker, conditioned on its absence or on a claim older
+        than :data:`STARVING_LEASE` that was never marked published."""
         item = {
             "pk": _starving_pk(arn),
             "sk": reason.value,
@@ -439,13 +447,28 @@ class LedgerStateStore:
         }
         try:
             self._client.put_item(
-                TableName=self._table, Item=encode(item), ConditionExpression="attribute_not_exists(pk)"
+                TableName=self._table,
+                Item=encode(item),
+                # ISO UTC times of one format compare as text.
+                ConditionExpression="attribute_not_exists(pk) OR "
+                "(attribute_not_exists(published) AND #at < :stale)",
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues=encode({":stale": iso(at - STARVING_LEASE)}),
             )
         except ClientError as exc:
             if is_conditional_failure(exc):
                 return False
             raise
         return True
+
+    def confirm_starvation(self, arn: str, reason: StarvationReason) -> None:
+        """UpdateItem marking the job's claimed ``Job Starving`` published (kept until its TTL)."""
+        self._client.update_item(
+            TableName=self._table,
+            Key=key(_starving_pk(arn), reason.value),
+            UpdateExpression="SET published = :true",
+            ExpressionAttributeValues=encode({":true": True}),
+        )
 
     def release_starvation(self, arn: str, reason: StarvationReason) -> None:
         """DeleteItem of the job's starvation marker."""
