@@ -27,16 +27,20 @@ from types import TracebackType
 from typing import Any
 
 import boto3
+import botocore
 from moto import mock_aws
 
 from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
+    cached_method_names,
     cached_name_conversion,
     cached_update_expressions,
     cheap_expression_traversal,
     cheap_sqs_bookkeeping,
+    cheap_sqs_clock,
     cheap_transaction_rollback,
+    shallow_received_messages,
     untracked_model_instances,
 )
 from batchpilot_local.template import ACCOUNT_ID, REGION
@@ -173,6 +177,7 @@ class EmbeddedAws:
         self.account_id = ACCOUNT_ID
         self.overlay = Overlay()  # Batch service jobs and SageMaker training jobs (moto lacks them)
         self._journal = ApiJournal()
+        self._unsigned: list[Any] = []  # event emitters whose requests go unsigned
         self._default_session_created = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -194,8 +199,11 @@ class EmbeddedAws:
             cheap_expression_traversal()  # validators stop rebuilding their node-type maps per node
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             cached_update_expressions()  # one parse per UpdateExpression text
+            cached_method_names()  # a response class's action methods listed once
             untracked_model_instances()  # sent messages and old items are freed, not kept
             cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
+            cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message
+            shallow_received_messages()  # a received message is copied shallowly, not deeply
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):
@@ -226,6 +234,11 @@ class EmbeddedAws:
             self.overlay.uninstall()
             self.overlay = Overlay()
             self._journal.uninstall()
+            for emitter in self._unsigned:
+                for service_id in _UNSIGNED_SERVICES:
+                    unique_id = f"{_UNSIGNED_ID}-{service_id}"
+                    emitter.unregister(f"choose-signer.{service_id}", unique_id=unique_id)
+            self._unsigned = []
             if self._default_session_created:
                 boto3.DEFAULT_SESSION = None
                 self._default_session_created = False
@@ -264,6 +277,18 @@ class EmbeddedAws:
         default_session = boto3.DEFAULT_SESSION
         assert default_session is not None
         self._journal.install([adapters_aws.session().events, default_session.events])
+        # moto checks no signature on these services (their account is MOTO_ACCOUNT_ID, their
+        # region the endpoint's), so their requests go unsigned: SigV4 was about a fifth of each
+        # embedded call's botocore time. S3 stays signed: moto treats an unsigned S3 request as
+        # anonymous and denies it.
+        self._unsigned = [adapters_aws.session().events, default_session.events]
+        if self._session is not None:
+            self._unsigned.append(self._session.events)
+        for emitter in self._unsigned:
+            for service_id in _UNSIGNED_SERVICES:
+                emitter.register_first(
+                    f"choose-signer.{service_id}", _unsigned, unique_id=f"{_UNSIGNED_ID}-{service_id}"
+                )
         # One botocore data loader for the functions', the default and this object's sessions:
         # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
         loader = adapters_aws.session()._session.get_component("data_loader")
@@ -440,6 +465,16 @@ class EmbeddedAws:
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
         )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+_UNSIGNED_ID = "batchpilot-embedded-unsigned"
+_UNSIGNED_SERVICES = ("dynamodb", "sqs", "sns", "eventbridge", "batch", "sagemaker")
+"""botocore service ids (hyphenated) whose requests to the embedded AWS go unsigned."""
+
+
+def _unsigned(**_: Any) -> Any:
+    """``choose-signer`` handler: no signature (``botocore.UNSIGNED``)."""
+    return botocore.UNSIGNED
 
 
 def _lambda_message_attribute(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,8 @@ import yaml
 from moto.events.models import EventPattern
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
+from batchpilot_local.emulator.patch import matches_each
+
 __all__ = [
     "ACCOUNT_ID",
     "DEFAULT_BUS",
@@ -184,8 +186,11 @@ class AppTemplate:
     overrides: dict[str, str] = field(default_factory=dict)
 
     def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
-        """The routes on ``bus`` whose pattern matches the event, in template order."""
-        return [r for r in self.routes if r.event_bus == bus and r.matches(event)]
+        """The routes on ``bus`` whose pattern matches the event, in template order (moto's
+        EventBridge matcher, the event prepared once for all rules)."""
+        on_bus = [r for r in self.routes if r.event_bus == bus]
+        answers = matches_each([r._matcher for r in on_bus], event)
+        return [route for route, matched in zip(on_bus, answers, strict=True) if matched]
 
     @property
     def own_event_bus(self) -> str:

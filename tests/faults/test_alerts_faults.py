@@ -218,11 +218,12 @@ def test_a_429_wait_then_a_hang_still_falls_back_before_the_deadline(rig: Rig) -
 # ------------------------------------------------------------------------ AWS faults
 AWS_FAULTS = [
     ("sns", "PublishBatch", FaultKind.SERVER_ERROR, 6, 0),  # every attempt of one delivery
-    ("dynamodb", "UpdateItem", FaultKind.THROTTLE, 6, 1),  # the claim
-    ("dynamodb", "UpdateItem", FaultKind.SERVER_ERROR, 6, 0),  # the job state
+    ("dynamodb", "UpdateItem", FaultKind.THROTTLE, 6, 0),  # the claim
+    ("dynamodb", "PutItem", FaultKind.SERVER_ERROR, 6, 0),  # the job state
+    ("dynamodb", "PutItem", FaultKind.ACCEPTED_SERVER_ERROR, 1, 0),  # the job state, answer lost
     # The delivery records after a successful publish and post: both writes, every attempt.
-    ("dynamodb", "UpdateItem", FaultKind.SERVER_ERROR, 12, 2),
-    ("dynamodb", "UpdateItem", FaultKind.ACCEPTED_SERVER_ERROR, 3, 2),
+    ("dynamodb", "UpdateItem", FaultKind.SERVER_ERROR, 12, 1),
+    ("dynamodb", "UpdateItem", FaultKind.ACCEPTED_SERVER_ERROR, 3, 1),
 ]
 
 

@@ -1,16 +1,21 @@
 """The embedded AWS's speed patches to moto (batchpilot_local.emulator.patch) change no answer:
 an UpdateExpression text parsed once still applies each call's own values and still rejects a
 bad text every time; SQS still moves a message to its dead-letter queue after maxReceiveCount
-through the event-source-mapping path that calls moto's SQS backend directly."""
+through the event-source-mapping path that calls moto's SQS backend directly, still hides a
+received message for its visibility timeout and a delayed one for its delay, and a receive that
+asks for some message attributes leaves the others on the queued message; the template's rules
+match each sample event as moto's own matcher does; unsigned requests land in the embedded
+account, and S3's stay signed."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.template import ACCOUNT_ID
+from batchpilot_local.template import ACCOUNT_ID, load_template
 from botocore.exceptions import ClientError
 
 TABLE = "t"
@@ -122,3 +127,118 @@ def test_a_message_past_its_queues_retention_period_is_not_delivered() -> None:
         again = aws.receive_as_lambda_event("q")["Records"]
     assert [r["body"] for r in records] == ["new"]
     assert again == []
+
+
+def test_an_expression_that_reads_the_item_applies_to_each_items_own_value() -> None:
+    """The validator resolves paths against the item on a copy of the shared parse tree: one
+    call's item values never leak into the next call's."""
+    expression = "SET #n = if_not_exists(#n, :zero) + :n, #who = :who"
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        for pk, n in (("a", 2), ("b", 7), ("a", 3), ("b", 1)):
+            dynamodb.update_item(
+                TableName=TABLE,
+                Key={"pk": {"S": pk}},
+                UpdateExpression=expression,
+                ExpressionAttributeNames={"#n": "n", "#who": "who"},
+                ExpressionAttributeValues={":n": {"N": str(n)}, ":zero": {"N": "0"}, ":who": {"S": pk}},
+            )
+        items = {pk: dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": pk}})["Item"] for pk in "ab"}
+    assert {pk: item["n"]["N"] for pk, item in items.items()} == {"a": "5", "b": "8"}
+
+
+def _backend_queue(aws: EmbeddedAws, name: str) -> Any:
+    from moto.sqs.models import sqs_backends
+
+    return sqs_backends[ACCOUNT_ID][aws.region].get_queue(name)
+
+
+def test_a_received_message_stays_hidden_until_its_visibility_timeout_ends() -> None:
+    with EmbeddedAws() as aws:
+        aws.create_queue("q", {"VisibilityTimeout": "30"})
+        sent = aws.send("q", "x")
+        first = aws.receive_as_lambda_event("q")["Records"]
+        hidden = aws.receive_as_lambda_event("q")["Records"]
+        message = next(m for m in _backend_queue(aws, "q")._messages if m.id == sent)
+        message.visible_at -= 31_000  # the 30 s timeout has run out
+        again = aws.receive_as_lambda_event("q")["Records"]
+    assert [r["messageId"] for r in first] == [sent] and hidden == []
+    assert [(r["messageId"], r["attributes"]["ApproximateReceiveCount"]) for r in again] == [(sent, "2")]
+
+
+def test_a_delayed_message_is_not_delivered_before_its_delay() -> None:
+    with EmbeddedAws() as aws:
+        aws.create_queue("q", {"DelaySeconds": "60"})
+        sent = aws.send("q", "later")
+        early = aws.receive_as_lambda_event("q")["Records"]
+        message = next(m for m in _backend_queue(aws, "q")._messages if m.id == sent)
+        message.delayed_until -= 61_000
+        due = aws.receive_as_lambda_event("q")["Records"]
+    assert early == [] and [r["body"] for r in due] == ["later"]
+
+
+def test_a_receive_of_some_attributes_leaves_the_others_on_the_queued_message() -> None:
+    with EmbeddedAws() as aws:
+        sqs = aws.client("sqs")
+        url = aws.create_queue("q", {"VisibilityTimeout": "0"})
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="x",
+            MessageAttributes={
+                "team": {"DataType": "String", "StringValue": "nlp"},
+                "run": {"DataType": "Number", "StringValue": "47"},
+            },
+        )
+        some = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["team"])["Messages"]
+        every = aws.receive_as_lambda_event("q")["Records"]
+    assert set(some[0]["MessageAttributes"]) == {"team"}
+    assert set(every[0]["messageAttributes"]) == {"team", "run"}
+    assert every[0]["attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_every_rule_matches_each_sample_event_as_motos_matcher_does() -> None:
+    root = Path(__file__).resolve().parents[2]
+    template = load_template(root / "template.yaml")
+    events = [
+        json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted((root / "events").rglob("*.json"))
+        if "scenarios" not in path.parts
+    ]
+    events = [e for e in events if isinstance(e, dict) and "detail-type" in e]
+    assert len(events) > 20
+    matched = 0
+    for event in events:
+        for bus in {route.event_bus for route in template.routes}:
+            expected = [
+                r for r in template.routes if r.event_bus == bus and r._matcher.matches_event(dict(event))
+            ]
+            assert template.routes_for(event, bus) == expected, event.get("detail-type")
+            matched += len(expected)
+    assert matched > len(events)  # most sample events reach several functions
+
+
+def test_unsigned_requests_land_in_the_embedded_account_and_s3_stays_signed() -> None:
+    from batchpilot.io import clients
+
+    signed: dict[str, set[bool]] = {}
+
+    def remember(request: Any, **_: Any) -> None:
+        host = request.url.split("//", 1)[1].split("/", 1)[0]
+        service = "s3" if ".s3." in f".{host}" else host.split(".", 1)[0]
+        signed.setdefault(service, set()).add("Authorization" in request.headers)
+
+    with EmbeddedAws() as aws:
+        sqs, s3 = clients.client("sqs"), clients.client("s3")
+        for client in (sqs, s3):
+            client.meta.events.register("before-send", remember)
+        url = sqs.create_queue(QueueName="unsigned")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        s3.create_bucket(Bucket="signed-bucket")
+        s3.put_object(Bucket="signed-bucket", Key="k", Body=b"v")
+        body = s3.get_object(Bucket="signed-bucket", Key="k")["Body"].read()
+        for client in (sqs, s3):
+            client.meta.events.unregister("before-send", remember)
+    assert arn == f"arn:aws:sqs:{aws.region}:{ACCOUNT_ID}:unsigned"
+    assert body == b"v"
+    assert signed == {"sqs": {False}, "s3": {True}}

@@ -127,7 +127,11 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
     topic_name = props(template, "AlertsOnCallTopic", "AWS::SNS::Topic")["TopicName"]["Fn::Sub"]
     assert publish["Resource"]["Fn::Sub"].endswith(":" + topic_name)  # this topic only
     records = sids["OwnAlertRecords"]
-    assert sorted(as_list(records["Action"])) == ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+    assert sorted(as_list(records["Action"])) == [
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    ]
     assert getatt(records["Resource"], "Arn") == "StateTable"
     assert records["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["alerts#*"]}}
     secrets = sids["ReadSlackSecrets"]

@@ -26,20 +26,25 @@ the answers stay the same; ``benchmarks/bench_replay.py`` measures what they sav
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from batchpilot_local.emulator.core import Response
 
 __all__ = [
     "Handler",
+    "cached_method_names",
     "cached_name_conversion",
     "cached_update_expressions",
     "cheap_expression_traversal",
     "cheap_sqs_bookkeeping",
+    "cheap_sqs_clock",
     "cheap_transaction_rollback",
     "install",
     "installed",
+    "matches_each",
+    "shallow_received_messages",
     "uninstall",
     "untracked_model_instances",
 ]
@@ -207,29 +212,51 @@ def cached_name_conversion() -> None:
 
 
 def cached_update_expressions() -> None:
-    """Make moto parse each DynamoDB UpdateExpression text once.
+    """Make moto parse each DynamoDB UpdateExpression text once, and copy the parsed tree cheaply.
 
     moto 5 parses an UpdateExpression on every UpdateItem, twice per update of a
     TransactWriteItems (once to check the names used, once to apply it), although the ledger and
     the alerts store send the same few texts with different values. The parsed tree is only read
     afterwards (``find_clauses``) or deep-copied before it is resolved against values
     (``Validator.__init__``), so sharing one tree per text answers the same. At most 512 texts
-    are kept. Idempotent; process-wide.
-    """
-    import functools
+    are kept.
 
-    from moto.dynamodb.parsing import expressions
+    The validator's copy of a shared tree is made from the tree's pickle, taken once per text:
+    the same nodes, children and parent links as ``copy.deepcopy`` makes (the tree holds only
+    nodes, lists and strings), about five times faster. Any other value the validators module
+    copies still goes through ``deepcopy``. Idempotent; process-wide.
+    """
+    import copy
+    import functools
+    import pickle
+
+    from moto.dynamodb.parsing import expressions, validators
 
     parser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009 - untyped in moto
     if getattr(parser, "_batchpilot_cached_make", False):
         return
     make = parser.make  # the classmethod, bound to the class
+    pickled: dict[int, tuple[Any, bytes]] = {}  # id(tree) -> (tree, its pickle), trees in the cache
 
     @functools.lru_cache(maxsize=512)
     def cached_make(expression_str: str) -> Any:
-        return make(expression_str)
+        tree = make(expression_str)
+        if len(pickled) >= 512:
+            pickled.clear()  # trees evicted from the cache must not keep their ids here
+        pickled[id(tree)] = (tree, pickle.dumps(tree, pickle.HIGHEST_PROTOCOL))
+        return tree
+
+    deep = copy.deepcopy
+
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        entry = pickled.get(id(value))
+        if entry is not None and entry[0] is value:
+            return pickle.loads(entry[1])  # noqa: S301 - our own pickle of moto's parse tree
+        return deep(value, memo)
 
     parser.make = staticmethod(cached_make)
+    module: Any = validators
+    module.deepcopy = deepcopy
     parser._batchpilot_cached_make = True
 
 
@@ -293,3 +320,108 @@ def cheap_sqs_bookkeeping() -> None:
     backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
     models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
     backend._batchpilot_cheap_bookkeeping = True
+
+
+def cheap_sqs_clock() -> None:
+    """Give moto's SQS models the current time without building two datetimes per reading.
+
+    moto's ``unix_time()`` takes ``utcnow()`` and subtracts ``utcfromtimestamp(0)`` each time, and
+    its SQS ``Message.visible`` and ``Message.delayed`` read it for every message of a queue on
+    every receive: in a replay, about 50 readings per event. With no argument the value is the
+    epoch seconds ``time.time()`` returns (both read the system clock; freezegun patches both),
+    so the SQS module now reads that directly; a call with a datetime still goes to moto.
+    Idempotent; process-wide.
+    """
+    import time
+
+    from moto.core import utils
+    from moto.sqs import models
+
+    module: Any = models
+    if getattr(module, "_batchpilot_cheap_clock", False):
+        return
+    original_seconds = utils.unix_time
+
+    def unix_time(dt: Any = None) -> float:
+        return time.time() if dt is None else original_seconds(dt)
+
+    def unix_time_millis(dt: Any = None) -> float:
+        return unix_time(dt) * 1000.0
+
+    module.unix_time = unix_time
+    module.unix_time_millis = unix_time_millis
+    module._batchpilot_cheap_clock = True
+
+
+def shallow_received_messages() -> None:
+    """Let moto's SQS ``receive_message`` copy each received message shallowly.
+
+    moto deep-copies every received ``Message`` so that filtering its message attributes (which
+    assigns a new ``message_attributes`` dict to the copy) leaves the queued message as it was.
+    A shallow copy does the same for that: the queued message keeps its own dict, and the body
+    and attribute values are immutable strings and bytes that nothing writes to. The module's
+    other deep copies (pending message groups, CloudFormation properties) stay deep.
+    Idempotent; process-wide.
+    """
+    import copy
+
+    from moto.sqs import models
+
+    module: Any = models
+    if getattr(module, "_batchpilot_shallow_messages", False):
+        return
+    deep = copy.deepcopy
+    message_class = models.Message
+
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        if type(value) is message_class:
+            return copy.copy(value)
+        return deep(value, memo)
+
+    module.deepcopy = deepcopy
+    module._batchpilot_shallow_messages = True
+
+
+def matches_each(patterns: Sequence[Any], event: Mapping[str, Any]) -> list[bool]:
+    """Whether each of moto's ``EventPattern`` objects matches ``event``, as
+    ``pattern.matches_event(event)`` answers, with the event prepared once for all of them.
+
+    ``matches_event`` copies the event through ``json.dumps``/``json.loads`` and flattens it
+    for every pattern; a replay asks five rules about each input event. This does the copy and
+    the flattening once and then asks moto's own matcher (``_does_event_match``) per pattern.
+    """
+    from moto.events.models import EventPattern
+
+    flat: dict[str, Any] | None = None
+    answers = []
+    for pattern in patterns:
+        raw = pattern.get_pattern()
+        if not raw:
+            answers.append(True)
+            continue
+        if flat is None:
+            flat = EventPattern._flatten_dict(json.loads(json.dumps(event)))
+        answers.append(bool(pattern._does_event_match(flat, raw)))
+    return answers
+
+
+def cached_method_names() -> None:
+    """Memoise, per response class, the list of action methods moto looks an action up in.
+
+    moto's ``BaseResponse.call_action`` calls ``method_names_from_class(self.__class__)`` on every
+    request, which walks the class with ``inspect.getmembers``: for DynamoDB about a hundred
+    members and a sort per UpdateItem. A response class's functions do not change once moto is
+    imported (nothing here adds any to them), so one list per class answers the same.
+    Idempotent; process-wide.
+    """
+    import functools
+
+    from moto.core import responses
+
+    module: Any = responses
+    original = module.method_names_from_class
+    if getattr(original, "_batchpilot_cached", False):
+        return
+    cached = functools.cache(original)
+    cached._batchpilot_cached = True  # type: ignore[attr-defined]
+    module.method_names_from_class = cached
