@@ -33,14 +33,18 @@ from moto import mock_aws
 from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
+    cached_condition_tokens,
     cached_method_names,
     cached_name_conversion,
     cached_update_expressions,
+    cached_user_agent,
     cheap_expression_traversal,
     cheap_sqs_bookkeeping,
     cheap_sqs_clock,
     cheap_transaction_rollback,
+    light_json_requests,
     shallow_received_messages,
+    single_item_size_check,
     untracked_model_instances,
 )
 from batchpilot_local.template import ACCOUNT_ID, REGION
@@ -200,6 +204,10 @@ class EmbeddedAws:
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             cached_update_expressions()  # one parse per UpdateExpression text
             cached_method_names()  # a response class's action methods listed once
+            cached_user_agent()  # botocore builds a client's User-Agent text once per feature set
+            light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
+            single_item_size_check()  # a new item's size is summed once, not once per attribute
+            cached_condition_tokens()  # one tokenisation per ConditionExpression text
             untracked_model_instances()  # sent messages and old items are freed, not kept
             cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
             cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message

@@ -383,7 +383,8 @@ class Replayer:
         """The routes an input event takes (by function, then rule), recorded in
         ``report.functions``, and the event as an SQS message body."""
         routes = sorted(
-            self.template.routes_for(event, self._input_bus(event)),
+            # Input events are JSON values (read from JSON text), so no defensive copy to match.
+            self.template.routes_for(event, self._input_bus(event), decoded=True),
             key=lambda r: (r.function.short_name, r.rule),
         )
         report.functions = sorted({route.function.short_name for route in routes})

@@ -185,11 +185,14 @@ class AppTemplate:
     parameters: tuple[str, ...] = ()
     overrides: dict[str, str] = field(default_factory=dict)
 
-    def routes_for(self, event: Mapping[str, Any], bus: str = DEFAULT_BUS) -> list[Route]:
+    def routes_for(
+        self, event: Mapping[str, Any], bus: str = DEFAULT_BUS, *, decoded: bool = False
+    ) -> list[Route]:
         """The routes on ``bus`` whose pattern matches the event, in template order (moto's
-        EventBridge matcher, the event prepared once for all rules)."""
+        EventBridge matcher, the event prepared once for all rules; ``decoded``: the event is
+        fresh from ``json.loads``, see :func:`batchpilot_local.emulator.patch.matches_each`)."""
         on_bus = [r for r in self.routes if r.event_bus == bus]
-        answers = matches_each([r._matcher for r in on_bus], event)
+        answers = matches_each([r._matcher for r in on_bus], event, decoded=decoded)
         return [route for route, matched in zip(on_bus, answers, strict=True) if matched]
 
     @property

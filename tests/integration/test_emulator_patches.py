@@ -242,3 +242,76 @@ def test_unsigned_requests_land_in_the_embedded_account_and_s3_stays_signed() ->
     assert arn == f"arn:aws:sqs:{aws.region}:{ACCOUNT_ID}:unsigned"
     assert body == b"v"
     assert signed == {"sqs": {False}, "s3": {True}}
+
+
+def test_an_item_over_the_size_limit_is_refused_and_one_under_it_is_stored() -> None:
+    """moto's 400 KB item limit holds when the size is checked once per item."""
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        attributes = {f"a{i}": {"S": "x" * 50_000} for i in range(9)}  # about 450 KB in all
+        with pytest.raises(ClientError) as error:
+            dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "big"}, **attributes})
+        assert "Item size has exceeded the maximum allowed size" in str(error.value)
+        fits = {f"a{i}": {"S": "x" * 50_000} for i in range(7)}
+        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "ok"}, **fits})
+        stored = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "ok"}})["Item"]
+        missing = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "big"}}).get("Item")
+    assert len(stored) == 8 and missing is None
+
+
+def test_a_condition_text_seen_before_still_uses_each_calls_values() -> None:
+    """Tokens are kept per ConditionExpression text; names and values are each call's own."""
+    condition = "attribute_not_exists(#v) OR #v < :v"
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        outcomes = []
+        for version in (3, 5, 4, 6):
+            try:
+                dynamodb.put_item(
+                    TableName=TABLE,
+                    Item={"pk": {"S": "job"}, "version": {"N": str(version)}},
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#v": "version"},
+                    ExpressionAttributeValues={":v": {"N": str(version)}},
+                )
+                outcomes.append(version)
+            except ClientError as exc:
+                assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+                outcomes.append(-version)
+        stored = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "job"}})["Item"]
+    assert outcomes == [3, 5, -4, 6]
+    assert stored["version"] == {"N": "6"}
+
+
+def test_json_and_query_protocol_requests_both_reach_moto_whole() -> None:
+    """DynamoDB (JSON protocol: the light request) and SNS (query protocol: moto's werkzeug
+    request) each get every parameter, including non-ASCII text."""
+    with EmbeddedAws() as aws:
+        dynamodb, sns = aws.client("dynamodb"), aws.client("sns")
+        _table(dynamodb)
+        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": "ü-job"}, "b": {"B": b"\x00\xff"}})
+        item = dynamodb.get_item(TableName=TABLE, Key={"pk": {"S": "ü-job"}})["Item"]
+        topic = sns.create_topic(Name="t", Attributes={"DisplayName": "Zürich on-call"})["TopicArn"]
+        shown = sns.get_topic_attributes(TopicArn=topic)["Attributes"]["DisplayName"]
+    assert item == {"pk": {"S": "ü-job"}, "b": {"B": b"\x00\xff"}}
+    assert shown == "Zürich on-call"
+
+
+def test_the_user_agent_text_follows_the_request_features() -> None:
+    """botocore's User-Agent header, built once per client and feature set, still names the
+    features of the request that sends it (``m/...``; a paginator adds its own)."""
+    seen: list[str] = []
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        dynamodb.meta.events.register(
+            "before-send", lambda request, **_: seen.append(str(request.headers["User-Agent"]))
+        )
+        dynamodb.list_tables()
+        list(dynamodb.get_paginator("list_tables").paginate())
+        dynamodb.list_tables()
+    plain, paginated, again = seen
+    assert plain == again and paginated != plain
+    assert plain.startswith("Boto3/") or plain.startswith("Botocore/")

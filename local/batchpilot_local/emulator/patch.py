@@ -1,4 +1,5 @@
-"""The one module that touches moto's internals: it puts the emulator in front of moto.
+"""The one module that touches moto's (and botocore's) internals: it puts the emulator in front
+of moto, and makes the embedded AWS cheaper to call.
 
 What it patches: moto answers every botocore request through one object,
 ``moto.core.models.botocore_stubber`` (registered as a ``before-send`` handler on every botocore
@@ -15,13 +16,23 @@ calls every handler, so moto would answer (and act on) the same request too.
 Everything else the emulator needs from moto is public: its backend registries (read only), its
 response base class (account and region of a request) and its paginator.
 
-The other functions here change no answer, only what moto costs to give it: a replay of a job
-event archive spends most of its time inside moto (TransactWriteItems, UpdateItem, SQS), so
-:func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`, :func:`cheap_sqs_bookkeeping`,
-:func:`cached_update_expressions` and :func:`cached_name_conversion` remove work moto repeats per
-call, and :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
-``tests/integration/test_transaction_rollback.py`` and the emulator's own tests check that
-the answers stay the same; ``benchmarks/bench_replay.py`` measures what they save.
+The other functions here change no answer, only what moto (and botocore, for the two marked)
+costs to give it: a replay of a job event archive spends most of its time in the embedded AWS,
+so they remove work repeated on every call:
+
+- DynamoDB: :func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
+  :func:`cached_update_expressions` (one parse per text, cheap copies of the tree),
+  :func:`cached_condition_tokens`, :func:`single_item_size_check`;
+- SQS: :func:`cheap_sqs_bookkeeping`, :func:`cheap_sqs_clock`, :func:`shallow_received_messages`,
+  :func:`cached_name_conversion`;
+- every request: :func:`cached_method_names`, :func:`light_json_requests`, and botocore's
+  :func:`cached_user_agent`;
+- EventBridge rules: :func:`matches_each` asks moto's matcher with the event prepared once;
+- memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
+
+``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``
+and the emulator's own tests check that the answers stay the same; ``benchmarks/bench_replay.py``
+measures what they save.
 """
 
 from __future__ import annotations
@@ -34,17 +45,21 @@ from batchpilot_local.emulator.core import Response
 
 __all__ = [
     "Handler",
+    "cached_condition_tokens",
     "cached_method_names",
     "cached_name_conversion",
     "cached_update_expressions",
+    "cached_user_agent",
     "cheap_expression_traversal",
     "cheap_sqs_bookkeeping",
     "cheap_sqs_clock",
     "cheap_transaction_rollback",
     "install",
     "installed",
+    "light_json_requests",
     "matches_each",
     "shallow_received_messages",
+    "single_item_size_check",
     "uninstall",
     "untracked_model_instances",
 ]
@@ -292,14 +307,13 @@ def cheap_sqs_bookkeeping() -> None:
     - ``SQSBackend.is_message_valid_based_on_retention_period`` asks ``get_queue_attributes`` for
       one attribute, which builds the queue's whole attribute dict three times; it now reads the
       queue's ``message_retention_period`` (the value that dict holds) directly.
-    - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it now draws
-      185 lowercase letters from one ``secrets.token_bytes`` call (receipt handles are opaque:
+    - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it is now 185
+      hexadecimal digits from one ``secrets.token_hex`` call (receipt handles are opaque:
       only their uniqueness matters).
 
     Idempotent; process-wide.
     """
     import secrets
-    import string
 
     from moto.core.utils import unix_time
     from moto.sqs import models
@@ -312,10 +326,8 @@ def cheap_sqs_bookkeeping() -> None:
         retention = int(self.get_queue(queue_name).message_retention_period)
         return bool(retention + message.sent_timestamp / 1000 > unix_time())
 
-    letters = string.ascii_lowercase
-
     def generate_receipt_handle() -> str:
-        return "".join(letters[b % 26] for b in secrets.token_bytes(185))
+        return secrets.token_hex(93)[:185]
 
     backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
     models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
@@ -382,13 +394,15 @@ def shallow_received_messages() -> None:
     module._batchpilot_shallow_messages = True
 
 
-def matches_each(patterns: Sequence[Any], event: Mapping[str, Any]) -> list[bool]:
+def matches_each(patterns: Sequence[Any], event: Mapping[str, Any], *, decoded: bool = False) -> list[bool]:
     """Whether each of moto's ``EventPattern`` objects matches ``event``, as
     ``pattern.matches_event(event)`` answers, with the event prepared once for all of them.
 
     ``matches_event`` copies the event through ``json.dumps``/``json.loads`` and flattens it
     for every pattern; a replay asks five rules about each input event. This does the copy and
     the flattening once and then asks moto's own matcher (``_does_event_match``) per pattern.
+    ``decoded``: the event is fresh from ``json.loads`` (only JSON types, nothing else holds
+    it), so the copy, which only normalises types, is skipped.
     """
     from moto.events.models import EventPattern
 
@@ -400,7 +414,7 @@ def matches_each(patterns: Sequence[Any], event: Mapping[str, Any]) -> list[bool
             answers.append(True)
             continue
         if flat is None:
-            flat = EventPattern._flatten_dict(json.loads(json.dumps(event)))
+            flat = EventPattern._flatten_dict(event if decoded else json.loads(json.dumps(event)))
         answers.append(bool(pattern._does_event_match(flat, raw)))
     return answers
 
@@ -425,3 +439,165 @@ def cached_method_names() -> None:
     cached = functools.cache(original)
     cached._batchpilot_cached = True  # type: ignore[attr-defined]
     module.method_names_from_class = cached
+
+
+def light_json_requests() -> None:
+    """Let moto read a botocore request of the ``json`` protocol without building a werkzeug one.
+
+    moto's ``BaseResponse.parse_parameters`` turns every botocore request into a werkzeug
+    ``Request`` (``Request.from_values``, a whole WSGI environ) and reads its ``values`` (which
+    parses the body as a form) before its JSON parser, which for the ``json`` protocol reads the
+    body alone: about a sixth of an embedded DynamoDB call. For a request whose Content-Type is
+    ``application/x-amz-json-1.0`` or ``-1.1`` (DynamoDB, SQS, EventBridge, SageMaker, Secrets
+    Manager), moto now gets an object with the same ``method``, ``path``, ``values`` (the query
+    string), ``headers``, ``data`` and ``content_type``; gzip bodies and every other request
+    still take moto's way. Idempotent; process-wide.
+    """
+    from urllib.parse import parse_qsl, unquote, urlparse
+
+    from botocore.awsrequest import AWSPreparedRequest
+    from moto.core import responses
+    from werkzeug.datastructures import Headers, MultiDict
+
+    module: Any = responses
+    original = module.normalize_request
+    if getattr(original, "_batchpilot_light", False):
+        return
+    json_types = {"application/x-amz-json-1.0", "application/x-amz-json-1.1"}
+
+    class JsonRequest:
+        __slots__ = ("content_type", "data", "headers", "method", "path", "values")
+
+        def __init__(self, request: Any, content_type: str) -> None:
+            url = urlparse(request.url)
+            body = request.body or b""
+            self.method = request.method
+            self.path = unquote(url.path)
+            self.values = MultiDict(parse_qsl(url.query, keep_blank_values=True))
+            self.headers = Headers(list(request.headers.items()))
+            self.data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+            self.content_type = content_type
+
+    def normalize_request(request: Any) -> Any:
+        if isinstance(request, AWSPreparedRequest):
+            content_type = request.headers.get("Content-Type")
+            if isinstance(content_type, bytes):
+                content_type = content_type.decode("utf-8")
+            encoding = request.headers.get("Content-Encoding")
+            body = request.body
+            if content_type in json_types and not encoding and isinstance(body, (bytes, bytearray, str)):
+                return JsonRequest(request, content_type)
+        return original(request)
+
+    normalize_request._batchpilot_light = True  # type: ignore[attr-defined]
+    module.normalize_request = normalize_request
+
+
+def cached_user_agent() -> None:
+    """Let botocore build each client's User-Agent text once per set of features.
+
+    botocore rebuilds the User-Agent header from about twenty components on every request; the
+    text changes only with the client's configuration (fixed once the client exists) and the
+    feature ids in use (client features and the request context's), so one text per
+    ``(configuration, features)`` answers the same. Idempotent; process-wide.
+    """
+    from botocore import useragent
+    from botocore.context import get_context
+
+    agent: Any = useragent.UserAgentString
+    if getattr(agent, "_batchpilot_cached", False):
+        return
+    original = agent.to_string
+
+    def to_string(self: Any) -> str:
+        context = get_context()
+        key = (
+            id(self._client_config),
+            frozenset(self._client_features or ()),
+            frozenset(context.features if context is not None else ()),
+        )
+        entry: tuple[int, dict[Any, str]] | None = self.__dict__.get("_batchpilot_texts")
+        if entry is None or entry[0] != id(self):  # a copy (with_client_config) starts afresh
+            entry = (id(self), {})
+            self.__dict__["_batchpilot_texts"] = entry
+        cache = entry[1]
+        text = cache.get(key)
+        if text is None:
+            text = cache[key] = original(self)
+        return text
+
+    agent.to_string = to_string
+    agent._batchpilot_cached = True
+
+
+def single_item_size_check() -> None:
+    """Make moto check a new DynamoDB item's size once, not once per attribute.
+
+    moto's ``Item.__init__`` stores attributes one at a time in a ``LimitedSizeDict``, whose
+    ``__setitem__`` sums the size of every attribute already stored before adding one: quadratic
+    in the attribute count (a ledger job record has about thirty). Sizes are never negative, so
+    some prefix passes the 405,000-byte limit exactly when the whole item does: the item is now
+    built whole and summed once, by the same formula, raising the same ``ItemSizeTooLarge``.
+    Later writes to an item's attributes still go through ``LimitedSizeDict``. Idempotent;
+    process-wide.
+    """
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models import dynamo_type
+    from moto.dynamodb.models.utilities import bytesize
+
+    item_class: Any = dynamo_type.Item
+    if getattr(item_class, "_batchpilot_single_size_check", False):
+        return
+    dynamo: Any = dynamo_type.DynamoType
+    limited: Any = dynamo_type.LimitedSizeDict
+
+    def size(part: Any) -> int:
+        return int(part.size()) if type(part) is dynamo else int(bytesize(str(part)))
+
+    def __init__(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+        self.hash_key = hash_key
+        self.range_key = range_key
+        built = limited()
+        dict.update(built, ((key, dynamo(value)) for key, value in attrs.items()))
+        if sum(size(key) + size(value) for key, value in built.items()) > 405000:  # moto's limit
+            raise ItemSizeTooLarge
+        self.attrs = built
+
+    item_class.__init__ = __init__
+    item_class._batchpilot_single_size_check = True
+
+
+def cached_condition_tokens() -> None:
+    """Make moto tokenise each DynamoDB ConditionExpression text once.
+
+    moto's ``ConditionExpressionParser`` lexes the expression text with a list of regular
+    expressions, token by token, on every conditional write, although the stores send the same
+    few texts. The tokens depend on the text alone (names and values are resolved in later
+    steps, which still run per call), so each text's tokens are kept (at most 512 texts) and
+    every call gets fresh copies of them. Idempotent; process-wide.
+    """
+    from collections import deque
+
+    from moto.dynamodb import comparisons
+
+    parser: Any = comparisons.ConditionExpressionParser
+    if getattr(parser, "_batchpilot_cached_tokens", False):
+        return
+    lex = parser._lex_condition_expression
+    node_type = parser.Node
+    known: dict[str, tuple[Any, ...] | None] = {}  # text -> its tokens (None: not flat, not kept)
+
+    def _lex_condition_expression(self: Any) -> Any:
+        text = self.condition_expression
+        if text not in known:
+            nodes = lex(self)
+            if len(known) < 512:
+                known[text] = None if any(n.children for n in nodes) else tuple(nodes)
+            return nodes
+        cached = known[text]
+        if cached is None:
+            return lex(self)
+        return deque(node_type(n.nonterminal, n.kind, n.text, n.value, []) for n in cached)
+
+    parser._lex_condition_expression = _lex_condition_expression
+    parser._batchpilot_cached_tokens = True
