@@ -175,6 +175,8 @@ class Filters:
             if not any(fnmatch.fnmatchcase(c.value, category) for c in Category):
                 known = ", ".join(c.value for c in Category)
                 raise OptionError(f"--category {category}: not a category (one of: {known})")
+        if not self.active:
+            return  # nothing to look for: the input is not read (decoding it costs)
         seen: dict[str, set[str]] = {"--job": set(), "--queue": set(), "--share": set(), "--category": set()}
         names: set[str] = set()  # job names: what the message lists (ARNs and ids match too)
         for item in items:

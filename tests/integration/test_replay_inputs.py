@@ -410,17 +410,20 @@ def test_a_batch_closes_when_the_events_clock_passes_the_batching_window(
 
 
 # ------------------------------------------------------------------------------ memory shape
-def test_events_are_held_as_compact_text_and_decode_to_what_was_read(tmp_path: Path) -> None:
-    events = [sample(RUNNING, "a"), sample(CRITICAL, "b")]
+def test_events_are_held_deflated_and_decode_to_what_was_read(tmp_path: Path) -> None:
+    events = [sample(RUNNING, "a"), sample(CRITICAL, "b"), sample(RUNNING, "c")]
     path = tmp_path / "archive.jsonl"
     path.write_text("\n".join(json.dumps(e, indent=None) for e in events) + "\n", encoding="utf-8")
 
     items = read_inputs([str(path)]).items
 
-    assert [item.packed for item in items] == [True, True]
-    assert all(isinstance(item.payload, str) and "\n" not in item.payload for item in items)
+    assert [item.packed for item in items] == [True, True, True]
+    compact = [len(json.dumps(e, separators=(",", ":")).encode()) for e in events]
+    assert all(isinstance(item.payload, bytes) for item in items)
+    # Against the first event's text, a later event of the same kind keeps a small part of its own.
+    assert len(items[2].payload) * 4 < compact[2]
     assert [item.value for item in items] == events
-    assert Values(items)[1] == events[1] and Values(items)[0:1] == events[:1] and len(Values(items)) == 2
+    assert Values(items)[1] == events[1] and Values(items)[0:1] == events[:1] and len(Values(items)) == 3
 
 
 def test_a_replay_that_keeps_no_reports_still_hands_each_one_over() -> None:

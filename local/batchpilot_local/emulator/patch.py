@@ -307,9 +307,11 @@ def cheap_sqs_bookkeeping() -> None:
     - ``SQSBackend.is_message_valid_based_on_retention_period`` asks ``get_queue_attributes`` for
       one attribute, which builds the queue's whole attribute dict three times; it now reads the
       queue's ``message_retention_period`` (the value that dict holds) directly.
-    - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it is now 185
-      hexadecimal digits from one ``secrets.token_hex`` call (receipt handles are opaque:
-      only their uniqueness matters).
+    - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it is now 32
+      hexadecimal digits (128 random bits) from one ``secrets.token_hex`` call. Receipt handles
+      are opaque: only their uniqueness matters. moto keeps every deleted message's handles
+      (so a second delete of one succeeds, as in SQS), so a shorter handle is also a third of the
+      memory a replay keeps per message.
 
     Idempotent; process-wide.
     """
@@ -327,7 +329,7 @@ def cheap_sqs_bookkeeping() -> None:
         return bool(retention + message.sent_timestamp / 1000 > unix_time())
 
     def generate_receipt_handle() -> str:
-        return secrets.token_hex(93)[:185]
+        return secrets.token_hex(16)
 
     backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
     models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
