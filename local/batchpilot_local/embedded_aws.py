@@ -34,6 +34,7 @@ from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
     cached_condition_tokens,
+    cached_event_input_paths,
     cached_method_names,
     cached_name_conversion,
     cached_update_expressions,
@@ -208,6 +209,7 @@ class EmbeddedAws:
             light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
             single_item_size_check()  # a new item's size is summed once, not once per attribute
             cached_condition_tokens()  # one tokenisation per ConditionExpression text
+            cached_event_input_paths()  # EventBridge targets' input paths parsed once
             untracked_model_instances()  # sent messages and old items are freed, not kept
             cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
             cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message

@@ -315,3 +315,32 @@ def test_the_user_agent_text_follows_the_request_features() -> None:
     plain, paginated, again = seen
     assert plain == again and paginated != plain
     assert plain.startswith("Boto3/") or plain.startswith("Botocore/")
+
+
+def test_an_own_event_reaches_its_rules_target_queue_whole_each_time() -> None:
+    """moto's EventBridge still fills a target's default input paths per event (the parsed paths
+    are shared): each event arrives in the target queue as it was put."""
+    with EmbeddedAws() as aws:
+        events = aws.client("events")
+        aws.create_queue("target")
+        events.put_rule(Name="own", EventPattern=json.dumps({"source": ["batchpilot"]}))
+        events.put_targets(Rule="own", Targets=[{"Id": "q", "Arn": aws.queue_arn("target")}])
+        for n in range(3):
+            entry = {"Source": "batchpilot", "DetailType": "Job Starving", "Detail": json.dumps({"n": n})}
+            events.put_events(Entries=[entry])
+        bodies = [json.loads(r["body"]) for r in aws.receive_as_lambda_event("target")["Records"]]
+    assert sorted(b["detail"]["n"] for b in bodies) == [0, 1, 2]
+    assert {(b["source"], b["detail-type"], b["region"]) for b in bodies} == {
+        ("batchpilot", "Job Starving", aws.region)
+    }
+    assert len({b["id"] for b in bodies}) == 3
+
+
+def test_an_update_with_two_set_clauses_is_still_refused() -> None:
+    """moto's ActionCountValidator (which walks the tree with find_clauses) still counts clauses."""
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        with pytest.raises(ClientError) as error:
+            _update(dynamodb, "a", 1, "x", expression="SET #who = :who SET #n = :n")
+    assert error.value.response["Error"]["Code"] == "ValidationException"

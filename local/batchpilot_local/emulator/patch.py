@@ -27,7 +27,8 @@ so they remove work repeated on every call:
   :func:`cached_name_conversion`;
 - every request: :func:`cached_method_names`, :func:`light_json_requests`, and botocore's
   :func:`cached_user_agent`;
-- EventBridge rules: :func:`matches_each` asks moto's matcher with the event prepared once;
+- EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
+  :func:`cached_event_input_paths` parses a target's input paths once;
 - memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
 
 ``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``
@@ -46,6 +47,7 @@ from batchpilot_local.emulator.core import Response
 __all__ = [
     "Handler",
     "cached_condition_tokens",
+    "cached_event_input_paths",
     "cached_method_names",
     "cached_name_conversion",
     "cached_update_expressions",
@@ -65,6 +67,8 @@ __all__ = [
 ]
 
 Handler = Callable[[Any], Response | None]
+
+_UNKNOWN = object()  # a cache miss (None is a cached answer)
 """Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
 
 
@@ -175,20 +179,44 @@ def cheap_transaction_rollback() -> None:
 
 
 def cheap_expression_traversal() -> None:
-    """Make moto's DynamoDB expression validators compute each processor's node types once.
+    """Make moto's DynamoDB expression validators find each node's processor by its type once.
 
-    moto 5's ``DepthFirstTraverser.traverse_node_recursively`` asks ``nodes_to_be_processed()``
-    for every node it visits, and that builds the processor's whole ``_processing_map()`` (a dict
-    of bound methods) each time; an UpdateExpression of ten actions goes through about ten
-    processors, so each UpdateItem or TransactWriteItems update rebuilt thousands of dicts, most
-    of a replayed event's DynamoDB time. The map's keys are node classes fixed per processor
-    class, so remembering them per processor instance answers the same. Idempotent; process-wide.
+    moto 5's ``DepthFirstTraverser.traverse_node_recursively`` asks, for every node it visits,
+    ``isinstance(node, Node)`` and ``isinstance(node, self.nodes_to_be_processed())`` (moto's
+    node classes are ABCs, so each check takes the slow path), and ``process`` then rebuilds the
+    processor's whole ``_processing_map()`` (a dict of bound methods) to look the node up again;
+    an UpdateExpression goes through about ten processors, each over every node, twice for a new
+    item: most of a replayed conditional write's time in moto. The map's keys are node classes
+    fixed per processor class, so each processor class now remembers, per node type, the
+    method ``process`` would call (the first key the type is a subclass of, in the map's order,
+    as ``isinstance`` answers) and the traversal is otherwise moto's: the same order, the same
+    ``pre_processing_of_child`` calls, the same replacement of a processed node in its parent.
+    Idempotent; process-wide.
     """
     from moto.dynamodb.parsing import ast_nodes
 
     traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - untyped in moto
     if getattr(traverser, "_batchpilot_cached_node_types", False):
         return
+    node_base: Any = getattr(ast_nodes, "Node")  # noqa: B009 - untyped in moto
+    is_node: dict[type, bool] = {}  # node class (or str, ...) -> isinstance(value, Node)
+
+    tables: dict[type, dict[type, Any]] = {}  # processor class -> node class -> function or None
+
+    def handler(self: Any, node_type: type) -> Any:
+        table = tables.get(type(self))
+        if table is None:
+            table = tables[type(self)] = {}
+        function = table.get(node_type, _UNKNOWN)
+        if function is _UNKNOWN:
+            method = next(
+                (method for key, method in self._processing_map().items() if issubclass(node_type, key)),
+                None,
+            )
+            if method is not None and getattr(method, "__self__", None) is not self:
+                return method  # not a method of this processor: not kept
+            function = table[node_type] = method.__func__ if method is not None else None
+        return function.__get__(self) if function is not None else None
 
     def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
         cached: tuple[type, ...] | None = self.__dict__.get("_batchpilot_node_types")
@@ -197,7 +225,52 @@ def cheap_expression_traversal() -> None:
             self.__dict__["_batchpilot_node_types"] = cached
         return cached
 
+    def process(self: Any, node: Any) -> Any:
+        method = handler(self, type(node))
+        return method(node) if method is not None else None
+
+    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+        kind = type(node)
+        known = is_node.get(kind)
+        if known is None:
+            known = is_node[kind] = isinstance(node, node_base)
+        if known:
+            parent_node = node.parent
+            if node.children is not None:
+                for i, child_node in enumerate(node.children):
+                    self.pre_processing_of_child(node, i)
+                    self.traverse_node_recursively(child_node, i)
+            method = handler(self, kind)
+            if method is not None:
+                node = method(node)
+                node.parent = parent_node
+                if parent_node:
+                    parent_node.children[child_id] = node
+        return node
+
+    # Node.find_clauses (which ActionCountValidator runs three times on every UpdateExpression
+    # node) asks two ABC isinstance questions per child: answered once per child class here.
+    descends: dict[type, bool] = {}
+    nested_types = (getattr(ast_nodes, "Expression"), getattr(ast_nodes, "UpdateExpressionFunction"))  # noqa: B009
+
+    def find_clauses(self: Any, clause_types: Any) -> list[Any]:
+        clauses: list[Any] = []
+        for child in self.children or []:
+            kind = type(child)
+            if kind in clause_types:
+                clauses.append(child)
+                continue
+            nested = descends.get(kind)
+            if nested is None:
+                nested = descends[kind] = isinstance(child, nested_types)
+            if nested:
+                clauses.extend(child.find_clauses(clause_types))
+        return clauses
+
     traverser.nodes_to_be_processed = nodes_to_be_processed
+    traverser.process = process
+    traverser.traverse_node_recursively = traverse_node_recursively
+    node_base.find_clauses = find_clauses
     traverser._batchpilot_cached_node_types = True
 
 
@@ -603,3 +676,26 @@ def cached_condition_tokens() -> None:
 
     parser._lex_condition_expression = _lex_condition_expression
     parser._batchpilot_cached_tokens = True
+
+
+def cached_event_input_paths() -> None:
+    """Make moto's EventBridge parse each input-path expression once.
+
+    For every event a rule sends to a target, moto's ``EventTemplateParser.parse`` reads the
+    target's input paths (moto's default map when the target has no InputTransformer: about ten
+    paths) with ``jsonpath_ng.ext.parse``, which builds a new parser, yacc tables included, for
+    each: most of the time an own event (``Recovery Skipped``, ``Job Starving``) spends in the
+    embedded AWS. A parsed path is only read (``find``), so one per expression text (at most
+    512) answers the same. Idempotent; process-wide.
+    """
+    import functools
+
+    from jsonpath_ng import ext
+
+    module: Any = ext
+    original = module.parse
+    if getattr(original, "_batchpilot_cached", False):
+        return
+    cached = functools.lru_cache(maxsize=512)(original)
+    cached._batchpilot_cached = True  # type: ignore[attr-defined]
+    module.parse = cached
