@@ -565,20 +565,26 @@ def _share_lines(summary: Summary) -> list[str]:
 
 def render_timelines(summary: Summary) -> str:
     """One table per clock scenario: a line per tick and service environment (time, in use,
-    demand, limit, decision, reason); empty when the replay had no clock scenario."""
+    demand, limit, decision, reason); empty when the replay had no clock scenario. An
+    environment with several capacity limits (a quota-management one: one per instance type)
+    has a line per unit, labelled ``environment (unit)``."""
     blocks = []
     for scenario, rows in summary.timelines.items():
         if not rows:  # a clock scenario whose ticks decided no capacity (the ledger's, say)
             continue
+        units: dict[str, set[str]] = defaultdict(set)
+        for row in rows:
+            units[row.environment].add(row.unit)
         table = [["time", "service environment", "in use", "demand", "limit", "decision", "reason"]]
         for row in rows:
+            label = row.environment if len(units[row.environment]) < 2 else f"{row.environment} ({row.unit})"
             decision = row.decision or "-"
             if row.new_limit is not None:
                 decision += f" -> {row.new_limit}"
             table.append(
                 [
                     row.at,
-                    row.environment,
+                    label,
                     _number(row.in_use),
                     _number(row.demand),
                     _number(row.limit),

@@ -61,6 +61,23 @@ def test_one_timeline_per_clock_scenario_a_line_per_tick(text_report: str) -> No
     assert rows[1].split()[1:] == ["burst-env", "8", "40", "8", "RAISE", "->", "24", "DEMAND"]
 
 
+def test_an_environment_with_a_limit_per_instance_type_has_a_labelled_line_per_unit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["replay", "--template", str(TEMPLATE), str(SAMPLE_WORLD)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(f"Timeline: {SAMPLE_WORLD}")
+    rows = [line.split() for line in lines[start + 2 : lines.index("", start)]]
+    labels = [" ".join(row[1:3]) if row[2].startswith("(") else row[1] for row in rows]
+    assert labels == [
+        "sample-fairshare",
+        "sample-fifo",
+        "sample-paused",
+        "sample-quota (ml.g5.12xlarge)",
+        "sample-quota (ml.p4d.24xlarge)",
+    ]
+
+
 def test_per_event_detail_has_the_reason_and_metric_timestamps_and_own_counters_only_when_verbose(
     text_report: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
