@@ -242,14 +242,18 @@ def _insights_message(row: Any) -> str | None:
     return None
 
 
-def _sqs_body(message: Any) -> str | None:
+def _sqs_body(message: Any, record: bool = False) -> str | None:
     """The body of an SQS message as ``aws sqs receive-message`` (``Body``) or a Lambda SQS event
-    record (``body``, ``eventSource: aws:sqs``) shows it; None for anything else."""
+    record (``body``, ``eventSource: aws:sqs``) shows it; None for anything else. ``record``: the
+    message is an element of a ``Records`` list, where a record cut down to its ``body`` (no
+    ``eventSource``, as in a hand-written test event) is read too; another service's record (an
+    S3 one says ``eventSource: aws:s3``) is not."""
     if not isinstance(message, Mapping) or "detail-type" in message:
         return None
     if isinstance(message.get("Body"), str) and ("MessageId" in message or "ReceiptHandle" in message):
         return str(message["Body"])
-    if isinstance(message.get("body"), str) and message.get("eventSource") == "aws:sqs":
+    source = message.get("eventSource")
+    if isinstance(message.get("body"), str) and (source == "aws:sqs" or (record and source is None)):
         return str(message["body"])
     return None
 
@@ -272,7 +276,7 @@ def _wrapped(value: Any) -> list[tuple[str, str]] | None:
         for key in ("Messages", "Records"):
             messages = value.get(key)
             if isinstance(messages, list) and messages and "detail-type" not in value:
-                bodies = [(i, _sqs_body(m)) for i, m in enumerate(messages)]
+                bodies = [(i, _sqs_body(m, record=key == "Records")) for i, m in enumerate(messages)]
                 if all(body is not None for _, body in bodies):
                     return [(f"{key}[{i}].body", str(body)) for i, body in bodies]
         body = _sqs_body(value)

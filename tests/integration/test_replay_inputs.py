@@ -153,6 +153,14 @@ def test_sqs_wrapped_bodies() -> None:
     assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(lambda_event))).events] == ["b"]
 
 
+def test_a_lambda_sqs_event_cut_down_to_its_bodies_is_read_and_an_s3_one_is_not() -> None:
+    bodies_only = {"Records": [{"body": json.dumps(sample(RUNNING, "c"))}]}
+    s3_event = {"Records": [{"eventSource": "aws:s3", "body": json.dumps(sample(RUNNING, "d"))}]}
+
+    assert [e["id"] for e in read_inputs(["-"], stdin=stdin_of(json.dumps(bodies_only))).events] == ["c"]
+    assert read_inputs(["-"], stdin=stdin_of(json.dumps(s3_event))).events == [s3_event]  # not unwrapped
+
+
 def test_a_log_message_that_is_not_json_names_where_it_is() -> None:
     page = log_page([sample(RUNNING)], None)
     page["events"][0]["message"] = "START RequestId: 1234"
