@@ -24,7 +24,7 @@ processor = MetricsProcessor(EmfPublisher(settings.namespace, settings.service))
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility)."""
-    return process_partial_response(
-        event=event, record_handler=processor.record_handler, processor=processor, context=context
-    )
+    """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility). The record
+    handler needs no Lambda context, so none is passed: Powertools would inspect the handler's
+    signature on every batch to see whether it takes one."""
+    return process_partial_response(event=event, record_handler=processor.record_handler, processor=processor)

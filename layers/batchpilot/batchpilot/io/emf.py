@@ -66,10 +66,13 @@ class EmfPublisher:
         blobs = 0
         provider = self._provider
         write = sys.stdout.write
+        current: int | None = None
         for (dimensions, timestamp_ms), metrics in pending.items():
             dims = dict(dimensions)
             dims["service"] = self._service
-            provider.set_timestamp(timestamp_ms)
+            if timestamp_ms != current:  # Powertools checks each timestamp it is given: once is enough
+                provider.set_timestamp(timestamp_ms)
+                current = timestamp_ms
             for chunk in _chunks(metrics):
                 blob = provider.serialize_metric_set(metrics=chunk, dimensions=dims, metadata={})
                 write(json.dumps(blob, separators=(",", ":")) + "\n")

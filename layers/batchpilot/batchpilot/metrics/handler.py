@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.metrics.ports import MetricSink
 from batchpilot.metrics.service import record_metrics
@@ -38,7 +37,7 @@ class MetricsProcessor(BatchProcessor):
         self.sink = sink
         self.clock = clock
 
-    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+    def record_handler(self, record: SQSRecord) -> None:
         """One record: its job metrics buffered, its outcome counted (``EventsProcessed``, ...)."""
         result = record_metrics(record.body, self.sink, self.clock)
         count_outcome(result if isinstance(result, Rejected) else Outcome.PROCESSED)
