@@ -218,17 +218,6 @@ def cheap_expression_traversal() -> None:
             function = table[node_type] = method.__func__ if method is not None else None
         return function.__get__(self) if function is not None else None
 
-    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
-        cached: tuple[type, ...] | None = self.__dict__.get("_batchpilot_node_types")
-        if cached is None:
-            cached = tuple(self._processing_map().keys())
-            self.__dict__["_batchpilot_node_types"] = cached
-        return cached
-
-    def process(self: Any, node: Any) -> Any:
-        method = handler(self, type(node))
-        return method(node) if method is not None else None
-
     def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
         kind = type(node)
         known = is_node.get(kind)
@@ -267,8 +256,6 @@ def cheap_expression_traversal() -> None:
                 clauses.extend(child.find_clauses(clause_types))
         return clauses
 
-    traverser.nodes_to_be_processed = nodes_to_be_processed
-    traverser.process = process
     traverser.traverse_node_recursively = traverse_node_recursively
     node_base.find_clauses = find_clauses
     traverser._batchpilot_cached_node_types = True
