@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from batchpilot_local.clock import ClockScenario
 from batchpilot_local.embedded_aws import WorldError
-from batchpilot_local.inputs import InputError, Values, read_inputs
+from batchpilot_local.inputs import InputError, ReplayInput, read_inputs, steps_of
 from batchpilot_local.lineage_command import add_parser as add_lineage_parser
 from batchpilot_local.lineage_command import run_lineage
 from batchpilot_local.replay import Replayer
@@ -237,25 +237,33 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         parameters = _parameters(args)
         replayer = Replayer(args.template, parameters, batch=not args.one_by_one)
-        replay_input = read_inputs(args.paths)
-        for world in replay_input.worlds:
-            unknown = sorted(set(world.parameters) - set(replayer.template.parameters))
-            if unknown:
-                raise OptionError(
-                    f"{world.origin}: parameters {', '.join(unknown)}: not declared by the template"
-                )
-        filters.check(item.value for item in replay_input.items)
-        if args.report is not None:
-            _check_writable(args.report)
+        # Spooled: the input is read once here (every error found before anything runs), held in
+        # a temporary file, and read back one item at a time: memory does not grow with it.
+        replay_input = read_inputs(args.paths, spool=True)
     except (TemplateError, InputError, OptionError) as exc:
         return _fail(stderr, str(exc))
-    items = [item for item in replay_input.items if not filters.active or filters.keep(item.value)]
-    total = sum(len(item.payload.ticks) if isinstance(item.payload, ClockScenario) else 1 for item in items)
-    progress = _Progress(stderr, total)
-    # The text report puts the summary first, so each event's block waits in a temporary file
-    # until the replay ends: memory stays flat in the number of events (only --report keeps them).
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool, _fewer_collections():
-        return _replay_into(args, stdout, stderr, replayer, replay_input, items, progress, spool)
+    with contextlib.closing(replay_input):
+        try:
+            for world in replay_input.worlds:
+                unknown = sorted(set(world.parameters) - set(replayer.template.parameters))
+                if unknown:
+                    raise OptionError(
+                        f"{world.origin}: parameters {', '.join(unknown)}: not declared by the template"
+                    )
+            filters.check(item.value for item in replay_input.items)
+            if args.report is not None:
+                _check_writable(args.report)
+        except OptionError as exc:
+            return _fail(stderr, str(exc))
+        if filters.active:
+            total = sum(steps_of(item.value) for item in replay_input.items if filters.keep(item.value))
+        else:
+            total = replay_input.steps
+        progress = _Progress(stderr, total)
+        # The text report puts the summary first, so each event's block waits in a temporary file
+        # until the replay ends: memory stays flat in the number of events (only --report keeps them).
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as spool, _fewer_collections():
+            return _replay_into(args, stdout, stderr, replayer, replay_input, filters, progress, spool)
 
 
 @contextlib.contextmanager
@@ -282,15 +290,15 @@ def _replay_into(
     stdout: TextIO,
     stderr: TextIO,
     replayer: Replayer,
-    replay_input: Any,
-    items: Sequence[Any],
+    replay_input: ReplayInput,
+    filters: Filters,
     progress: _Progress,
     spool: TextIO,
 ) -> int:
     """:func:`_replay` once its input is read: replay, print, write the HTML report; exit status.
     ``spool`` holds the text blocks of the events until the summary is printed."""
     summary = Summary()
-    environments = _queue_environments(item.payload for item in items if not item.packed)
+    environments: dict[str, dict[str, str]] = {}  # per clock scenario, filled as each is reached
     outcome = {"errors": False, "fail_on": False}
 
     def emit(report: EventReport) -> None:
@@ -304,11 +312,18 @@ def _replay_into(
         else:
             spool.write(render_text(report, verbose=args.verbose) + "\n")
 
+    def items() -> Iterator[tuple[Any, str | None, str | None]]:
+        for item in replay_input.items:
+            value = item.value
+            if filters.active and not filters.keep(value):
+                continue
+            if isinstance(value, ClockScenario):  # its reports are emitted after it is taken
+                environments.update(_queue_environments([value]))
+            yield value, item.origin, item.scope
+
     try:
-        reports = replayer.run(
-            Values(items),
-            origins=[item.origin for item in items],
-            scopes=[item.scope for item in items],
+        reports = replayer.run_items(
+            items(),
             scope_worlds={world.origin: world.data for world in replay_input.worlds},
             scope_parameters={world.origin: world.parameters for world in replay_input.worlds},
             on_report=emit,

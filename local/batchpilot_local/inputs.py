@@ -27,23 +27,32 @@ replayed, its world is handed to :meth:`batchpilot_local.embedded_aws.EmbeddedAw
 One with ``ticks`` is a *clock scenario* (:mod:`batchpilot_local.clock`): its item is a
 ``ClockScenario`` that the replay runs tick by tick.
 
+Files and stdin are read a window of text at a time (:data:`_CHUNK`), so a large archive is never
+held whole (one JSON document is: a JSON Lines event, or a whole ``[...]`` array). The items read
+are held deflated in memory or, for ``batchpilot replay``, in a temporary file
+(:class:`ItemSpool`): the replay's memory does not grow with its input.
+
 Any unreadable input raises :class:`InputError`, whose one-line message names the file (and the
 line, for JSON Lines) and never quotes the content.
 """
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 import os
+import pickle
 import re
+import tempfile
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO, overload
+from typing import Any, BinaryIO, TextIO
 
-from batchpilot_local.clock import ClockError, is_clock_scenario, parse_clock_scenario
+from batchpilot_local.clock import ClockError, ClockScenario, is_clock_scenario, parse_clock_scenario
 from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.world import json_type
 
@@ -51,11 +60,12 @@ __all__ = [
     "SCENARIO_KEYS",
     "InputError",
     "InputItem",
+    "ItemSpool",
     "Packer",
     "ReplayInput",
-    "Values",
     "World",
     "read_inputs",
+    "steps_of",
 ]
 
 SCENARIO_KEYS: frozenset[str] = frozenset({"world", "events", "description", "name", "parameters"})
@@ -132,10 +142,79 @@ class InputItem:
 
 
 def _item(value: Any, origin: str, out: ReplayInput, scope: str | None = None) -> InputItem:
-    """An :class:`InputItem`; an object is packed by ``out``'s :class:`Packer`."""
-    if isinstance(value, dict):
+    """An :class:`InputItem`; an object is packed by ``out``'s :class:`Packer`, if it has one."""
+    if isinstance(value, dict) and out.packer is not None:
         return InputItem(out.packer.pack(value), origin, scope, out.packer)
     return InputItem(value, origin, scope)
+
+
+def steps_of(value: Any) -> int:
+    """The reports a replay makes of one input item's value: one per tick of a clock scenario
+    (:class:`~batchpilot_local.clock.ClockScenario`), one for anything else."""
+    return len(value.ticks) if isinstance(value, ClockScenario) else 1
+
+
+class ItemSpool:
+    """Input items held in a temporary file (pickled one after another), read back in order as
+    often as needed: what ``batchpilot replay`` holds of its input, so its memory does not grow
+    with the number of events (about 1 KB of decoded event is a few hundred bytes on disk, and
+    nothing in memory).
+
+    Append while reading the input, then :meth:`seal`; iterate after. One iteration at a time
+    (each starts from the first item). The file is deleted by :meth:`close` (or when the spool is
+    garbage-collected).
+
+    Raises:
+        RuntimeError: appending after :meth:`seal`, iterating before it, or iterating twice at once.
+    """
+
+    def __init__(self) -> None:
+        self._file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self._count = 0
+        self.steps = 0
+        """The reports a replay of the items makes (see :func:`steps_of`)."""
+        self._sealed = False
+        self._reading = False
+
+    def append(self, item: InputItem) -> None:
+        """Add ``item`` (held decoded: :attr:`InputItem.packer` is not kept)."""
+        if self._sealed:
+            raise RuntimeError("ItemSpool: sealed, nothing more can be appended")
+        value = item.value
+        pickle.dump((value, item.origin, item.scope), self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._count += 1
+        self.steps += steps_of(value)
+
+    def extend(self, items: Iterable[InputItem]) -> None:
+        """:meth:`append` each of ``items``."""
+        for item in items:
+            self.append(item)
+
+    def seal(self) -> None:
+        """End the appending; iteration may start."""
+        self._file.flush()
+        self._sealed = True
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[InputItem]:
+        if not self._sealed:
+            raise RuntimeError("ItemSpool: seal() it before reading")
+        if self._reading:
+            raise RuntimeError("ItemSpool: already being read")
+        self._reading = True
+        try:
+            self._file.seek(0)
+            for _ in range(self._count):
+                value, origin, scope = pickle.load(self._file)  # noqa: S301 - our own file
+                yield InputItem(value, origin, scope)
+        finally:
+            self._reading = False
+
+    def close(self) -> None:
+        """Delete the file. Idempotent."""
+        self._file.close()
 
 
 @dataclass(frozen=True)
@@ -150,39 +229,30 @@ class World:
 
 @dataclass
 class ReplayInput:
-    """Everything read from the paths: the items in input order, and the scenario worlds."""
+    """Everything read from the paths: the items in input order (a list, or an
+    :class:`ItemSpool`: see :func:`read_inputs`), and the scenario worlds; ``packer`` deflates
+    the items of a list (None: items are held as decoded)."""
 
-    items: list[InputItem] = field(default_factory=list)
+    items: list[InputItem] | ItemSpool = field(default_factory=list)
     worlds: list[World] = field(default_factory=list)
-    packer: Packer = field(default_factory=Packer, repr=False, compare=False)
+    packer: Packer | None = field(default_factory=Packer, repr=False, compare=False)
 
     @property
     def events(self) -> list[Any]:
-        """The items' values, in order (all decoded at once: see :class:`Values` for a view that
-        decodes one at a time)."""
+        """The items' values, in order (all decoded at once)."""
         return [item.value for item in self.items]
 
+    @property
+    def steps(self) -> int:
+        """The reports a replay of the items makes (see :func:`steps_of`)."""
+        if isinstance(self.items, ItemSpool):
+            return self.items.steps
+        return sum(steps_of(item.payload) for item in self.items)
 
-class Values(Sequence[Any]):
-    """The values of ``items``, decoded one at a time as they are read (``values[i]`` is
-    ``items[i].value``): what the replay iterates, so a packed archive is never decoded whole."""
-
-    def __init__(self, items: Sequence[InputItem]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [item.value for item in self._items[index]]
-        return self._items[index].value
+    def close(self) -> None:
+        """Delete the items' file, when they are spooled. Idempotent."""
+        if isinstance(self.items, ItemSpool):
+            self.items.close()
 
 
 def _reject_constant(name: str) -> Any:
@@ -385,36 +455,110 @@ def _add_scenario(value: Mapping[str, Any], origin: str, out: ReplayInput, label
     out.items.extend(_item(v, f"{origin} events[{i}]", out, scope=origin) for i, v in enumerate(events))
 
 
-def _documents(text: str, origin: str) -> Iterator[tuple[Any, int]]:
-    """Every JSON document in ``text``, one after another (JSON Lines, concatenated pretty-printed
-    objects, or a mix), with the line each starts on; decoded one at a time as they are taken.
+_CHUNK = 1 << 20
+"""Characters read from a file at a time: documents are decoded from a window of the text, so a
+large file is never held whole (one document is: a JSON value is decoded at once)."""
+_TAIL = 16
+"""An error this close to the end of the text read so far may be the text's end, not the
+document's (``tru`` of ``true``, a ``-`` of a number): more is read before it is reported."""
+
+
+def _chunks_of(stream: BinaryIO, origin: str) -> Iterator[str]:
+    """``stream``'s text, UTF-8 (a byte order mark is dropped), :data:`_CHUNK` bytes at a time.
+
+    Raises:
+        InputError: the bytes are not UTF-8, naming the byte (0-based, from the start).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    consumed = 0
+    while True:
+        data = stream.read(_CHUNK)
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{origin}: not UTF-8 text (byte {consumed + exc.start})") from None
+        consumed += len(data)
+        if text:
+            yield text
+        if not data:
+            return
+
+
+def _documents(chunks: Iterable[str], origin: str) -> Iterator[tuple[Any, int]]:
+    """Every JSON document in the text ``chunks`` make, one after another (JSON Lines,
+    concatenated pretty-printed objects, or a mix), with the line each starts on; read and
+    decoded one at a time as they are taken, so only a window of the text is held.
 
     Raises:
         InputError: invalid JSON, naming the line.
     """
-    position = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
-    line = text.count("\n", 0, position) + 1
-    counted = position
-    while position < len(text):
+    source = iter(chunks)
+    text = ""
+    base = 1  # the line text[0] is on: text is only ever cut at the start of a line
+    counted, line = 0, 1  # line is the line of text[counted]
+    position = 0
+    eof = False
+
+    def more(at_least: int = 1) -> bool:
+        """Read on until ``at_least`` characters follow ``position`` (or the text ends), first
+        dropping the whole lines before ``position``; False when nothing more was read."""
+        nonlocal text, base, counted, line, position, eof
+        if eof:
+            return False
+        cut = text.rfind("\n", 0, position) + 1
+        if cut:
+            base += text.count("\n", 0, cut)
+            text, position, counted = text[cut:], position - cut, max(counted - cut, 0)
+            line = base + text.count("\n", 0, counted)
+        added = []
+        ahead = len(text) - position
+        while ahead < at_least:
+            chunk = next(source, None)
+            if chunk is None:
+                eof = True
+                break
+            added.append(chunk)
+            ahead += len(chunk)
+        text += "".join(added)
+        return bool(added)
+
+    while True:
+        position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if position == len(text):
+            if more():
+                continue
+            return
         line += text.count("\n", counted, position)
         counted = position
         try:
             value, end = _DECODER.raw_decode(text, position)
         except json.JSONDecodeError as exc:
-            if exc.lineno == line:
-                raise _json_error(origin, exc) from None
+            lineno = base + exc.lineno - 1  # before more() moves base
+            at_end = exc.pos >= len(text) - _TAIL or exc.msg.startswith("Unterminated string")
+            # Twice as much text each time: a large document is decoded a few times, not once per chunk.
+            if at_end and more(2 * (len(text) - position)):
+                continue
+            if lineno == line:
+                raise _json_error(origin, exc, line) from None
             # Name the document (where it starts) and where the parser stopped in it.
             raise InputError(
-                f"{origin}: line {line}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                f"{origin}: line {line}: invalid JSON: {exc.msg} (line {lineno}, column {exc.colno})"
             ) from None
         except (ValueError, RecursionError) as exc:
             raise _json_error(origin, exc, line) from None
+        if end == len(text) and more(len(text) - position + 1):  # a number may go on
+            continue
         yield value, line
-        position = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+        position = end
 
 
 def parse_text(text: str, origin: str, out: ReplayInput, *, json_lines: bool = False) -> None:
-    """Parse one file's (or stdin's) text into ``out``.
+    """Parse one text (a file's or stdin's) into ``out``: see :func:`parse_chunks`."""
+    parse_chunks([text], origin, out, json_lines=json_lines)
+
+
+def parse_chunks(chunks: Iterable[str], origin: str, out: ReplayInput, *, json_lines: bool = False) -> None:
+    """Parse one file's (or stdin's) text, given as consecutive pieces, into ``out``.
 
     The text is one JSON document or several, one after another: JSON Lines, concatenated
     pretty-printed objects (``cat a.json b.json``), pages of ``aws logs filter-log-events`` output.
@@ -426,25 +570,18 @@ def parse_text(text: str, origin: str, out: ReplayInput, *, json_lines: bool = F
         InputError: invalid JSON, an empty document, or a top-level value that is neither an
             object nor an array.
     """
-    if not text.strip():
+    documents = _documents(chunks, origin)
+    first = next(documents, None)
+    if first is None:
         if json_lines:
             return
         raise InputError(f"{origin}: empty input: expected a JSON object, an array or JSON Lines")
-    documents = _documents(text, origin)
-    first = next(documents)
     second = next(documents, None)
     if second is None and not json_lines:
         _add_top_level(first[0], origin, out)
         return
     for value, line in itertools.chain([first], [second] if second else [], documents):
         _add_top_level(value, f"{origin}:{line}", out, f"{origin}: line {line}")
-
-
-def _decode(data: bytes, origin: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{origin}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _directory_files(root: Path) -> list[Path]:
@@ -459,27 +596,49 @@ def _directory_files(root: Path) -> list[Path]:
 
 def _read_file(path: Path, origin: str, out: ReplayInput) -> None:
     try:
-        data = path.read_bytes()
+        stream = path.open("rb")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise InputError(f"{origin}: cannot read: {reason}") from None
-    parse_text(_decode(data, origin), origin, out, json_lines=path.suffix == ".jsonl")
+    with stream:
+        try:
+            parse_chunks(_chunks_of(stream, origin), origin, out, json_lines=path.suffix == ".jsonl")
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InputError(f"{origin}: cannot read: {reason}") from None
 
 
-def read_inputs(paths: Sequence[str], stdin: TextIO | None = None) -> ReplayInput:
+def read_inputs(paths: Sequence[str], stdin: TextIO | None = None, *, spool: bool = False) -> ReplayInput:
     """Read every path (see the module docstring) into one :class:`ReplayInput`, in order.
+
+    Each file (and stdin) is read a window at a time (:data:`_CHUNK`), never whole; what is held
+    afterwards is the items: deflated in memory (:class:`Packer`), or, with ``spool``, in a
+    temporary file (:class:`ItemSpool`), so memory does not grow with the input.
 
     Args:
         paths: file paths, directory paths, or ``-`` for ``stdin``.
         stdin: the stream ``-`` reads (default ``sys.stdin``).
+        spool: hold the items in an :class:`ItemSpool` (close it, or the :class:`ReplayInput`,
+            when done) instead of a list.
 
     Raises:
         InputError: a path does not exist or cannot be read, ``-`` is given twice, or a file is
             not valid input (see :func:`parse_text`).
     """
+    out = ReplayInput(ItemSpool(), packer=None) if spool else ReplayInput()
+    try:
+        _read_paths(paths, stdin, out)
+    except BaseException:
+        out.close()
+        raise
+    if isinstance(out.items, ItemSpool):
+        out.items.seal()
+    return out
+
+
+def _read_paths(paths: Sequence[str], stdin: TextIO | None, out: ReplayInput) -> None:
     import sys
 
-    out = ReplayInput()
     used_stdin = False
     for raw in paths:
         if raw == "-":
@@ -488,8 +647,12 @@ def read_inputs(paths: Sequence[str], stdin: TextIO | None = None) -> ReplayInpu
             used_stdin = True
             stream = stdin if stdin is not None else sys.stdin
             buffer = getattr(stream, "buffer", None)
-            text = _decode(buffer.read(), "<stdin>") if buffer is not None else stream.read()
-            parse_text(text, "<stdin>", out)
+            chunks = (
+                _chunks_of(buffer, "<stdin>")
+                if buffer is not None
+                else iter(partial(stream.read, _CHUNK), "")
+            )
+            parse_chunks(chunks, "<stdin>", out)
             continue
         path = Path(raw)
         if path.is_dir():
@@ -499,4 +662,3 @@ def read_inputs(paths: Sequence[str], stdin: TextIO | None = None) -> ReplayInpu
             _read_file(path, raw, out)
         else:
             raise InputError(f"{raw}: no such file or directory")
-    return out

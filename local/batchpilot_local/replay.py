@@ -25,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -240,35 +241,61 @@ class Replayer:
         Raises:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
         """
-        # A Sequence (batchpilot_local.inputs.Values) is read item by item, never copied whole.
-        items = events if isinstance(events, Sequence) else list(events)
-        segments: list[tuple[list[Mapping[str, Any]], range, Mapping[str, str]]]
-        if scopes is None:
-            segments = [(list(worlds), range(len(items)), {})]
-        else:
-            segments = []
-            start = 0
-            for index in range(1, len(items) + 1):
-                if index == len(items) or scopes[index] != scopes[start]:
-                    scope = scopes[start]
-                    world = (scope_worlds or {}).get(scope) if scope is not None else None
-                    parameters = (scope_parameters or {}).get(scope, {}) if scope is not None else {}
-                    segments.append(([world] if world else [], range(start, index), parameters))
-                    start = index
+
+        def origin(i: int) -> str | None:
+            return origins[i] if origins is not None and i < len(origins) else None
+
+        def scope(i: int) -> str | None:
+            return scopes[i] if scopes is not None else None
+
+        triples = ((event, origin(i), scope(i)) for i, event in enumerate(events))
+        # Without scopes, every event is plain and ``worlds`` is seeded; with them, plain events get none.
+        plain_worlds = worlds if scopes is None else ()
+        return self.run_items(
+            triples,
+            plain_worlds=plain_worlds,
+            on_report=on_report,
+            scope_worlds=scope_worlds,
+            bus=bus,
+            scope_parameters=scope_parameters,
+            keep_reports=keep_reports,
+        )
+
+    def run_items(
+        self,
+        items: Iterable[tuple[Any, str | None, str | None]],
+        *,
+        plain_worlds: Sequence[Mapping[str, Any]] = (),
+        on_report: Callable[[EventReport], None] | None = None,
+        scope_worlds: Mapping[str, Mapping[str, Any]] | None = None,
+        bus: str | None = None,
+        scope_parameters: Mapping[str, Mapping[str, str]] | None = None,
+        keep_reports: bool = True,
+    ) -> list[EventReport]:
+        """:meth:`run` over ``(event, origin, scope)`` triples, taken one at a time as they are
+        replayed (an :class:`~batchpilot_local.inputs.ItemSpool` is read once, never held).
+
+        ``plain_worlds`` are seeded in the embedded AWS of each run of plain (scope None) events;
+        the other arguments are :meth:`run`'s.
+
+        Raises:
+            batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
+        """
         reports = _Reports(keep_reports)
         self._bus = bus
         default = self._default_template = self.template
         try:
-            for segment_worlds, indices, parameters in segments:
-                if not indices:
-                    continue
+            for scope, segment in itertools.groupby(items, key=lambda item: item[2]):
+                if scope is None:
+                    segment_worlds: list[Mapping[str, Any]] = list(plain_worlds)
+                    parameters: Mapping[str, str] = {}
+                else:
+                    world = (scope_worlds or {}).get(scope)
+                    segment_worlds = [world] if world else []
+                    parameters = (scope_parameters or {}).get(scope, {})
                 self.template = self._template_with(parameters)
                 self._run_segment(
-                    (items[i] for i in indices),
-                    segment_worlds,
-                    [origins[i] if origins is not None and i < len(origins) else None for i in indices],
-                    reports,
-                    on_report,
+                    ((event, origin) for event, origin, _ in segment), segment_worlds, reports, on_report
                 )
         finally:
             self.template = default
@@ -286,13 +313,13 @@ class Replayer:
 
     def _run_segment(
         self,
-        events: Iterable[Any],
+        events: Iterable[tuple[Any, str | None]],
         worlds: Sequence[Mapping[str, Any]],
-        origins: list[str | None],
         reports: _Reports,
         on_report: Callable[[EventReport], None] | None,
     ) -> None:
-        """Replay ``events`` in one fresh embedded AWS seeded with ``worlds``; append to ``reports``."""
+        """Replay ``(event, origin)`` pairs in one fresh embedded AWS seeded with ``worlds``;
+        append to ``reports``."""
         real_stdout = sys.stdout
         sink = SwitchableStdout(real_stdout)
         sys.stdout = cast(TextIO, sink)
@@ -310,8 +337,7 @@ class Replayer:
                     self._install_rules(aws)
                     aws.drain_journal()  # calls made while seeding are no event's actions
                     batcher = _Batcher(self, aws, runtime, alerts, on_report) if self.batch else None
-                    for index, event in enumerate(events):
-                        origin = origins[index]
+                    for event, origin in events:
                         if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
                             if batcher is not None:
                                 batcher.flush_all()
