@@ -404,6 +404,13 @@ class _Side(Generic[R]):
         with self._lock:
             return list(self._requests[mark:])
 
+    def take(self) -> list[R]:
+        """The requests recorded so far, in arrival order, forgotten as they are returned (for the
+        one reader of an endpoint's log: :meth:`mark` positions of others would move)."""
+        with self._lock:
+            taken, self._requests = self._requests, []
+        return taken
+
     def clear(self) -> None:
         """Forget the recorded requests (scripted failures are kept)."""
         with self._lock:

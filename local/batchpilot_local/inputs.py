@@ -85,8 +85,9 @@ class Packer:
 
     Events of one archive repeat most of their text (keys, sources, queue ARNs, container
     settings), so against that dictionary a 2 KB Batch job event keeps about 0.6 KB, a
-    quarter of its compact text: what holding a 20,000-event archive costs drops from about 40 MB
-    to about 12 MB (``benchmarks/bench_replay.py``).
+    quarter of its compact text: holding a 20,000-event archive in memory costs about 12 MB
+    instead of about 40 MB. What :func:`read_inputs` holds in memory (``batchpilot simulate``, the
+    test harness); ``batchpilot replay`` spools its input to disk instead (:class:`ItemSpool`).
     """
 
     __slots__ = ("_zdict",)

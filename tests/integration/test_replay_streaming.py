@@ -3,7 +3,7 @@
 The text of a file arrives in pieces (``batchpilot_local.inputs._CHUNK`` characters): wherever
 the pieces are cut, the same documents, origins and errors come out as from the whole text. A
 spooled input (:class:`~batchpilot_local.inputs.ItemSpool`) gives back what was read, in order,
-as often as it is read.
+as often as it is read. The replay's own chat endpoint forgets each message once it is reported.
 """
 
 from __future__ import annotations
@@ -16,10 +16,14 @@ import pytest
 from batchpilot_local import inputs
 from batchpilot_local.cli import main
 from batchpilot_local.clock import ClockScenario
+from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.inputs import InputError, InputItem, ItemSpool, ReplayInput, parse_chunks, read_inputs
+from batchpilot_local.notifications import LocalAlerts
+from batchpilot_local.template import load_template
 from batchpilot_local.testing.paths import repo_root
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from slack_sdk.webhook import WebhookClient
 
 ROOT = repo_root()
 TEMPLATE = ROOT / "template.yaml"
@@ -174,3 +178,18 @@ def test_progress_counts_a_clock_scenarios_ticks_and_only_what_the_filters_keep(
     assert code == 0
     assert len(captured.out.splitlines()) == 1_001
     assert "replayed 1,001/1,001 events" in captured.err
+
+
+def test_the_replays_own_chat_endpoint_forgets_each_message_once_it_is_reported() -> None:
+    template = load_template(TEMPLATE)
+    with EmbeddedAws() as aws, LocalAlerts(aws, template) as alerts:  # its own endpoint, as the replay's
+        for text in ("Critical: one", "Critical: two"):
+            assert WebhookClient(alerts.slack.webhook_url).send(text=text, blocks=[]).status_code == 200
+
+        first = alerts.deliveries()
+
+        assert [d.payload["text"] for d in first] == ["Critical: one", "Critical: two"]
+        assert alerts.slack.requests == []  # what was reported is not kept
+        WebhookClient(alerts.slack.webhook_url).send(text="Critical: three", blocks=[])
+        assert [d.payload["text"] for d in alerts.deliveries()] == ["Critical: three"]
+        assert alerts.deliveries() == []
