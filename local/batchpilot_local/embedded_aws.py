@@ -33,6 +33,7 @@ from moto import mock_aws
 from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
+    bounded_deleted_receipt_handles,
     cached_condition_tokens,
     cached_event_input_paths,
     cached_method_names,
@@ -46,6 +47,8 @@ from batchpilot_local.emulator.patch import (
     light_json_requests,
     shallow_received_messages,
     single_item_size_check,
+    single_partition_queries,
+    spilled_dynamodb_items,
     untracked_model_instances,
 )
 from batchpilot_local.template import ACCOUNT_ID, REGION
@@ -214,6 +217,9 @@ class EmbeddedAws:
             cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
             cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message
             shallow_received_messages()  # a received message is copied shallowly, not deeply
+            bounded_deleted_receipt_handles()  # a queue remembers its last 1,024 deleted messages
+            single_partition_queries()  # a table Query reads its own partition, not the table
+            spilled_dynamodb_items()  # each table keeps 1,000 partitions in memory, the rest on disk
             self.overlay.install()
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):

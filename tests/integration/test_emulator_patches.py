@@ -5,7 +5,11 @@ through the event-source-mapping path that calls moto's SQS backend directly, st
 received message for its visibility timeout and a delayed one for its delay, and a receive that
 asks for some message attributes leaves the others on the queued message; the template's rules
 match each sample event as moto's own matcher does; unsigned requests land in the embedded
-account, and S3's stay signed."""
+account, and S3's stay signed. Memory: a queue accepts a second delete of its newest 1,024 deleted
+messages and no older one; DynamoDB tables that keep 2 partitions in memory (or none) and spill
+the rest answer every API as moto's own dict does, keep every write of a transaction over more
+partitions than that, stay at the limit through a replay, and close their store with the
+embedded AWS."""
 
 from __future__ import annotations
 
@@ -342,3 +346,454 @@ def test_an_update_with_two_set_clauses_is_still_refused() -> None:
         with pytest.raises(ClientError) as error:
             _update(dynamodb, "a", 1, "x", expression="SET #who = :who SET #n = :n")
     assert error.value.response["Error"]["Code"] == "ValidationException"
+
+
+# ------------------------------------------------------------------ memory: receipt handles
+
+
+def _delete_messages(sqs: Any, url: str, count: int) -> None:
+    """Send, receive and delete ``count`` messages, ten at a time."""
+    while count > 0:
+        n = min(10, count)
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(n)]
+        )
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=n)["Messages"]
+        assert len(received) == n
+        done = sqs.delete_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(received)],
+        )
+        assert len(done["Successful"]) == n
+        count -= n
+
+
+def test_a_deleted_message_can_be_deleted_again_until_a_thousand_later_ones_were() -> None:
+    from batchpilot_local.emulator.patch import DELETED_MESSAGES_REMEMBERED
+
+    with EmbeddedAws() as aws:
+        sqs = aws.client("sqs")
+        url = aws.create_queue("q")
+        sqs.send_message(QueueUrl=url, MessageBody="first")
+        handle = sqs.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)  # again: succeeds, as in moto
+        _delete_messages(sqs, url, DELETED_MESSAGES_REMEMBERED - 1)
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)  # still among the newest 1,024
+        _delete_messages(sqs, url, 1)
+        with pytest.raises(ClientError) as error:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert error.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
+
+
+def test_a_queue_remembers_the_handles_of_a_bounded_number_of_deleted_messages() -> None:
+    from batchpilot_local.emulator.patch import DELETED_MESSAGES_REMEMBERED
+
+    with EmbeddedAws() as aws:
+        sqs = aws.client("sqs")
+        url = aws.create_queue("q")
+        _delete_messages(sqs, url, 3 * DELETED_MESSAGES_REMEMBERED)
+        remembered = set(_backend_queue(aws, "q").deleted_messages)
+    # One receive, one handle, per message; moto also lists None, a message's handle before it.
+    assert None in remembered and len(remembered - {None}) == DELETED_MESSAGES_REMEMBERED
+
+
+# ------------------------------------------------------------------ memory: spilled DynamoDB items
+
+STATE = "state"
+FLAT = "flat"
+INDEX = "by_g"
+PKS = ("a", "b", "c", "d", "e")
+SKS = ("1", "2")
+NUMBERS = ("1", "2", "20", "0.5", "3")  # FLAT's keys: numbers, some also written another way
+ALIASES = ("1.0", "2E1", "5E-1", "20.00")
+
+
+def _spill_tables(dynamodb: Any) -> None:
+    """A StateTable-like table (pk/sk, TTL on expires_at, and a GSI on g) and one with a number
+    hash key only."""
+    dynamodb.create_table(
+        TableName=STATE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "g", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": INDEX,
+                "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    dynamodb.update_time_to_live(
+        TableName=STATE, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+    )
+    _table(dynamodb)  # TABLE: pk only
+    dynamodb.create_table(
+        TableName=FLAT,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "N"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+    )
+
+
+def _store(aws: EmbeddedAws, table: str) -> Any:
+    from moto.dynamodb.models import dynamodb_backends
+
+    return dynamodb_backends[ACCOUNT_ID][aws.region].tables[table].items
+
+
+def _key(table: str, pk: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}} if table == STATE else {"pk": {"N": pk}}
+
+
+def _answer(call: Any, **kwargs: Any) -> Any:
+    """The response without its metadata, or the error response (code, message, reasons)."""
+    try:
+        response = call(**kwargs)
+    except ClientError as error:
+        response = error.response
+    return {k: v for k, v in response.items() if k != "ResponseMetadata"}
+
+
+def _pages(call: Any, **kwargs: Any) -> list[Any]:
+    """Every page of a Query or Scan, following LastEvaluatedKey."""
+    pages = []
+    while True:
+        page = _answer(call, **kwargs)
+        pages.append(page)
+        if "LastEvaluatedKey" not in page:
+            return pages
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _run(dynamodb: Any, operation: tuple[Any, ...]) -> Any:
+    """One generated operation against the tables of :func:`_spill_tables`; its answers."""
+    kind, *args = operation
+    if kind == "put":
+        (table, pk), sk, v, g = args
+        item = {**_key(table, pk, sk), "v": {"N": str(v)}, "expires_at": {"N": "1900000000"}}
+        if g is not None and table == STATE:
+            item["g"] = {"S": g}
+        return _answer(dynamodb.put_item, TableName=table, Item=item, ReturnValues="ALL_OLD")
+    if kind == "get":
+        (table, pk), sk = args
+        return _answer(dynamodb.get_item, TableName=table, Key=_key(table, pk, sk), ConsistentRead=True)
+    if kind == "update":  # the ledger's kind of write: a counter under a condition that may fail
+        (table, pk), sk, n, below = args
+        return _answer(
+            dynamodb.update_item,
+            TableName=table,
+            Key=_key(table, pk, sk),
+            UpdateExpression="ADD #v :n SET #seen = list_append(if_not_exists(#seen, :empty), :this)",
+            ConditionExpression="attribute_not_exists(#v) OR #v < :below",
+            ExpressionAttributeNames={"#v": "v", "#seen": "seen"},
+            ExpressionAttributeValues={
+                ":n": {"N": str(n)},
+                ":below": {"N": str(below)},
+                ":empty": {"L": []},
+                ":this": {"L": [{"N": str(n)}]},
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    if kind == "delete":
+        (table, pk), sk, conditional = args
+        extra = {"ConditionExpression": "attribute_exists(pk)"} if conditional else {}
+        return _answer(
+            dynamodb.delete_item, TableName=table, Key=_key(table, pk, sk), ReturnValues="ALL_OLD", **extra
+        )
+    if kind == "query":
+        pk, forward, limit = args
+        return _pages(
+            dynamodb.query,
+            TableName=STATE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ScanIndexForward=forward,
+            Limit=limit,
+        )
+    if kind == "query_index":
+        (g,) = args
+        return _pages(
+            dynamodb.query,
+            TableName=STATE,
+            IndexName=INDEX,
+            KeyConditionExpression="g = :g",
+            ExpressionAttributeValues={":g": {"S": g}},
+        )
+    if kind == "scan":
+        table, limit = args
+        return _pages(dynamodb.scan, TableName=table, Limit=limit)
+    if kind == "transact":
+        writes, fail = args
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": STATE,
+                    "Key": _key(STATE, pk, sk),
+                    "UpdateExpression": "ADD v :n",
+                    "ExpressionAttributeValues": {":n": {"N": "1"}},
+                }
+            }
+            for pk, sk in writes
+        ]
+        if fail:
+            items.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": FLAT,
+                        "Key": {"pk": {"N": "99"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                }
+            )
+        return _answer(dynamodb.transact_write_items, TransactItems=items)
+    if kind == "batch_write":
+        (keys,) = args
+        requests = [{"PutRequest": {"Item": {**_key(STATE, pk, sk), "v": {"N": "7"}}}} for pk, sk in keys]
+        return _answer(dynamodb.batch_write_item, RequestItems={STATE: requests})
+    if kind == "batch_get":
+        (keys,) = args
+        answer = _answer(
+            dynamodb.batch_get_item, RequestItems={STATE: {"Keys": [_key(STATE, pk, sk) for pk, sk in keys]}}
+        )
+        found = answer.get("Responses", {}).get(STATE, [])
+        return {**answer, "Responses": sorted(json.dumps(item, sort_keys=True) for item in found)}
+    if kind == "transact_get":
+        (keys,) = args
+        return _answer(
+            dynamodb.transact_get_items,
+            TransactItems=[{"Get": {"TableName": STATE, "Key": _key(STATE, pk, sk)}} for pk, sk in keys],
+        )
+    assert kind == "count"
+    (table,) = args
+    return dynamodb.describe_table(TableName=table)["Table"]["ItemCount"]
+
+
+def _operations() -> Any:
+    from hypothesis import strategies as st
+
+    tables = st.sampled_from([STATE, FLAT])
+    pk, sk = st.sampled_from(PKS), st.sampled_from(SKS)
+    target = st.one_of(  # (table, partition key)
+        st.tuples(st.just(STATE), pk), st.tuples(st.just(FLAT), st.sampled_from(NUMBERS + ALIASES))
+    )
+    keys = st.lists(st.tuples(pk, sk), min_size=1, max_size=4, unique=True)
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("put"), target, sk, st.integers(0, 5), st.sampled_from([None, "x", "y"])),
+            st.tuples(st.just("get"), target, sk),
+            st.tuples(st.just("update"), target, sk, st.integers(1, 3), st.integers(0, 6)),
+            st.tuples(st.just("delete"), target, sk, st.booleans()),
+            st.tuples(st.just("query"), pk, st.booleans(), st.integers(1, 3)),
+            st.tuples(st.just("query_index"), st.sampled_from(["x", "y"])),
+            st.tuples(st.just("scan"), tables, st.integers(1, 4)),
+            st.tuples(st.just("transact"), keys, st.booleans()),
+            st.tuples(st.just("batch_write"), keys),
+            st.tuples(st.just("batch_get"), keys),
+            st.tuples(st.just("transact_get"), keys),
+            st.tuples(st.just("count"), tables),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+
+
+def _replay_operations(
+    operations: list[tuple[Any, ...]], hot_partitions: int | None
+) -> tuple[list[Any], int]:
+    """The answers of every operation in a fresh embedded AWS whose tables keep ``hot_partitions``
+    partitions in memory, or (None) keep their items in moto's own ``defaultdict`` and query them
+    with moto's own ``Table.query``; also the partitions on disk once every key was written."""
+    from collections import defaultdict
+    from types import MethodType
+
+    from batchpilot_local.emulator.patch import spilled_dynamodb_items
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.table import Table
+
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _spill_tables(dynamodb)
+        if hot_partitions is None:
+            for table in dynamodb_backends[ACCOUNT_ID][aws.region].tables.values():
+                table.items = defaultdict(dict)
+                table.query = MethodType(Table._batchpilot_unpatched_query, table)  # type: ignore[attr-defined]
+        else:
+            spilled_dynamodb_items(hot_partitions)
+        try:
+            answers = [_run(dynamodb, ("put", (STATE, pk), sk, 0, "x")) for pk in PKS for sk in SKS]
+            answers += [_run(dynamodb, ("put", (FLAT, pk), "", 0, None)) for pk in NUMBERS]
+            stores = [_store(aws, STATE), _store(aws, FLAT)]
+            spilled = sum(store.on_disk for store in stores if hasattr(store, "on_disk"))
+            answers += [_run(dynamodb, operation) for operation in operations]
+            answers.append(_pages(dynamodb.scan, TableName=STATE))
+            answers.append(_pages(dynamodb.scan, TableName=FLAT))
+        finally:
+            spilled_dynamodb_items()
+    return answers, spilled
+
+
+def test_tables_that_spill_partitions_to_disk_answer_as_motos_own_tables() -> None:
+    from hypothesis import given, settings
+
+    @settings(max_examples=15, deadline=None)
+    @given(operations=_operations())
+    def check(operations: list[tuple[Any, ...]]) -> None:
+        spilling, spilled = _replay_operations(operations, hot_partitions=2)
+        motos, _ = _replay_operations(operations, hot_partitions=None)
+        assert spilled == 6  # 5 + 5 partitions, 2 of each table kept
+        assert spilling == motos
+
+    check()
+
+
+@pytest.mark.parametrize("hot", [0, 2])
+def test_a_transaction_over_more_partitions_than_are_kept_keeps_all_its_writes(hot: int) -> None:
+    """The partitions a transaction loads and changes in place are written out after it, not
+    while it runs: every write is kept; a cancelled one changes none of them."""
+    from batchpilot_local.emulator.patch import spilled_dynamodb_items
+
+    jobs = [f"job#{i}" for i in range(6)]
+
+    def add_one(pk: str) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": STATE,
+                "Key": _key(STATE, pk, "job"),
+                "UpdateExpression": "ADD n :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _spill_tables(dynamodb)
+        spilled_dynamodb_items(hot)
+        try:
+            for pk in jobs:
+                dynamodb.put_item(TableName=STATE, Item={**_key(STATE, pk, "job"), "n": {"N": "0"}})
+            store = _store(aws, STATE)
+            assert (store.in_memory, store.on_disk) == (hot, 6 - hot)
+            dynamodb.transact_write_items(TransactItems=[add_one(pk) for pk in jobs])
+            assert (store.in_memory, store.on_disk) == (hot, 6 - hot)
+            never = {
+                "TableName": FLAT,
+                "Key": {"pk": {"N": "99"}},
+                "ConditionExpression": "attribute_exists(pk)",
+            }
+            with pytest.raises(ClientError) as error:
+                dynamodb.transact_write_items(TransactItems=[*map(add_one, jobs), {"ConditionCheck": never}])
+            counts = [
+                dynamodb.get_item(TableName=STATE, Key=_key(STATE, pk, "job"))["Item"]["n"]["N"]
+                for pk in jobs
+            ]
+        finally:
+            spilled_dynamodb_items()
+    assert error.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert counts == ["1"] * 6
+
+
+def test_a_replay_keeps_at_most_the_limit_of_partitions_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs replayed through the real handlers with a limit of 4 partitions per table: after every
+    event at most 4 are in memory, and the StateTable ends with the same items as a replay that
+    keeps them all."""
+    from batchpilot_local.emulator import patch
+    from batchpilot_local.replay import Replayer
+    from batchpilot_local.testing.samples import batch_job
+    from moto.dynamodb.models import dynamodb_backends
+
+    statuses = ["SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED"]
+    events = []
+    for step, status in enumerate(statuses):  # eight jobs in flight together
+        for job in range(8):
+            job_id = f"00000000-0000-4000-8000-{job:012d}"
+            event = batch_job(status, jobId=job_id, jobName=f"job-{job}", createdAt=1763633000000 + job)
+            event["detail"]["jobArn"] = event["detail"]["jobArn"].rsplit("/", 1)[0] + f"/{job_id}"
+            event["id"] = f"event-{step}-{job}"
+            event["time"] = f"2026-11-20T10:{step:02d}:{job:02d}Z"
+            events.append(event)
+
+    def replay(limit: int) -> tuple[list[int], list[str], list[str]]:
+        monkeypatch.setattr(patch, "HOT_PARTITIONS", limit)  # what each EmbeddedAws opened sets
+        in_memory: list[int] = []
+        keys: list[str] = []
+
+        def on_report(report: Any) -> None:
+            tables = dynamodb_backends[ACCOUNT_ID][aws_region].tables.values()
+            in_memory.append(max(t.items.in_memory for t in tables))
+            if len(in_memory) == len(events):
+                keys.extend(
+                    sorted(f"{i.hash_key.value} {i.range_key.value}" for t in tables for i in t.all_items())
+                )
+
+        reports = Replayer().run(events, on_report=on_report)
+        return in_memory, keys, [error for report in reports for error in report.errors]
+
+    from batchpilot_local.template import REGION as aws_region
+
+    bounded, spilled_keys, errors = replay(4)
+    _, all_keys, _ = replay(1_000)
+    assert errors == []
+    assert len(bounded) == len(events) and max(bounded) == 4
+    assert len(all_keys) > 16 and spilled_keys == all_keys
+
+
+def test_a_closed_embedded_aws_closes_its_tables_stores_and_the_next_starts_empty() -> None:
+    import gc
+    import sqlite3
+    import weakref
+
+    from batchpilot_local.emulator.patch import spilled_dynamodb_items
+
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _spill_tables(dynamodb)
+        spilled_dynamodb_items(2)
+        try:
+            for pk in PKS:
+                dynamodb.put_item(TableName=STATE, Item=_key(STATE, pk, "1"))
+            store = _store(aws, STATE)
+            assert store.on_disk == 3
+            database = store._db  # the store's own SQLite connection
+            gone = weakref.ref(store)
+            del store
+        finally:
+            spilled_dynamodb_items()
+    gc.collect()
+    assert gone() is None
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with its store
+        database.execute("SELECT 1")
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _spill_tables(dynamodb)
+        assert dynamodb.scan(TableName=STATE)["Items"] == []
+
+
+def test_a_backup_of_a_table_with_spilled_partitions_restores_every_item_as_it_was() -> None:
+    from batchpilot_local.emulator.patch import spilled_dynamodb_items
+
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _spill_tables(dynamodb)
+        spilled_dynamodb_items(2)
+        try:
+            for i, pk in enumerate(PKS):
+                dynamodb.put_item(TableName=STATE, Item={**_key(STATE, pk, "1"), "v": {"N": str(i)}})
+            arn = dynamodb.create_backup(TableName=STATE, BackupName="before")["BackupDetails"]["BackupArn"]
+            dynamodb.put_item(TableName=STATE, Item={**_key(STATE, "a", "1"), "v": {"N": "100"}})
+            dynamodb.restore_table_from_backup(TargetTableName="restored", BackupArn=arn)
+            restored = dynamodb.scan(TableName="restored")["Items"]
+            count = dynamodb.describe_table(TableName="restored")["Table"]["ItemCount"]
+            spilled = _store(aws, "restored").on_disk
+        finally:
+            spilled_dynamodb_items()
+    assert sorted((item["pk"]["S"], item["v"]["N"]) for item in restored) == [
+        (pk, str(i)) for i, pk in enumerate(PKS)
+    ]
+    assert (count, spilled) == (5, 3)

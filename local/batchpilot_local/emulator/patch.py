@@ -17,8 +17,11 @@ Everything else the emulator needs from moto is public: its backend registries (
 response base class (account and region of a request) and its paginator.
 
 The other functions here change no answer, only what moto (and botocore, for the two marked)
-costs to give it: a replay of a job event archive spends most of its time in the embedded AWS,
-so they remove work repeated on every call:
+costs to give it in time or memory (one exception: after :func:`bounded_deleted_receipt_handles`
+a second DeleteMessage of a message deleted more than :data:`DELETED_MESSAGES_REMEMBERED`
+deletions ago gets ``ReceiptHandleIsInvalid`` instead of succeeding): a replay of a job event
+archive spends most of its time in the embedded AWS, so they remove work repeated on every call
+and memory kept for every event:
 
 - DynamoDB: :func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
   :func:`cached_update_expressions` (one parse per text, cheap copies of the tree),
@@ -29,7 +32,12 @@ so they remove work repeated on every call:
   :func:`cached_user_agent`;
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
   :func:`cached_event_input_paths` parses a target's input paths once;
-- memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them.
+- DynamoDB Query: :func:`single_partition_queries` reads the queried partition, not the table;
+- memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them;
+  :func:`bounded_deleted_receipt_handles` keeps the receipt handles of each queue's newest
+  :data:`DELETED_MESSAGES_REMEMBERED` deleted messages only, and :func:`spilled_dynamodb_items`
+  keeps :data:`HOT_PARTITIONS` partitions of each table in memory and the rest in a temporary
+  SQLite file: a replay's memory stays flat in the number of events.
 
 ``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``
 and the emulator's own tests check that the answers stay the same; ``benchmarks/bench_replay.py``
@@ -38,14 +46,28 @@ measures what they save.
 
 from __future__ import annotations
 
+import copyreg
+import io
+import itertools
 import json
-from collections.abc import Callable, Mapping, Sequence
+import pickle
+import sqlite3
+import threading
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from batchpilot_local.emulator.core import Response
 
 __all__ = [
+    "DELETED_MESSAGES_REMEMBERED",
+    "HOT_PARTITIONS",
     "Handler",
+    "RecentReceiptHandles",
+    "SpilledPartitions",
+    "bounded_deleted_receipt_handles",
     "cached_condition_tokens",
     "cached_event_input_paths",
     "cached_method_names",
@@ -62,6 +84,8 @@ __all__ = [
     "matches_each",
     "shallow_received_messages",
     "single_item_size_check",
+    "single_partition_queries",
+    "spilled_dynamodb_items",
     "uninstall",
     "untracked_model_instances",
 ]
@@ -686,3 +710,601 @@ def cached_event_input_paths() -> None:
     cached = functools.lru_cache(maxsize=512)(original)
     cached._batchpilot_cached = True  # type: ignore[attr-defined]
     module.parse = cached
+
+
+# ---------------------------------------------------------------------------------------- memory
+
+DELETED_MESSAGES_REMEMBERED = 1_024
+"""Deleted messages per SQS queue whose receipt handles moto still accepts again (see
+:func:`bounded_deleted_receipt_handles`). A repeated delete of one message comes from the same
+batch (at most 10 messages) or a retry of it, a few batches later at most: a thousand messages
+covers that a hundred times over. Memory: 1,024 messages x (receives per message, 1 in a replay)
+x about 130 bytes (a 32-digit handle and its dict slot): some 130 KB per queue at most."""
+
+
+class RecentReceiptHandles:
+    """The receipt handles of the newest :data:`DELETED_MESSAGES_REMEMBERED` (or ``messages``)
+    deleted messages of one queue: moto's ``Queue.deleted_messages`` (a ``set[str]`` that grew
+    forever), bounded.
+
+    One :meth:`update` call is one deleted message (moto passes ``message.all_receipt_handles``,
+    one handle per receive of it, and ``None``: the handle moto records for it before its first
+    receive); :meth:`add` remembers a message of one handle. Once more than ``messages`` messages
+    are remembered, the handles of the oldest are forgotten. Supports ``in``, ``len`` (handles, not messages), iteration (handles,
+    oldest first), ``update``, ``add`` and ``discard``: what moto's SQS models use.
+
+    Raises:
+        ValueError: ``messages`` < 1.
+    """
+
+    __slots__ = ("_handles", "_messages", "_next", "limit")
+
+    def __init__(self, messages: int | None = None) -> None:
+        limit = DELETED_MESSAGES_REMEMBERED if messages is None else messages
+        if limit < 1:
+            raise ValueError(f"messages must be at least 1, not {limit}")
+        self.limit = limit
+        self._handles: dict[str | None, int] = {}  # handle -> number of the message it came with
+        self._messages: deque[tuple[int, tuple[str | None, ...]]] = deque()  # oldest first
+        self._next = 0
+
+    def __contains__(self, handle: object) -> bool:
+        return handle in self._handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def __iter__(self) -> Iterator[str | None]:
+        return iter(self._handles)
+
+    def __repr__(self) -> str:
+        return f"RecentReceiptHandles({len(self._messages)} messages, {len(self._handles)} handles)"
+
+    def update(self, *messages: Iterable[str | None]) -> None:
+        """Remember each iterable as the handles of one more deleted message."""
+        for handles in messages:
+            number = self._next
+            self._next += 1
+            kept = tuple(handles)
+            for handle in kept:
+                self._handles[handle] = number
+            self._messages.append((number, kept))
+        while len(self._messages) > self.limit:
+            number, old = self._messages.popleft()
+            for handle in old:
+                if self._handles.get(handle) == number:  # not remembered again since
+                    del self._handles[handle]
+
+    def add(self, handle: str | None) -> None:
+        """Remember a deleted message of one handle."""
+        self.update((handle,))
+
+    def discard(self, handle: str | None) -> None:
+        """Forget ``handle``, if remembered."""
+        self._handles.pop(handle, None)
+
+
+def bounded_deleted_receipt_handles() -> None:
+    """Make each moto SQS queue remember the receipt handles of its newest deleted messages only.
+
+    moto's ``Queue.delete_message`` adds every handle a deleted message ever had to the queue's
+    ``deleted_messages`` set, so that deleting it again succeeds, and never removes any: about
+    245 bytes per replayed event, for the whole replay. Each queue created from now on gets a
+    :class:`RecentReceiptHandles` instead, which keeps the handles of the newest
+    :data:`DELETED_MESSAGES_REMEMBERED` deleted messages (moto's only uses: ``in`` and
+    ``update``). A repeated delete of one of those still succeeds, as in moto; a delete with
+    the handle of an older deleted message gets ``ReceiptHandleIsInvalid``, moto's answer for a
+    handle it does not know. SQS does not keep a handle forever either: the DeleteMessage API
+    reference says a receipt handle belongs to one receive of a message (each receive gives a
+    new one, and only the newest is sure to delete it) and lists ``ReceiptHandleIsInvalid``, "the
+    specified receipt handle isn't valid"; a handle whose visibility timeout has passed has
+    expired (real SQS then answers ``InvalidParameterValue``, "the receipt handle has expired",
+    says AWS's knowledge-center article on receipt handle errors; moto never does). Idempotent; process-wide (queues that exist already keep their set).
+    """
+    import functools
+
+    from moto.sqs import models
+
+    queue_class: Any = models.Queue
+    if getattr(queue_class, "_batchpilot_bounded_handles", False):
+        return
+    original = queue_class.__init__
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.deleted_messages = RecentReceiptHandles()
+
+    queue_class.__init__ = __init__
+    queue_class._batchpilot_bounded_handles = True
+
+
+HOT_PARTITIONS = 1_000
+"""Partitions (hash keys) of each moto DynamoDB table kept in memory by
+:func:`spilled_dynamodb_items`, the least recently touched written to disk beyond them. A replay
+touches a job's partitions (about two: its ledger record, its alerts record; a few markers)
+within a few events of each other, and the shared ones (per-queue aggregates, indexes, the queue
+list) on every event: a thousand keeps some 500 jobs in flight at once hot. Memory: about 5.4 KB of moto objects per
+partition (measured on the benchmark's archive; 0.9 KB pickled), some 5 MB per table. A
+partition touched after it was spilled costs an SQLite lookup and an unpickle (about 15 us), one
+written out a pickle and an insert (about 30 us)."""
+
+
+class _SpillState:
+    """Process-wide state of :func:`spilled_dynamodb_items`: the limit in force, the stores that
+    went over it since the last eviction, and the DynamoDB requests being answered (eviction
+    waits until none is)."""
+
+    def __init__(self) -> None:
+        self.limit = HOT_PARTITIONS
+        # serial number -> store over the limit (weakly: a table may go before the next request)
+        self.over: weakref.WeakValueDictionary[int, SpilledPartitions] = weakref.WeakValueDictionary()
+        self.serials = itertools.count()
+        self.in_flight = 0
+        self.lock = threading.Lock()
+        self.dispatch: dict[type, Any] = dict(copyreg.dispatch_table)  # pickling, see _attributes
+        self.attributes_class: Any = dict  # moto's LimitedSizeDict once installed
+        self.dynamo_type: Any = None  # moto's DynamoType once installed
+
+    def evict_all(self) -> None:
+        """Every store that went over the limit, down to it."""
+        while self.over:
+            _, store = self.over.popitem()
+            store.evict(self.limit)
+
+
+_spill = _SpillState()
+_ABSENT: Any = object()  # no such partition (None could be a value)
+
+
+def _canon(key: Any) -> Any:
+    """The dict key a partition key stands under: ``(type, cast_value)`` for a moto
+    ``DynamoType``, which is what its ``__hash__`` hashes and its ``__eq__`` compares (so the
+    same partitions match), computed without its Python-level methods; any other key as it is."""
+    if type(key) is _spill.dynamo_type:
+        kind = key.type
+        if kind == "S" or kind == "B":  # cast_value is the value itself
+            return (kind, key.value)
+        if kind == "N":
+            return (kind, Decimal(key.value))
+        return (kind, key.cast_value)
+    return key
+
+
+def _attributes(plain: dict[str, Any]) -> Any:
+    """A moto ``LimitedSizeDict`` holding ``plain``'s entries, without its per-entry size check
+    (the item passed it when it was written): what a spilled item's ``attrs`` unpickles to."""
+    kind = _spill.attributes_class
+    built = kind.__new__(kind)
+    dict.update(built, plain)
+    return built
+
+
+def _reduce_attributes(attributes: dict[str, Any]) -> tuple[Any, tuple[dict[str, Any]]]:
+    """Pickle an item's ``LimitedSizeDict`` as a plain dict: the default would unpickle it
+    through its ``__setitem__``, which sums the whole item on every attribute."""
+    return _attributes, (dict(attributes),)
+
+
+def _dumps(value: Any) -> bytes:
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _spill.dispatch
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def _loads(raw: bytes) -> Any:
+    return pickle.loads(raw)  # noqa: S301 - our own pickle of moto's objects, in our own database
+
+
+class SpilledPartitions(MutableMapping[Any, Any]):
+    """moto's DynamoDB ``Table.items`` with only its recently touched partitions in memory.
+
+    Shape, as moto's ``defaultdict(dict)``: hash key (a ``DynamoType``) -> partition, which is the
+    ``Item`` (a table without a range key) or ``{range key DynamoType: Item}``. Reading a missing
+    key with ``[]`` creates an empty ``{}`` partition, as a defaultdict does; ``get``, ``pop``,
+    ``in`` and ``setdefault`` do not. Iteration follows the order in which partitions were first
+    inserted, as a dict's does, spilled or not, and gives the key objects first inserted.
+
+    In memory: the hot partitions, least recently touched first, under :func:`_canon` of their
+    key (the ``(type, value)`` a ``DynamoType`` hashes and compares: the same matches as moto's
+    dict, found without calling its methods twice per access). On disk, in a private SQLite
+    database (``sqlite3.connect("")``: a temporary file SQLite deletes when the connection
+    closes, opened at the first spill and closed when this object goes): one row per spilled
+    partition with the key's hash, its insertion number, its item count, the pickled key and the
+    pickled partition, found by the hash and then by comparing the stored key the same way. A key
+    is either in memory or on disk, never both.
+
+    Touching a spilled partition (any access by key; iterating touches them all) loads it, deletes
+    its row and makes it hot. Nothing is written out except by :meth:`evict`, which
+    :func:`spilled_dynamodb_items` calls between requests only: moto holds ``Item`` objects and
+    changes them in place while it answers one.
+    """
+
+    def __init__(self) -> None:
+        self._hot: OrderedDict[Any, Any] = OrderedDict()  # canon -> partition, least recent first
+        self._meta: dict[Any, tuple[Any, int]] = {}  # canon -> (key as inserted, insertion number)
+        self._next = 0
+        self._cold = 0  # partitions on disk
+        self._cold_items = 0  # the sum of their item counts
+        self._db: sqlite3.Connection | None = None
+        self._serial = next(_spill.serials)
+
+    # ------------------------------------------------------------------ store
+    def _connection(self) -> sqlite3.Connection:
+        db = self._db
+        if db is None:
+            # check_same_thread off: moto may answer from another thread; it is never concurrent.
+            db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=MEMORY")
+            db.execute("PRAGMA synchronous=OFF")  # a scratch file: nothing to recover after a crash
+            db.execute(
+                "CREATE TABLE p (seq INTEGER PRIMARY KEY, h INTEGER NOT NULL, n INTEGER NOT NULL,"
+                " key BLOB NOT NULL, value BLOB NOT NULL)"
+            )
+            db.execute("CREATE INDEX p_h ON p (h)")
+            self._db = db
+            weakref.finalize(self, db.close)
+        return db
+
+    def _grew(self) -> None:
+        if len(self._hot) > _spill.limit:
+            _spill.over[self._serial] = self
+
+    def _take(self, canon: Any, load: bool) -> tuple[Any, int, Any] | None:
+        """Delete the row of the key whose canon is ``canon``: (the key as inserted, its insertion
+        number, the partition if ``load``, else None), or None when it is not on disk."""
+        if not self._cold:
+            return None
+        db = self._connection()
+        rows = db.execute("SELECT seq, n, key, value FROM p WHERE h = ?", (hash(canon),)).fetchall()
+        for seq, count, raw_key, raw in rows:
+            stored = _loads(raw_key)
+            if _canon(stored) == canon:
+                db.execute("DELETE FROM p WHERE seq = ?", (seq,))
+                self._cold -= 1
+                self._cold_items -= count
+                return stored, seq, _loads(raw) if load else None
+        return None
+
+    def _load(self, canon: Any) -> Any:
+        """The spilled partition under ``canon``, made hot, or ``_ABSENT``."""
+        found = self._take(canon, True)
+        if found is None:
+            return _ABSENT
+        stored, seq, value = found
+        self._hot[canon] = value
+        self._meta[canon] = (stored, seq)
+        self._grew()
+        return value
+
+    def _load_all(self) -> None:
+        if not self._cold:
+            return
+        db = self._connection()
+        rows = db.execute("SELECT seq, key, value FROM p ORDER BY seq").fetchall()
+        db.execute("DELETE FROM p")
+        self._cold = self._cold_items = 0
+        for seq, raw_key, raw in rows:
+            key = _loads(raw_key)
+            canon = _canon(key)
+            self._hot[canon] = _loads(raw)
+            self._meta[canon] = (key, seq)
+        self._grew()
+
+    def _insert(self, canon: Any, key: Any, value: Any) -> None:
+        self._hot[canon] = value
+        self._meta[canon] = (key, self._next)
+        self._next += 1
+        self._grew()
+
+    def evict(self, limit: int) -> int:
+        """Write the least recently touched partitions to disk until at most ``limit`` (>= 0) are
+        in memory; returns how many were written. Never call it while a request holds items."""
+        excess = len(self._hot) - max(0, limit)
+        if excess <= 0:
+            return 0
+        rows = []
+        for canon, value in itertools.islice(self._hot.items(), excess):
+            key, seq = self._meta[canon]
+            count = len(value) if isinstance(value, dict) else 1
+            rows.append((seq, hash(canon), count, _dumps(key), _dumps(value)))
+        db = self._connection()
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO p (seq, h, n, key, value) VALUES (?, ?, ?, ?, ?)", rows)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        for _ in range(excess):  # only now: a failed pickle or insert loses nothing
+            canon, _value = self._hot.popitem(last=False)
+            del self._meta[canon]
+        self._cold += excess
+        self._cold_items += sum(row[2] for row in rows)
+        return excess
+
+    @property
+    def in_memory(self) -> int:
+        """Partitions held in memory."""
+        return len(self._hot)
+
+    @property
+    def on_disk(self) -> int:
+        """Partitions written to disk."""
+        return self._cold
+
+    def item_count(self, by_length: bool) -> int:
+        """moto's ``Table.__len__`` without loading spilled partitions: the sum of the partitions'
+        lengths (``by_length``: a table with a range key) or the number of partitions."""
+        if by_length:
+            return sum(len(value) for value in self._hot.values()) + self._cold_items
+        return len(self._hot) + self._cold
+
+    # ------------------------------------------------------------------ mapping
+    def __getitem__(self, key: Any) -> Any:
+        canon = _canon(key)
+        hot = self._hot
+        try:
+            value = hot[canon]
+        except KeyError:
+            value = self._load(canon)
+            if value is _ABSENT:
+                value = {}  # defaultdict(dict)
+                self._insert(canon, key, value)
+            return value
+        hot.move_to_end(canon)
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        canon = _canon(key)
+        hot = self._hot
+        if canon in hot:  # a dict keeps a replaced key's place and key object
+            hot[canon] = value
+            hot.move_to_end(canon)
+            return
+        found = self._take(canon, False)
+        if found is None:
+            self._insert(canon, key, value)
+        else:
+            stored, seq, _ = found
+            hot[canon] = value
+            self._meta[canon] = (stored, seq)
+            self._grew()
+
+    def __delitem__(self, key: Any) -> None:
+        canon = _canon(key)
+        if canon in self._hot:
+            del self._hot[canon]
+            del self._meta[canon]
+        elif self._take(canon, False) is None:
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        canon = _canon(key)
+        if canon in self._hot:
+            self._hot.move_to_end(canon)
+            return True
+        return self._load(canon) is not _ABSENT
+
+    def __iter__(self) -> Iterator[Any]:
+        self._load_all()
+        entries = sorted(self._meta.values(), key=lambda entry: entry[1])
+        return iter([key for key, _ in entries])
+
+    def __len__(self) -> int:
+        return len(self._hot) + self._cold
+
+    def __repr__(self) -> str:
+        return f"SpilledPartitions({len(self._hot)} in memory, {self._cold} on disk)"
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        canon = _canon(key)
+        hot = self._hot
+        if canon in hot:
+            hot.move_to_end(canon)
+            return hot[canon]
+        value = self._load(canon)
+        return default if value is _ABSENT else value
+
+    def pop(self, key: Any, default: Any = _ABSENT) -> Any:
+        canon = _canon(key)
+        if canon in self._hot:
+            del self._meta[canon]
+            return self._hot.pop(canon)
+        found = self._take(canon, True)
+        if found is not None:
+            return found[2]
+        if default is _ABSENT:
+            raise KeyError(key)
+        return default
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        self[key] = default
+        return default
+
+    def popitem(self) -> tuple[Any, Any]:
+        """The last inserted partition, removed (a dict's LIFO order)."""
+        self._load_all()
+        if not self._hot:
+            raise KeyError("popitem(): dictionary is empty")
+        canon = max(self._meta, key=lambda c: self._meta[c][1])
+        key, _ = self._meta.pop(canon)
+        return key, self._hot.pop(canon)
+
+    def clear(self) -> None:
+        self._hot.clear()
+        self._meta.clear()
+        if self._db is not None:
+            self._db.execute("DELETE FROM p")
+        self._cold = self._cold_items = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SpilledPartitions:
+        """A store of its own (moto's backups and point-in-time restores deep-copy tables): hot
+        partitions deep-copied, spilled rows copied as they are."""
+        import copy
+
+        clone = SpilledPartitions()
+        memo[id(self)] = clone
+        for canon, value in self._hot.items():
+            key, seq = self._meta[canon]
+            clone._hot[canon] = copy.deepcopy(value, memo)
+            clone._meta[canon] = (copy.deepcopy(key, memo), seq)
+        clone._next = self._next
+        if self._cold:
+            rows = self._connection().execute("SELECT seq, h, n, key, value FROM p").fetchall()
+            clone._connection().executemany(
+                "INSERT INTO p (seq, h, n, key, value) VALUES (?, ?, ?, ?, ?)", rows
+            )
+            clone._cold, clone._cold_items = self._cold, self._cold_items
+        clone._grew()
+        return clone
+
+    def __reduce__(self) -> tuple[Any, tuple[list[tuple[Any, Any]]]]:
+        return _partitions_from_pairs, (list(self.items()),)
+
+
+def _partitions_from_pairs(pairs: list[tuple[Any, Any]]) -> SpilledPartitions:
+    """Unpickle a :class:`SpilledPartitions` (all of it hot, in its order)."""
+    store = SpilledPartitions()
+    for key, value in pairs:
+        store[key] = value
+    return store
+
+
+def spilled_dynamodb_items(hot_partitions: int | None = None) -> None:
+    """Keep at most ``hot_partitions`` partitions of each moto DynamoDB table in memory; the rest
+    live pickled in a temporary SQLite file per table.
+
+    Why: moto keeps every item of a table in memory as its own objects (about seven times the
+    item's JSON), and the StateTable keeps a ledger record and an alerts record per job (AWS
+    keeps them too, 7 to 30 days by TTL): about 1.4 KB per replayed event, for the whole replay
+    of a long archive. What changes: each table created from now on (``Table.__init__``, and so
+    also restored tables) stores its ``items`` in a :class:`SpilledPartitions`. What is bounded:
+    the partitions (hash keys) in memory, per table; on disk, every spilled partition until the
+    table goes (the file goes with its connection, when moto resets or the table is deleted).
+    SQLite's own page cache adds at most its default 2 MB per table that has spilled.
+
+    When: after each DynamoDB request moto answers (``DynamoHandler.call_action``, success or
+    error, response already serialised), once no other DynamoDB request is being answered,
+    every table that went over the limit writes its least recently touched partitions out until
+    ``hot_partitions`` remain. Never during a request: moto holds ``Item`` objects and changes them in place
+    (UpdateItem, TransactWriteItems), and a partition written out meanwhile would lose the write.
+    A request may touch any number of partitions (a Scan touches all; they are written out again
+    after it).
+
+    Answers kept: every API answers as with moto's dict, since the store is that dict with the
+    same matches (a ``DynamoType`` key by the ``(type, cast_value)`` its hash and ``==`` use),
+    the same missing-key behaviour and the same iteration order;
+    ``Table.__len__`` (DescribeTable's ItemCount) is answered from counts kept per partition
+    instead of loading the spilled ones. A Query of a table (not an index) scans the whole
+    table in moto: :func:`single_partition_queries` makes it read its own partition only, else
+    every Query would load every spilled partition.
+
+    ``hot_partitions`` (>= 0; None: :data:`HOT_PARTITIONS`, read now) is the limit from now on,
+    for every table (read at each eviction): tests set a small one, and each ``EmbeddedAws``
+    opened sets the default again. Idempotent; process-wide.
+
+    Raises:
+        ValueError: ``hot_partitions`` < 0.
+    """
+    limit = HOT_PARTITIONS if hot_partitions is None else hot_partitions
+    if limit < 0:
+        raise ValueError(f"hot_partitions must be >= 0, not {limit}")
+    _spill.limit = limit
+    import functools
+
+    from moto.dynamodb import responses
+    from moto.dynamodb.models import dynamo_type, table
+
+    table_class: Any = table.Table
+    if getattr(table_class, "_batchpilot_spilled_items", False):
+        return
+    _spill.attributes_class = dynamo_type.LimitedSizeDict
+    _spill.dynamo_type = dynamo_type.DynamoType
+    _spill.dispatch[dynamo_type.LimitedSizeDict] = _reduce_attributes
+    original_init = table_class.__init__
+    original_len = table_class.__len__
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self.items = SpilledPartitions()
+
+    def __len__(self: Any) -> int:
+        items = self.items
+        if type(items) is SpilledPartitions:
+            return items.item_count(self.has_range_key)
+        return int(original_len(self))
+
+    handler: Any = responses.DynamoHandler
+    original_call = handler.call_action
+
+    @functools.wraps(original_call)
+    def call_action(self: Any) -> Any:
+        with _spill.lock:
+            _spill.in_flight += 1
+        try:
+            return original_call(self)
+        finally:
+            with _spill.lock:
+                _spill.in_flight -= 1
+                idle = _spill.in_flight == 0
+            if idle:
+                _spill.evict_all()
+
+    table_class.__init__ = __init__
+    table_class.__len__ = __len__
+    handler.call_action = call_action
+    table_class._batchpilot_spilled_items = True
+
+
+def single_partition_queries() -> None:
+    """Make moto's DynamoDB Query of a table (not an index) read the partition of its hash key
+    only.
+
+    moto's ``Table.query`` builds ``all_items()`` (every item of the table, sorted by hash and
+    range key) and keeps those whose hash key equals the query's: per Query, time in the whole
+    table, and with :func:`spilled_dynamodb_items` a load of every spilled partition. The items
+    kept are exactly those of ``items[hash_key]``, in the same order when sorted the same way, so
+    for the query's duration ``all_items`` gives those (an instance attribute shadowing the
+    method; ``items.get`` creates no partition). A Query of an index, and one without a hash
+    key, still go through the whole table as in moto. Idempotent; process-wide.
+    """
+    from moto.dynamodb.models import dynamo_type, table
+
+    table_class: Any = table.Table
+    if getattr(table_class, "_batchpilot_single_partition_queries", False):
+        return
+    item_class = dynamo_type.Item
+    original = table_class.query
+
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # moto's backend passes hash_key .. index_name positionally (Table.query's order).
+        hash_key = args[0] if args else kwargs.get("hash_key")
+        index_name = args[7] if len(args) > 7 else kwargs.get("index_name")
+        if index_name or hash_key is None:
+            return original(self, *args, **kwargs)
+        partition = self.items.get(hash_key)
+        if isinstance(partition, dict):
+            found = [item for item in partition.values() if isinstance(item, item_class)]
+        elif isinstance(partition, item_class):
+            found = [partition]
+        else:
+            found = []
+        found = sorted(  # all_items()'s order
+            (item for item in found if item.hash_key == hash_key),
+            key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key,
+        )
+        self.all_items = lambda: found
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    table_class.query = query
+    table_class._batchpilot_unpatched_query = original  # for tests that compare with moto's own
+    table_class._batchpilot_single_partition_queries = True
