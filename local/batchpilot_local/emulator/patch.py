@@ -730,8 +730,9 @@ class RecentReceiptHandles:
     One :meth:`update` call is one deleted message (moto passes ``message.all_receipt_handles``,
     one handle per receive of it, and ``None``: the handle moto records for it before its first
     receive); :meth:`add` remembers a message of one handle. Once more than ``messages`` messages
-    are remembered, the handles of the oldest are forgotten. Supports ``in``, ``len`` (handles, not messages), iteration (handles,
-    oldest first), ``update``, ``add`` and ``discard``: what moto's SQS models use.
+    are remembered, the handles of the oldest are forgotten. Supports ``in``, ``len`` (handles,
+    not messages), iteration (handles, oldest first), ``update``, ``add`` and ``discard``: what
+    moto's SQS models use.
 
     Raises:
         ValueError: ``messages`` < 1.
@@ -799,7 +800,8 @@ def bounded_deleted_receipt_handles() -> None:
     new one, and only the newest is sure to delete it) and lists ``ReceiptHandleIsInvalid``, "the
     specified receipt handle isn't valid"; a handle whose visibility timeout has passed has
     expired (real SQS then answers ``InvalidParameterValue``, "the receipt handle has expired",
-    says AWS's knowledge-center article on receipt handle errors; moto never does). Idempotent; process-wide (queues that exist already keep their set).
+    says AWS's knowledge-center article on receipt handle errors; moto never does). Idempotent;
+    process-wide (queues that exist already keep their set).
     """
     import functools
 
@@ -824,8 +826,9 @@ HOT_PARTITIONS = 1_000
 :func:`spilled_dynamodb_items`, the least recently touched written to disk beyond them. A replay
 touches a job's partitions (about two: its ledger record, its alerts record; a few markers)
 within a few events of each other, and the shared ones (per-queue aggregates, indexes, the queue
-list) on every event: a thousand keeps some 500 jobs in flight at once hot. Memory: about 5.4 KB of moto objects per
-partition (measured on the benchmark's archive; 0.9 KB pickled), some 5 MB per table. A
+list) on every event: a thousand keeps some 500 jobs in flight at once hot. Memory: about 5.4 KB
+of moto objects per partition (measured on the benchmark's archive; 0.9 KB pickled), some 5 MB
+per table. A
 partition touched after it was spilled costs an SQLite lookup and an unpickle (about 15 us), one
 written out a pickle and an insert (about 30 us)."""
 
@@ -1002,9 +1005,12 @@ class SpilledPartitions(MutableMapping[Any, Any]):
     def evict(self, limit: int) -> int:
         """Write the least recently touched partitions to disk until at most ``limit`` (>= 0) are
         in memory; returns how many were written. Never call it while a request holds items."""
-        excess = len(self._hot) - max(0, limit)
-        if excess <= 0:
+        limit = max(0, limit)
+        if len(self._hot) <= limit:
             return 0
+        # Down to nine tenths of the limit: one write to disk per hundred new partitions (at the
+        # default limit), not one per request once the limit is reached.
+        excess = len(self._hot) - (limit - limit // 10)
         rows = []
         for canon, value in itertools.islice(self._hot.items(), excess):
             key, seq = self._meta[canon]
