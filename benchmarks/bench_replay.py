@@ -5,8 +5,8 @@ Each size runs in a fresh interpreter (`batchpilot replay --format json FILE`, o
 so peak memory is that size's own: the child's ``VmHWM`` (Linux; its ``ru_maxrss`` elsewhere,
 which also counts the benchmark process it was started from). The archive is JSON Lines of container
 and service job state changes (SUBMITTED .. SUCCEEDED, a few FAILED), different jobs and queues,
-one event per second of event time, as an EventBridge archive exported with
-`aws logs filter-log-events` would be. Prints one JSON line per size and a final summary line.
+one event per second of event time, as an EventBridge archive's events would be, one JSON
+object a line. Prints one JSON line per size and a final summary line.
 
     .venv/bin/python benchmarks/bench_replay.py                 # 1,000, 5,000 and 20,000 events
     .venv/bin/python benchmarks/bench_replay.py --sizes 1000    # one size
