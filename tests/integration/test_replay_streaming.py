@@ -164,12 +164,20 @@ def test_an_input_error_in_a_later_file_stops_the_replay_before_anything_runs(
     assert captured.err.strip().endswith(f"{where}: line 1: invalid JSON: Expecting value (column 17)")
 
 
-def test_progress_counts_a_clock_scenarios_ticks_and_only_what_the_filters_keep(
+def test_progress_counts_only_what_the_filters_keep(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     events = [dict(RUNNING, id=f"e{i}") for i in range(1_001)]
+    elsewhere = [
+        dict(
+            RUNNING,
+            id=f"o{i}",
+            detail={**RUNNING["detail"], "jobQueue": "arn:aws:batch:us-east-1:1:job-queue/other"},
+        )
+        for i in range(1_001)
+    ]
     path = tmp_path / "archive.jsonl"
-    path.write_text("\n".join(json.dumps(e) for e in events), encoding="utf-8")
+    path.write_text("\n".join(json.dumps(e) for e in events + elsewhere), encoding="utf-8")
     queue = RUNNING["detail"]["jobQueue"].rsplit("/", 1)[-1]
 
     code = main(["replay", "--template", str(TEMPLATE), "--format", "json", "--queue", queue, str(path)])

@@ -1197,8 +1197,9 @@ def spilled_dynamodb_items(hot_partitions: int | None = None) -> None:
     When: after each DynamoDB request moto answers (``DynamoHandler.call_action``, success or
     error, response already serialised), once no other DynamoDB request is being answered,
     every table that went over the limit writes its least recently touched partitions out until
-    ``hot_partitions`` remain. Never during a request: moto holds ``Item`` objects and changes them in place
-    (UpdateItem, TransactWriteItems), and a partition written out meanwhile would lose the write.
+    nine tenths of ``hot_partitions`` remain (:meth:`SpilledPartitions.evict`). Never during a
+    request: moto holds ``Item`` objects and changes them in place (UpdateItem,
+    TransactWriteItems), and a partition written out meanwhile would lose the write.
     A request may touch any number of partitions (a Scan touches all; they are written out again
     after it).
 
