@@ -34,6 +34,7 @@ from batchpilot_local import world as _world
 from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
 from batchpilot_local.emulator.patch import (
     bounded_deleted_receipt_handles,
+    cached_condition_parses,
     cached_condition_tokens,
     cached_event_input_paths,
     cached_method_names,
@@ -41,6 +42,7 @@ from batchpilot_local.emulator.patch import (
     cached_update_expressions,
     cached_user_agent,
     cheap_expression_traversal,
+    cheap_random_strings,
     cheap_sqs_bookkeeping,
     cheap_sqs_clock,
     cheap_transaction_rollback,
@@ -212,7 +214,9 @@ class EmbeddedAws:
             light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
             single_item_size_check()  # a new item's size is summed once, not once per attribute
             cached_condition_tokens()  # one tokenisation per ConditionExpression text
+            cached_condition_parses()  # one syntax tree per condition text, names and values
             cached_event_input_paths()  # EventBridge targets' input paths parsed once
+            cheap_random_strings()  # moto's request ids drawn in one call, not one per character
             untracked_model_instances()  # sent messages and old items are freed, not kept
             cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
             cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message

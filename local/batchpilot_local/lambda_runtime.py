@@ -219,8 +219,12 @@ def _reset_cold_start_flags() -> None:
 
 @contextmanager
 def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+    # Only what differs is set (and restored): most variables are the same for every function,
+    # and each os.environ write is a putenv call.
+    environ = os.environ
+    saved = {name: environ.get(name) for name, value in values.items() if environ.get(name) != value}
+    for name in saved:
+        environ[name] = values[name]
     try:
         yield
     finally:

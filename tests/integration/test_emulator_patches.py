@@ -9,7 +9,8 @@ account, and S3's stay signed. Memory: a queue accepts a second delete of its ne
 messages and no older one; DynamoDB tables that keep 2 partitions in memory (or none) and spill
 the rest answer every API as moto's own dict does, keep every write of a transaction over more
 partitions than that, stay at the limit through a replay, and close their store with the
-embedded AWS."""
+embedded AWS. A DynamoDB condition's syntax tree kept per text, names and values answers every
+conditional PutItem as moto's own parse does, and at most CONDITION_TREES_KEPT are kept."""
 
 from __future__ import annotations
 
@@ -797,3 +798,100 @@ def test_a_backup_of_a_table_with_spilled_partitions_restores_every_item_as_it_w
         (pk, str(i)) for i, pk in enumerate(PKS)
     ]
     assert (count, spilled) == (5, 3)
+
+
+CONDITIONS = [
+    "attribute_not_exists(#a)",
+    "#a = :x",
+    "#a < :x OR attribute_not_exists(#a)",
+    "(#a <= :x) AND #b = :y",
+    "begins_with(#b, :y)",
+    "#a BETWEEN :x AND :x",
+    "size(#b) > :x",
+    "#a IN (:x, :x)",
+    "NOT #a = :x",
+    "#a = :x AND",  # not a condition: refused every time
+    "#a = :nowhere",  # a value that is not given: refused every time
+]
+
+
+def _answer_or_raised(call: Any, **kwargs: Any) -> Any:
+    """:func:`_answer`, or what was raised: moto raises ``ValueError`` out of the client call for
+    some texts that are not conditions (``#a = :x AND``)."""
+    try:
+        return _answer(call, **kwargs)
+    except Exception as exc:  # compared, not handled
+        return (type(exc).__name__, str(exc))
+
+
+def _conditional_puts(puts: list[tuple[Any, ...]], cached: bool) -> list[Any]:
+    """The answers of conditional PutItems (then a Scan) in a fresh embedded AWS, its condition
+    trees kept (``cached``) or parsed by moto on every call."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    parser: Any = ConditionExpressionParser
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        _table(dynamodb)
+        patched = parser.parse
+        if not cached:
+            parser.parse = parser._batchpilot_unpatched_parse
+        try:
+            answers = []
+            for pk, condition, extra_name, n, s, x, y in puts:
+                names = {"#a": "n", "#b": "s", **({"#c": "c"} if extra_name else {})}
+                used = {k: v for k, v in names.items() if k in condition or k == "#c"}
+                answers.append(
+                    _answer_or_raised(
+                        dynamodb.put_item,
+                        TableName=TABLE,
+                        Item={"pk": {"S": pk}, "n": {"N": str(n)}, "s": {"S": s}},
+                        ConditionExpression=condition,
+                        ExpressionAttributeNames=used,
+                        ExpressionAttributeValues={
+                            k: v for k, v in {":x": {"N": str(x)}, ":y": {"S": y}}.items() if k in condition
+                        },
+                    )
+                )
+            answers.append(_pages(dynamodb.scan, TableName=TABLE))
+        finally:
+            parser.parse = patched
+    return answers
+
+
+def test_a_condition_tree_kept_answers_every_put_as_motos_own_parse() -> None:
+    """Same condition text, names and values: the kept tree; any other: a new parse. Conditions
+    that fail, that are not conditions, names that are not used and values not given answer as
+    moto's own parse does, every time they are sent."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    put = st.tuples(
+        st.sampled_from(["a", "b", "c"]),
+        st.sampled_from(CONDITIONS),
+        st.booleans(),  # an unused name (#c): refused
+        st.integers(0, 4),
+        st.sampled_from(["p", "pq", "q"]),
+        st.integers(0, 4),
+        st.sampled_from(["p", "q"]),
+    )
+
+    @settings(max_examples=20, deadline=None)
+    @given(puts=st.lists(put, min_size=1, max_size=30))
+    def check(puts: list[tuple[Any, ...]]) -> None:
+        assert _conditional_puts(puts, cached=True) == _conditional_puts(puts, cached=False)
+
+    check()
+
+
+def test_condition_trees_kept_are_bounded_and_the_least_recently_used_goes_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from batchpilot_local.emulator import patch
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    monkeypatch.setattr(patch, "CONDITION_TREES_KEPT", 3)
+    trees: Any = ConditionExpressionParser._batchpilot_condition_trees  # type: ignore[attr-defined]
+    trees.clear()
+    _conditional_puts([("a", "#a = :x", False, 1, "p", x, "p") for x in (0, 1, 2, 0, 3)], cached=True)
+    assert [json.loads(values)[":x"]["N"] for _, _, values in trees] == ["2", "0", "3"]

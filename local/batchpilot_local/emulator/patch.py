@@ -25,10 +25,12 @@ and memory kept for every event:
 
 - DynamoDB: :func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
   :func:`cached_update_expressions` (one parse per text, cheap copies of the tree),
-  :func:`cached_condition_tokens`, :func:`single_item_size_check`;
+  :func:`cached_condition_tokens`, :func:`cached_condition_parses` (one tree per text, names and
+  values), :func:`single_item_size_check`;
 - SQS: :func:`cheap_sqs_bookkeeping`, :func:`cheap_sqs_clock`, :func:`shallow_received_messages`,
   :func:`cached_name_conversion`;
-- every request: :func:`cached_method_names`, :func:`light_json_requests`, and botocore's
+- every request: :func:`cached_method_names`, :func:`light_json_requests`,
+  :func:`cheap_random_strings` (moto's request ids), and botocore's
   :func:`cached_user_agent`;
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
   :func:`cached_event_input_paths` parses a target's input paths once;
@@ -62,12 +64,14 @@ from typing import Any
 from batchpilot_local.emulator.core import Response
 
 __all__ = [
+    "CONDITION_TREES_KEPT",
     "DELETED_MESSAGES_REMEMBERED",
     "HOT_PARTITIONS",
     "Handler",
     "RecentReceiptHandles",
     "SpilledPartitions",
     "bounded_deleted_receipt_handles",
+    "cached_condition_parses",
     "cached_condition_tokens",
     "cached_event_input_paths",
     "cached_method_names",
@@ -75,6 +79,7 @@ __all__ = [
     "cached_update_expressions",
     "cached_user_agent",
     "cheap_expression_traversal",
+    "cheap_random_strings",
     "cheap_sqs_bookkeeping",
     "cheap_sqs_clock",
     "cheap_transaction_rollback",
@@ -91,9 +96,12 @@ __all__ = [
 ]
 
 Handler = Callable[[Any], Response | None]
+"""Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
+
+CONDITION_TREES_KEPT = 1024
+"""Condition syntax trees :func:`cached_condition_parses` keeps (least recently used dropped)."""
 
 _UNKNOWN = object()  # a cache miss (None is a cached answer)
-"""Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
 
 
 def _stubber() -> Any:
@@ -392,14 +400,15 @@ def cheap_sqs_bookkeeping() -> None:
       one attribute, which builds the queue's whole attribute dict three times; it now reads the
       queue's ``message_retention_period`` (the value that dict holds) directly.
     - ``generate_receipt_handle`` drew 185 ``random.choice`` letters per receive; it is now 32
-      hexadecimal digits (128 random bits) from one ``secrets.token_hex`` call. Receipt handles
-      are opaque: only their uniqueness matters. moto keeps every deleted message's handles
-      (so a second delete of one succeeds, as in SQS), so a shorter handle is also a third of the
-      memory a replay keeps per message.
+      hexadecimal digits (128 random bits) from one ``random.getrandbits`` call (``secrets``
+      would ask the kernel each time, for nothing: receipt handles are opaque, only their
+      uniqueness matters). moto keeps every deleted message's handles (so a second delete of one
+      succeeds, as in SQS), so a shorter handle is also a third of the memory a replay keeps per
+      message.
 
     Idempotent; process-wide.
     """
-    import secrets
+    import random
 
     from moto.core.utils import unix_time
     from moto.sqs import models
@@ -413,7 +422,7 @@ def cheap_sqs_bookkeeping() -> None:
         return bool(retention + message.sent_timestamp / 1000 > unix_time())
 
     def generate_receipt_handle() -> str:
-        return secrets.token_hex(16)
+        return f"{random.getrandbits(128):032x}"
 
     backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
     models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
@@ -687,6 +696,97 @@ def cached_condition_tokens() -> None:
 
     parser._lex_condition_expression = _lex_condition_expression
     parser._batchpilot_cached_tokens = True
+
+
+def cached_condition_parses() -> None:
+    """Make moto parse each DynamoDB condition once per text, names and values.
+
+    moto builds a ConditionExpression's syntax tree on every conditional request, and PutItem
+    builds it twice (once to check the names used, once to evaluate): about a quarter of a
+    conditional PutItem's time. The tree depends only on the text, ExpressionAttributeNames and
+    ExpressionAttributeValues, and evaluating it reads the item without changing the tree (no
+    ``Op`` or operand sets an attribute outside ``__init__``), so a tree is reused for the same
+    three, with the names and values it found. At most :data:`CONDITION_TREES_KEPT` are kept,
+    the least recently used dropped first: a claim's condition holds the time, so most of those
+    are used once. A parse that raises is not kept: the next request raises the same error.
+    Idempotent; process-wide.
+    """
+    from moto.dynamodb import comparisons
+
+    parser: Any = comparisons.ConditionExpressionParser
+    if getattr(parser, "_batchpilot_cached_parses", False):
+        return
+    parse = parser.parse
+    trees: OrderedDict[tuple[Any, ...], tuple[Any, tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+    lock = threading.Lock()
+
+    def cached_parse(self: Any) -> Any:
+        text = self.condition_expression
+        if not text:
+            return parse(self)
+        key = (
+            text,
+            json.dumps(self.expression_attribute_names, sort_keys=True),
+            json.dumps(self.expression_attribute_values, sort_keys=True, default=str),
+        )
+        with lock:
+            hit = trees.get(key)
+            if hit is not None:
+                trees.move_to_end(key)
+        if hit is None:
+            names_before, values_before = len(self.expr_attr_names_found), len(self.expr_attr_values_found)
+            tree = parse(self)
+            found = (
+                tuple(self.expr_attr_names_found[names_before:]),
+                tuple(self.expr_attr_values_found[values_before:]),
+            )
+            with lock:
+                trees[key] = (tree, *found)
+                if len(trees) > CONDITION_TREES_KEPT:
+                    trees.popitem(last=False)
+            return tree
+        tree, names, values = hit
+        self.expr_attr_names_found.extend(names)
+        self.expr_attr_values_found.extend(values)
+        return tree
+
+    parser.parse = cached_parse
+    parser._batchpilot_unpatched_parse = parse  # for the tests that compare answers
+    parser._batchpilot_condition_trees = trees
+    parser._batchpilot_cached_parses = True
+
+
+def cheap_random_strings() -> None:
+    """Make moto draw its random identifiers in one call each.
+
+    moto makes a request id (52 characters, on every DynamoDB response among others) and many
+    other identifiers with ``MotoRandom.get_random_string``/``get_random_hex``, one
+    ``random.choice`` call per character. ``Random.choices`` draws the same characters from the
+    same pool, uniformly, in one call: the same format and distribution (a seeded ``mock_random``
+    stays deterministic, with other values). Idempotent; process-wide.
+    """
+    import string
+
+    from moto.moto_api._internal import moto_random
+
+    random_class: Any = moto_random.MotoRandom
+    if getattr(random_class, "_batchpilot_cheap_strings", False):
+        return
+    hex_chars = [str(c) for c in moto_random.HEX_CHARS]
+
+    def get_random_string(
+        self: Any, length: int = 20, include_digits: bool = True, lower_case: bool = False
+    ) -> str:
+        pool = string.ascii_letters + string.digits if include_digits else string.ascii_letters
+        text = "".join(self.choices(pool, k=length))
+        return text.lower() if lower_case else text
+
+    def get_random_hex(self: Any, length: int = 8) -> str:
+        return "".join(self.choices(hex_chars, k=length))
+
+    random_class.get_random_string = get_random_string
+    random_class.get_random_hex = get_random_hex
+    random_class._batchpilot_cheap_strings = True
 
 
 def cached_event_input_paths() -> None:
