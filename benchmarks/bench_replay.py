@@ -6,10 +6,12 @@ so peak memory is that size's own: the child's ``VmHWM`` (Linux; its ``ru_maxrss
 which also counts the benchmark process it was started from). The archive is JSON Lines of container
 and service job state changes (SUBMITTED .. SUCCEEDED, a few FAILED), different jobs and queues,
 one event per second of event time, as an EventBridge archive's events would be, one JSON
-object a line. Prints one JSON line per size and a final summary line.
+object a line. Prints one JSON line per run and a final summary line (``by_size``: each size's
+median and best events/s over the rounds, and its highest peak).
 
     .venv/bin/python benchmarks/bench_replay.py                 # 1,000, 5,000 and 20,000 events
     .venv/bin/python benchmarks/bench_replay.py --sizes 1000    # one size
+    .venv/bin/python benchmarks/bench_replay.py --repeat 3      # three rounds: median and best
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import copy
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,13 +102,46 @@ def run_one(count: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds over the sizes (each round runs every size once, in order); the summary gives "
+        "each size's median and best events/s and its highest peak",
+    )
     args = parser.parse_args()
     results = []
-    for size in args.sizes:
-        result = run_one(size)
-        print(json.dumps(result), flush=True)
-        results.append(result)
-    print(json.dumps({"machine": machine(), "results": results, "self_rss_mb": _self_rss()}))
+    for _ in range(max(1, args.repeat)):
+        for size in args.sizes:
+            result = run_one(size)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    print(
+        json.dumps(
+            {
+                "machine": machine(),
+                "results": results,
+                "by_size": summary(results),
+                "self_rss_mb": _self_rss(),
+            }
+        )
+    )
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per size: the runs' events/s (in run order), their median and best, and the highest peak
+    (MB). The machine's speed drifts between runs (a VM): the spread is part of the result."""
+    by_size: dict[str, dict[str, Any]] = {}
+    for size in dict.fromkeys(r["events"] for r in results):
+        runs = [r for r in results if r["events"] == size]
+        rates = [r["events_per_s"] for r in runs]
+        by_size[str(size)] = {
+            "events_per_s": rates,
+            "median_events_per_s": round(statistics.median(rates), 1),
+            "best_events_per_s": max(rates),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        }
+    return by_size
 
 
 def _self_rss() -> float:

@@ -39,6 +39,7 @@ from batchpilot_local.emulator.patch import (
     cached_event_input_paths,
     cached_method_names,
     cached_name_conversion,
+    cached_request_routes,
     cached_update_expressions,
     cached_user_agent,
     cheap_expression_traversal,
@@ -210,6 +211,7 @@ class EmbeddedAws:
             cached_name_conversion()  # SQS queue attributes stop re-converting names per message
             cached_update_expressions()  # one parse per UpdateExpression text
             cached_method_names()  # a response class's action methods listed once
+            cached_request_routes()  # moto finds the handler of a request URL once per URL
             cached_user_agent()  # botocore builds a client's User-Agent text once per feature set
             light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
             single_item_size_check()  # a new item's size is summed once, not once per attribute

@@ -222,9 +222,12 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
     # Only what differs is set (and restored): most variables are the same for every function,
     # and each os.environ write is a putenv call.
     environ = os.environ
-    saved = {name: environ.get(name) for name, value in values.items() if environ.get(name) != value}
-    for name in saved:
-        environ[name] = values[name]
+    saved: dict[str, str | None] = {}
+    for name, value in values.items():
+        current = environ.get(name)
+        if current != value:
+            saved[name] = current
+            environ[name] = value
     try:
         yield
     finally:

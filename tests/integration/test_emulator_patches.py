@@ -10,7 +10,10 @@ messages and no older one; DynamoDB tables that keep 2 partitions in memory (or 
 the rest answer every API as moto's own dict does, keep every write of a transaction over more
 partitions than that, stay at the limit through a replay, and close their store with the
 embedded AWS. A DynamoDB condition's syntax tree kept per text, names and values answers every
-conditional PutItem as moto's own parse does, and at most CONDITION_TREES_KEPT are kept."""
+conditional PutItem as moto's own parse does, and at most CONDITION_TREES_KEPT are kept. Each
+request URL's handler, kept, answers as moto's own search does (successes, service errors,
+"Not yet implemented", an HTTPException a handler raises), and at most REQUEST_ROUTES_KEPT are
+kept."""
 
 from __future__ import annotations
 
@@ -895,3 +898,98 @@ def test_condition_trees_kept_are_bounded_and_the_least_recently_used_goes_first
     trees.clear()
     _conditional_puts([("a", "#a = :x", False, 1, "p", x, "p") for x in (0, 1, 2, 0, 3)], cached=True)
     assert [json.loads(values)[":x"]["N"] for _, _, values in trees] == ["2", "0", "3"]
+
+
+def _answers_across_services(own_search: bool) -> list[Any]:
+    """Answers (and errors) of calls to several services, DynamoDB through S3 path-style URLs
+    and a service moto lacks, with moto finding each URL's handler itself (``own_search``) or
+    the kept routes doing it."""
+    from batchpilot_local.emulator.patch import cached_request_routes
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    cached_request_routes()  # patched before it is read, so that the finally restores it
+    stubber: Any = BotocoreStubber
+    patched = stubber.process_request
+    if own_search:
+        stubber.process_request = stubber._batchpilot_unpatched_process_request
+    try:
+        with EmbeddedAws() as aws:
+            dynamodb, s3, sqs = aws.client("dynamodb"), aws.client("s3"), aws.client("sqs")
+            _table(dynamodb)
+            calls: list[tuple[Any, dict[str, Any]]] = [
+                (dynamodb.put_item, {"TableName": TABLE, "Item": {"pk": {"S": "a"}}}),
+                (dynamodb.get_item, {"TableName": TABLE, "Key": {"pk": {"S": "a"}}}),
+                (dynamodb.get_item, {"TableName": "missing", "Key": {"pk": {"S": "a"}}}),
+                (s3.create_bucket, {"Bucket": "one"}),
+                (s3.put_object, {"Bucket": "one", "Key": "a/b", "Body": b"x"}),
+                (s3.get_object, {"Bucket": "one", "Key": "missing"}),
+                (s3.list_objects_v2, {"Bucket": "two"}),
+                (sqs.create_queue, {"QueueName": "q"}),
+                (sqs.get_queue_url, {"QueueName": "missing"}),
+                (aws.client("braket").search_devices, {"filters": []}),
+            ]
+            answers = []
+            for call, kwargs in calls:
+                answer = _answer_or_raised(call, **kwargs)
+                if isinstance(answer, dict):
+                    answer.pop("Body", None)  # a stream
+                    answer.pop("LastModified", None)
+                    answer.pop("ETag", None)
+                answers.append(answer)
+            return answers
+    finally:
+        stubber.process_request = patched
+
+
+def test_each_url_reaches_the_handler_motos_own_search_finds() -> None:
+    """Handlers kept per URL answer as moto's own search per request does: successes, service
+    errors (moto's HTTPException answers) and "Not yet implemented" for a service moto lacks."""
+    kept = _answers_across_services(own_search=False)
+    assert kept == _answers_across_services(own_search=True)
+    assert kept[-1]["Error"]["Message"] == "Not yet implemented"
+    assert kept[1]["Item"] == {"pk": {"S": "a"}}
+    assert kept[2]["Error"]["Code"] == "ResourceNotFoundException"
+    assert kept[5]["Error"]["Code"] == "NoSuchKey"
+
+
+def test_request_routes_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most REQUEST_ROUTES_KEPT URLs (an S3 key is a URL); each request still answered."""
+    from batchpilot_local.emulator import patch
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    monkeypatch.setattr(patch, "REQUEST_ROUTES_KEPT", 2)
+    with EmbeddedAws() as aws:
+        s3 = aws.client("s3")
+        s3.create_bucket(Bucket="bucket")
+        sizes = []
+        for i in range(5):
+            s3.put_object(Bucket="bucket", Key=f"k{i}", Body=b"x")
+            sizes.append(len(BotocoreStubber._batchpilot_request_routes))  # type: ignore[attr-defined]
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="bucket")["Contents"])
+    assert max(sizes) <= 2
+    assert keys == [f"k{i}" for i in range(5)]
+
+
+def test_an_http_error_a_kept_handler_raises_is_the_answer_the_client_gets() -> None:
+    """moto's errors derive from werkzeug's HTTPException; one raised by a handler is answered
+    with its code, headers and body, as moto's own stubber does."""
+    from moto.core.botocore_stubber import BotocoreStubber
+    from moto.core.exceptions import JsonRESTError
+
+    def refuse(request: Any, full_url: str, headers: Any) -> Any:
+        raise JsonRESTError("TestRefusal", "refused by the test")
+
+    with EmbeddedAws() as aws:
+        dynamodb = aws.client("dynamodb")
+        dynamodb.list_tables()  # the URL's route is kept now
+        routes = BotocoreStubber._batchpilot_request_routes  # type: ignore[attr-defined]
+        (url,) = [u for u, route in routes.items() if route and route[0] == "dynamodb"]
+        kept = routes[url]
+        routes[url] = ("dynamodb", refuse)
+        try:
+            with pytest.raises(ClientError) as caught:
+                dynamodb.list_tables()
+        finally:
+            routes[url] = kept
+        assert dynamodb.list_tables()["TableNames"] == []
+    assert caught.value.response["Error"] == {"Code": "TestRefusal", "Message": "refused by the test"}

@@ -29,7 +29,7 @@ and memory kept for every event:
   values), :func:`single_item_size_check`;
 - SQS: :func:`cheap_sqs_bookkeeping`, :func:`cheap_sqs_clock`, :func:`shallow_received_messages`,
   :func:`cached_name_conversion`;
-- every request: :func:`cached_method_names`, :func:`light_json_requests`,
+- every request: :func:`cached_request_routes`, :func:`cached_method_names`, :func:`light_json_requests`,
   :func:`cheap_random_strings` (moto's request ids), and botocore's
   :func:`cached_user_agent`;
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
@@ -67,6 +67,7 @@ __all__ = [
     "CONDITION_TREES_KEPT",
     "DELETED_MESSAGES_REMEMBERED",
     "HOT_PARTITIONS",
+    "REQUEST_ROUTES_KEPT",
     "Handler",
     "RecentReceiptHandles",
     "SpilledPartitions",
@@ -76,6 +77,7 @@ __all__ = [
     "cached_event_input_paths",
     "cached_method_names",
     "cached_name_conversion",
+    "cached_request_routes",
     "cached_update_expressions",
     "cached_user_agent",
     "cheap_expression_traversal",
@@ -100,6 +102,9 @@ Handler = Callable[[Any], Response | None]
 
 CONDITION_TREES_KEPT = 1024
 """Condition syntax trees :func:`cached_condition_parses` keeps (least recently used dropped)."""
+
+REQUEST_ROUTES_KEPT = 512
+"""Request URLs whose moto handler :func:`cached_request_routes` keeps (then it starts again)."""
 
 _UNKNOWN = object()  # a cache miss (None is a cached answer)
 
@@ -787,6 +792,84 @@ def cheap_random_strings() -> None:
     random_class.get_random_string = get_random_string
     random_class.get_random_hex = get_random_hex
     random_class._batchpilot_cheap_strings = True
+
+
+def cached_request_routes() -> None:
+    """Make moto find the handler of a request's URL once per URL.
+
+    For every request moto's ``BotocoreStubber.process_request`` matches the URL against each
+    service's pattern in turn (DynamoDB's after about a hundred others), then builds that
+    backend's URL map (``BaseBackend.urls``) and matches its patterns: about a tenth of an
+    embedded DynamoDB call. The handler depends on the URL alone (the map's handlers are the
+    objects of the service's ``urls.url_paths``, the same on every call), so each URL's
+    ``(service, handler)`` is kept (at most :data:`REQUEST_ROUTES_KEPT`; then the map starts
+    again). The rest is moto's: passthrough and whitelist checks on every request, header values
+    decoded, the recorder, ``HTTPException`` answers; a URL no service claims goes to moto's own
+    method (its "Not yet implemented" answer). Idempotent; process-wide.
+    """
+    import re
+
+    import moto.backend_index as backend_index
+    import moto.backends as backends
+    from moto.core import DEFAULT_ACCOUNT_ID, botocore_stubber  # type: ignore[attr-defined]
+    from moto.core.base_backend import BackendDict
+    from moto.core.config import passthrough_service, passthrough_url, service_whitelisted
+    from moto.core.utils import get_equivalent_url_in_aws_domain
+    from moto.moto_api import recorder
+    from werkzeug.exceptions import HTTPException  # what moto's errors derive from
+
+    stubber_class: Any = botocore_stubber.BotocoreStubber
+    if getattr(stubber_class, "_batchpilot_cached_routes", False):
+        return
+    original = stubber_class.process_request
+    routes: dict[str, tuple[str, Any] | None] = {}
+
+    def find(clean_url: str) -> tuple[str, Any] | None:
+        # moto's own search, as in BotocoreStubber.process_request (moto 5.2).
+        for service, pattern in backend_index.backend_url_patterns:
+            if not pattern.match(clean_url):
+                continue
+            backend_dict: Any = backends.get_backend(service)  # type: ignore[call-overload]
+            if isinstance(backend_dict, BackendDict):
+                regions = backend_dict[DEFAULT_ACCOUNT_ID]
+                backend = regions["us-east-1"] if "us-east-1" in regions else regions["aws"]
+            else:
+                backend = backend_dict["global"]
+            for url, handler in backend.urls.items():
+                if re.compile(url).match(clean_url):
+                    return service, handler
+            return None  # moto stops at the first service whose pattern matches, too
+        return None
+
+    def process_request(self: Any, request: Any) -> Any:
+        parsed_url, _ = get_equivalent_url_in_aws_domain(request.url)
+        clean_url = f"{parsed_url.scheme}://{parsed_url.netloc}{parsed_url.path}"
+        if clean_url in routes:
+            route = routes[clean_url]
+        else:
+            route = find(clean_url)
+            if len(routes) >= REQUEST_ROUTES_KEPT:
+                routes.clear()
+            routes[clean_url] = route
+        if route is None or passthrough_url(clean_url):
+            return original(self, request)
+        service, handler = route
+        if passthrough_service(service) or not service_whitelisted(service):
+            return original(self, request)  # moto's answer: passed through, or refused
+        for header, value in list(request.headers.items()):
+            if isinstance(value, bytes):
+                request.headers[header] = value.decode("utf-8")
+        try:
+            recorder._record_request(request)
+            status, headers, body = handler(request, request.url, request.headers)
+        except HTTPException as exc:
+            status, headers, body = exc.code, exc.get_headers(), exc.get_body()
+        return status, headers, body
+
+    stubber_class.process_request = process_request
+    stubber_class._batchpilot_unpatched_process_request = original  # for the tests
+    stubber_class._batchpilot_request_routes = routes
+    stubber_class._batchpilot_cached_routes = True
 
 
 def cached_event_input_paths() -> None:
