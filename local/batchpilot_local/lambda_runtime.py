@@ -231,11 +231,11 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
+        for name, before in saved.items():
+            if before is None:
+                environ.pop(name, None)
             else:
-                os.environ[name] = value
+                environ[name] = before
 
 
 class LambdaRuntime:
