@@ -7,7 +7,8 @@ which also counts the benchmark process it was started from). The archive is JSO
 and service job state changes (SUBMITTED .. SUCCEEDED, a few FAILED), different jobs and queues,
 one event per second of event time, as an EventBridge archive's events would be, one JSON
 object a line. Prints one JSON line per run and a final summary line (``by_size``: each size's
-median and best events/s over the rounds, and its highest peak).
+median and best events/s over the rounds, and its highest peak), and writes its section of
+``benchmarks/RESULTS.md``.
 
     .venv/bin/python benchmarks/bench_replay.py                 # 1,000, 5,000 and 20,000 events
     .venv/bin/python benchmarks/bench_replay.py --sizes 1000    # one size
@@ -29,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import EVENTS_DIR, ROOT, machine
+from _common import EVENTS_DIR, ROOT, machine, machine_markdown, now, write_section
 
 STATUSES = ["SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED"]
 
@@ -109,23 +110,35 @@ def main() -> None:
         help="rounds over the sizes (each round runs every size once, in order); the summary gives "
         "each size's median and best events/s and its highest peak",
     )
+    parser.add_argument("--section", default="replay", help="the RESULTS.md section to write")
     args = parser.parse_args()
+    info = machine()  # before the runs: the load average at the start
     results = []
     for _ in range(max(1, args.repeat)):
         for size in args.sizes:
             result = run_one(size)
             print(json.dumps(result), flush=True)
             results.append(result)
-    print(
-        json.dumps(
-            {
-                "machine": machine(),
-                "results": results,
-                "by_size": summary(results),
-                "self_rss_mb": _self_rss(),
-            }
+    by_size = summary(results)
+    print(json.dumps({"machine": info, "results": results, "by_size": by_size, "self_rss_mb": _self_rss()}))
+    lines = [
+        f"## Replay: events per second and peak memory ({info['python'].split(' (')[0]})",
+        "",
+        f"`benchmarks/bench_replay.py --repeat {args.repeat}`, {now()}: `batchpilot replay --format json`",
+        "of an archive of plain job events, in a fresh interpreter per run; peak memory is the",
+        "child's `VmHWM`. The goal: 500 events/s or more at 20,000 events, at most 300 MB, flat.",
+        "",
+        "| events | events/s, by round | median | best | peak RSS |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for size, row in by_size.items():
+        rates = ", ".join(f"{rate:g}" for rate in row["events_per_s"])
+        lines.append(
+            f"| {int(size):,} | {rates} | {row['median_events_per_s']:g} | {row['best_events_per_s']:g} "
+            f"| {row['peak_rss_mb']:g} MB |"
         )
-    )
+    lines += ["", "Machine:", "", machine_markdown(info)]
+    write_section(args.section, "\n".join(lines))
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

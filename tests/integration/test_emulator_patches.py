@@ -18,6 +18,8 @@ kept."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -608,6 +610,18 @@ def _operations() -> Any:
     )
 
 
+@contextmanager
+def _hot_partitions(limit: int) -> Iterator[None]:
+    """Tables keep ``limit`` partitions in memory inside the block, the default after."""
+    from batchpilot_local.emulator.patch import spilled_dynamodb_items
+
+    spilled_dynamodb_items(limit)
+    try:
+        yield
+    finally:
+        spilled_dynamodb_items()
+
+
 def _replay_operations(
     operations: list[tuple[Any, ...]], hot_partitions: int | None
 ) -> tuple[list[Any], int]:
@@ -661,8 +675,6 @@ def test_tables_that_spill_partitions_to_disk_answer_as_motos_own_tables() -> No
 def test_a_transaction_over_more_partitions_than_are_kept_keeps_all_its_writes(hot: int) -> None:
     """The partitions a transaction loads and changes in place are written out after it, not
     while it runs: every write is kept; a cancelled one changes none of them."""
-    from batchpilot_local.emulator.patch import spilled_dynamodb_items
-
     jobs = [f"job#{i}" for i in range(6)]
 
     def add_one(pk: str) -> dict[str, Any]:
@@ -678,8 +690,7 @@ def test_a_transaction_over_more_partitions_than_are_kept_keeps_all_its_writes(h
     with EmbeddedAws() as aws:
         dynamodb = aws.client("dynamodb")
         _spill_tables(dynamodb)
-        spilled_dynamodb_items(hot)
-        try:
+        with _hot_partitions(hot):
             for pk in jobs:
                 dynamodb.put_item(TableName=STATE, Item={**_key(STATE, pk, "job"), "n": {"N": "0"}})
             store = _store(aws, STATE)
@@ -697,8 +708,6 @@ def test_a_transaction_over_more_partitions_than_are_kept_keeps_all_its_writes(h
                 dynamodb.get_item(TableName=STATE, Key=_key(STATE, pk, "job"))["Item"]["n"]["N"]
                 for pk in jobs
             ]
-        finally:
-            spilled_dynamodb_items()
     assert error.value.response["Error"]["Code"] == "TransactionCanceledException"
     assert counts == ["1"] * 6
 
@@ -753,13 +762,10 @@ def test_a_closed_embedded_aws_closes_its_tables_stores_and_the_next_starts_empt
     import sqlite3
     import weakref
 
-    from batchpilot_local.emulator.patch import spilled_dynamodb_items
-
     with EmbeddedAws() as aws:
         dynamodb = aws.client("dynamodb")
         _spill_tables(dynamodb)
-        spilled_dynamodb_items(2)
-        try:
+        with _hot_partitions(2):
             for pk in PKS:
                 dynamodb.put_item(TableName=STATE, Item=_key(STATE, pk, "1"))
             store = _store(aws, STATE)
@@ -767,8 +773,6 @@ def test_a_closed_embedded_aws_closes_its_tables_stores_and_the_next_starts_empt
             database = store._db  # the store's own SQLite connection
             gone = weakref.ref(store)
             del store
-        finally:
-            spilled_dynamodb_items()
     gc.collect()
     assert gone() is None
     with pytest.raises(sqlite3.ProgrammingError):  # closed with its store
@@ -780,13 +784,11 @@ def test_a_closed_embedded_aws_closes_its_tables_stores_and_the_next_starts_empt
 
 
 def test_a_backup_of_a_table_with_spilled_partitions_restores_every_item_as_it_was() -> None:
-    from batchpilot_local.emulator.patch import spilled_dynamodb_items
 
     with EmbeddedAws() as aws:
         dynamodb = aws.client("dynamodb")
         _spill_tables(dynamodb)
-        spilled_dynamodb_items(2)
-        try:
+        with _hot_partitions(2):
             for i, pk in enumerate(PKS):
                 dynamodb.put_item(TableName=STATE, Item={**_key(STATE, pk, "1"), "v": {"N": str(i)}})
             arn = dynamodb.create_backup(TableName=STATE, BackupName="before")["BackupDetails"]["BackupArn"]
@@ -795,8 +797,6 @@ def test_a_backup_of_a_table_with_spilled_partitions_restores_every_item_as_it_w
             restored = dynamodb.scan(TableName="restored")["Items"]
             count = dynamodb.describe_table(TableName="restored")["Table"]["ItemCount"]
             spilled = _store(aws, "restored").on_disk
-        finally:
-            spilled_dynamodb_items()
     assert sorted((item["pk"]["S"], item["v"]["N"]) for item in restored) == [
         (pk, str(i)) for i, pk in enumerate(PKS)
     ]
