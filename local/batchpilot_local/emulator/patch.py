@@ -16,12 +16,12 @@ calls every handler, so moto would answer (and act on) the same request too.
 Everything else the emulator needs from moto is public: its backend registries (read only), its
 response base class (account and region of a request) and its paginator.
 
-The other functions here change no answer, only what moto (and botocore, for the two marked)
-costs to give it in time or memory (one exception: after :func:`bounded_deleted_receipt_handles`
-a second DeleteMessage of a message deleted more than :data:`DELETED_MESSAGES_REMEMBERED`
-deletions ago gets ``ReceiptHandleIsInvalid`` instead of succeeding): a replay of a job event
-archive spends most of its time in the embedded AWS, so they remove work repeated on every call
-and memory kept for every event:
+The other functions here change no answer, only what moto (and botocore, for
+:func:`cached_user_agent`) costs to give it in time or memory (one exception: after
+:func:`bounded_deleted_receipt_handles` a second DeleteMessage of a message deleted more than
+:data:`DELETED_MESSAGES_REMEMBERED` deletions ago gets ``ReceiptHandleIsInvalid`` instead of
+succeeding): a replay of a job event archive spends most of its time in the embedded AWS, so
+they remove work repeated on every call and memory kept for every event:
 
 - DynamoDB: :func:`cheap_transaction_rollback`, :func:`cheap_expression_traversal`,
   :func:`cached_update_expressions` (one parse per text, cheap copies of the tree),
@@ -713,8 +713,8 @@ def cached_condition_parses() -> None:
     ``Op`` or operand sets an attribute outside ``__init__``), so a tree is reused for the same
     three, with the names and values it found. At most :data:`CONDITION_TREES_KEPT` are kept,
     the least recently used dropped first: a claim's condition holds the time, so most of those
-    are used once. A parse that raises is not kept: the next request raises the same error.
-    Idempotent; process-wide.
+    are used once. A parse that raises is not kept: the next request raises the same error. A
+    miss still tokenises through :func:`cached_condition_tokens`. Idempotent; process-wide.
     """
     from moto.dynamodb import comparisons
 
@@ -1011,8 +1011,7 @@ touches a job's partitions (about two: its ledger record, its alerts record; a f
 within a few events of each other, and the shared ones (per-queue aggregates, indexes, the queue
 list) on every event: a thousand keeps some 500 jobs in flight at once hot. Memory: about 5.4 KB
 of moto objects per partition (measured on the benchmark's archive; 0.9 KB pickled), some 5 MB
-per table. A
-partition touched after it was spilled costs an SQLite lookup and an unpickle (about 15 us), one
+per table. A partition touched after it was spilled costs an SQLite lookup and an unpickle (about 15 us), one
 written out a pickle and an insert (about 30 us)."""
 
 
@@ -1033,7 +1032,8 @@ class _SpillState:
         self.dynamo_type: Any = None  # moto's DynamoType once installed
 
     def evict_all(self) -> None:
-        """Every store that went over the limit, down to it."""
+        """Every store that went over the limit, down to nine tenths of it
+        (:meth:`SpilledPartitions.evict`)."""
         while self.over:
             _, store = self.over.popitem()
             store.evict(self.limit)
@@ -1186,8 +1186,9 @@ class SpilledPartitions(MutableMapping[Any, Any]):
         self._grew()
 
     def evict(self, limit: int) -> int:
-        """Write the least recently touched partitions to disk until at most ``limit`` (>= 0) are
-        in memory; returns how many were written. Never call it while a request holds items."""
+        """Write the least recently touched partitions to disk until nine tenths of ``limit``
+        (>= 0) are in memory, once more than ``limit`` are; returns how many were written. Never
+        call it while a request holds items."""
         limit = max(0, limit)
         if len(self._hot) <= limit:
             return 0
