@@ -14,8 +14,10 @@ A sample counts for the function whose feature package is on its stack (``batchp
 its stack shows:
 
 - ``aws call: moto DynamoDB work``: inside moto's DynamoDB action (the emulated DynamoDB itself);
-- ``aws call: moto request and response``: the rest of moto's handling of a botocore request;
-- ``aws call: botocore``: the rest of a botocore client call (validation, serialisation, hooks);
+- ``aws call: moto request and response``: the rest of moto's handling of a botocore request
+  (on the replay's direct DynamoDB path, ``direct_dynamodb_answer``, the request read into moto);
+- ``aws call: botocore``: the rest of a botocore client call (validation, serialisation, hooks,
+  the response parser, on the direct path too);
 - ``powertools and logging``: log records, EMF metrics and pydantic parsing, inside a function;
 - ``function code``: anything else inside an invocation (``LambdaRuntime.invoke``);
 - ``sqs event source mapping``: the replay's sends, receives and deletes (moto's SQS backend);
@@ -41,7 +43,11 @@ from bench_replay import archive
 FUNCTIONS = re.compile(r"\(batchpilot/(ledger|alerts|metrics|recovery|capacity)/")
 LAYERS: list[tuple[str, re.Pattern[str]]] = [
     ("aws call: moto DynamoDB work", re.compile(r"DynamoHandler\.call_action")),
-    ("aws call: moto request and response", re.compile(r"BotocoreStubber|process_request")),
+    ("aws call: botocore", re.compile(r"_parsed_answer")),  # botocore's parser on the direct path
+    (
+        "aws call: moto request and response",
+        re.compile(r"BotocoreStubber|process_request|direct_dynamodb_answer"),
+    ),
     ("aws call: botocore", re.compile(r"BaseClient\._make_api_call")),
     (
         "powertools and logging",

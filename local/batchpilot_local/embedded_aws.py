@@ -47,6 +47,7 @@ from batchpilot_local.emulator.patch import (
     cheap_sqs_bookkeeping,
     cheap_sqs_clock,
     cheap_transaction_rollback,
+    direct_dynamodb_calls,
     light_json_requests,
     shallow_received_messages,
     single_item_size_check,
@@ -175,10 +176,18 @@ class EmbeddedAws:
             event = aws.receive_as_lambda_event(url)
 
     Not re-entrant; not thread-safe. Raises ``RuntimeError`` when used while closed.
+
+    ``direct_dynamodb=True`` answers DynamoDB calls without botocore's HTTP hop
+    (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_answer`: botocore still validates and
+    serialises each request and parses each answer, moto's DynamoDB still acts): what the replay
+    uses, for speed. It skips ``before-send`` hooks, so the HTTP fault hooks
+    (:mod:`batchpilot_local.testing.faults`) need the default, False.
     """
 
-    def __init__(self, region: str = REGION) -> None:
+    def __init__(self, region: str = REGION, *, direct_dynamodb: bool = False) -> None:
         self.region = region
+        self.direct_dynamodb = direct_dynamodb
+        self._undo_direct: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._mock: Any = None
         self._guard: Any = None
@@ -260,6 +269,9 @@ class EmbeddedAws:
                 for service_id in _UNSIGNED_SERVICES:
                     unique_id = f"{_UNSIGNED_ID}-{service_id}"
                     emitter.unregister(f"choose-signer.{service_id}", unique_id=unique_id)
+            if self._undo_direct is not None:
+                self._undo_direct()
+                self._undo_direct = None
             self._unsigned = []
             if self._default_session_created:
                 boto3.DEFAULT_SESSION = None
@@ -311,6 +323,8 @@ class EmbeddedAws:
                 emitter.register_first(
                     f"choose-signer.{service_id}", _unsigned, unique_id=f"{_UNSIGNED_ID}-{service_id}"
                 )
+        if self.direct_dynamodb:
+            self._undo_direct = direct_dynamodb_calls(self._unsigned)
         # One botocore data loader for the functions', the default and this object's sessions:
         # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
         loader = adapters_aws.session()._session.get_component("data_loader")

@@ -275,6 +275,11 @@ def _log_error(function: str, record: dict[str, Any]) -> str | None:
     return text
 
 
+_QUIET_PREFIXES = ('{"level":"INFO"', '{"level":"DEBUG"')
+"""How Powertools' Logger starts a JSON log line below WARNING: most of a handler's output, which
+:func:`parse_output` skips unread (one ``json.loads`` per line was a few percent of a replay)."""
+
+
 def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[str]]:
     """Read what a handler wrote to stdout.
 
@@ -294,6 +299,8 @@ def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[s
         text = line.strip()
         if not text.startswith("{"):
             continue
+        if text.startswith(_QUIET_PREFIXES) and '"_aws"' not in text and text.count('"level"') == 1:
+            continue  # an INFO/DEBUG log line without EMF: neither a metric nor an error
         try:
             record = json.loads(text)
         except (ValueError, RecursionError):

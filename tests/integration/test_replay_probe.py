@@ -464,6 +464,46 @@ def test_parse_output_ignores_plain_lines_and_flags_malformed_blobs() -> None:
     assert errors == ["fn: down", "fn: EMF metric X has no numeric value"]
 
 
+def test_parse_output_skips_quiet_log_lines_unread_but_keeps_their_metrics_and_errors() -> None:
+    """INFO/DEBUG lines as Powertools' Logger writes them are skipped without parsing; a quiet line
+    that carries EMF, or whose last ``level`` key says ERROR, is still read."""
+    import io
+    import logging
+
+    from aws_lambda_powertools import Logger
+    from batchpilot_local import report
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = Logger(service="parse-output-probe", level="DEBUG", logger_handler=handler)
+    try:
+        logger.info("fine", extra={"outcome": "invalid"})
+        logger.debug("detail")
+    finally:
+        logger.removeHandler(handler)
+    written = stream.getvalue().splitlines()
+    assert len(written) == 2 and all(line.startswith(report._QUIET_PREFIXES) for line in written)
+    emf = {
+        "_aws": {
+            "Timestamp": 0,
+            "CloudWatchMetrics": [{"Namespace": "N", "Dimensions": [[]], "Metrics": [{"Name": "X"}]}],
+        },
+        "X": 2,
+    }
+    output = "\n".join(
+        [
+            *written,
+            '{"level":"INFO","message":"with metrics",' + json.dumps(emf)[1:],
+            '{"level":"INFO","message":"overridden","level":"ERROR"}',
+        ]
+    )
+
+    metrics, errors = parse_output("fn", output)
+
+    assert [(m.name, m.value) for m in metrics] == [("X", 2.0)]
+    assert errors == ["fn: overridden"]
+
+
 def test_probe_stdout_never_reaches_the_report_stream(app: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = app.parent / "events.json"
     path.write_text(json.dumps([probe_event("x"), probe_event("y", "raise")]), encoding="utf-8")

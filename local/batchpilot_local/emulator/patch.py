@@ -35,6 +35,11 @@ they remove work repeated on every call and memory kept for every event:
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
   :func:`cached_event_input_paths` parses a target's input paths once;
 - DynamoDB Query: :func:`single_partition_queries` reads the queried partition, not the table;
+- DynamoDB, for the replay only (``EmbeddedAws(direct_dynamodb=True)``):
+  :func:`direct_dynamodb_calls` answers a client's DynamoDB calls from moto's handler at botocore's
+  ``before-call``, without the HTTP hop; botocore still validates and serialises each request and
+  parses each answer (``tests/integration/test_direct_dynamodb.py`` compares every answer, HTTP
+  status, headers and body, with the HTTP path's);
 - memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them;
   :func:`bounded_deleted_receipt_handles` keeps the receipt handles of each queue's newest
   :data:`DELETED_MESSAGES_REMEMBERED` deleted messages only, and :func:`spilled_dynamodb_items`
@@ -49,6 +54,7 @@ measures what they save.
 from __future__ import annotations
 
 import copyreg
+import functools
 import io
 import itertools
 import json
@@ -59,13 +65,14 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from batchpilot_local.emulator.core import Response
 
 __all__ = [
     "CONDITION_TREES_KEPT",
     "DELETED_MESSAGES_REMEMBERED",
+    "DIRECT_DYNAMODB_ID",
     "HOT_PARTITIONS",
     "REQUEST_ROUTES_KEPT",
     "Handler",
@@ -85,6 +92,8 @@ __all__ = [
     "cheap_sqs_bookkeeping",
     "cheap_sqs_clock",
     "cheap_transaction_rollback",
+    "direct_dynamodb_answer",
+    "direct_dynamodb_calls",
     "install",
     "installed",
     "light_json_requests",
@@ -1499,3 +1508,118 @@ def single_partition_queries() -> None:
     table_class.query = query
     table_class._batchpilot_unpatched_query = original  # for tests that compare with moto's own
     table_class._batchpilot_single_partition_queries = True
+
+
+DIRECT_DYNAMODB_ID = "batchpilot-direct-dynamodb"
+"""The ``unique_id`` of :func:`direct_dynamodb_calls`' handler on an event emitter."""
+
+_BLOB_KEYS = (b'"B"', b'"BS"')  # how a JSON request body names a Binary (Set) AttributeValue
+
+
+def direct_dynamodb_answer(
+    model: Any, params: Mapping[str, Any], request_signer: Any = None, context: Any = None, **_: Any
+) -> tuple[Any, dict[str, Any]] | None:
+    """botocore ``before-call.dynamodb`` handler: moto's answer to a DynamoDB call, without the
+    HTTP hop.
+
+    botocore has validated and serialised the request (``params`` is its request dict: ``url``,
+    ``method``, ``headers``, ``body``); moto's own ``DynamoHandler`` reads it and acts, and
+    botocore's own JSON parser reads the answer (modeled error fields such as a
+    ``ConditionalCheckFailedException``'s ``Item`` included). What is skipped: botocore's request
+    preparation, ``before-send`` handlers, retry handler and response CRC32 check, and moto's URL
+    routing. A body without a Binary AttributeValue is read with ``json.loads`` (moto's JSON
+    parser then changes nothing: botocore has validated it, so it holds no ``null`` and no unknown
+    member); a body with one takes moto's parser, which decodes the base64.
+
+    Returns ``(http_response, parsed)`` as botocore's ``before-call`` contract asks, or None (the
+    normal path) while moto is not answering (its stubber disabled, as the HTTP fault hooks do).
+    An exception moto raises (not an AWS error answer) is announced as ``after-call-error`` on the
+    client's emitter, as botocore does on the HTTP path, and propagates.
+
+    Not the same as the HTTP path in one way that moto's DynamoDB never shows: botocore would retry
+    a throttling or 5xx answer; here it is returned at once (``RetryAttempts`` 0).
+    """
+    from moto.core.models import botocore_stubber
+
+    if not botocore_stubber.enabled:
+        return None
+    try:
+        return _direct_dynamodb_call(model, params)
+    except Exception as exc:
+        # As botocore's ``_make_request`` reports an exception raised while sending (moto's own
+        # NotImplementedError or ValueError, say) before it propagates: the API journal hears it.
+        emitter = getattr(request_signer, "_event_emitter", None)
+        if emitter is not None:
+            emitter.emit(f"after-call-error.dynamodb.{model.name}", exception=exc, context=context)
+        raise
+
+
+def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from botocore.awsrequest import AWSPreparedRequest, HTTPHeaders
+    from moto.dynamodb.responses import DynamoHandler
+    from werkzeug.exceptions import HTTPException  # what moto's errors derive from
+
+    body = params.get("body")
+    headers = HTTPHeaders()
+    for name, value in params["headers"].items():
+        headers[name] = value.decode("utf-8") if isinstance(value, bytes) else value
+    request = AWSPreparedRequest(params["method"], params["url"], headers, body, False)
+    handler = DynamoHandler()
+    try:
+        handler.automated_parameter_parsing = False  # the parameters are read below
+        handler.setup_class(request, request.url, request.headers)
+        if isinstance(body, bytes) and not any(key in body for key in _BLOB_KEYS):
+            handler.params = json.loads(body) if body else {}
+        else:
+            handler.parse_parameters(request)
+        status, response_headers, response_body = handler.call_action()
+    except HTTPException as exc:  # as moto's stubber answers one
+        status, response_headers, response_body = exc.code, exc.get_headers(), exc.get_body()
+    return _parsed_answer(model, request.url, int(status), response_headers, response_body)
+
+
+def _parsed_answer(
+    model: Any, url: str, status: int, headers: Any, body: str | bytes
+) -> tuple[Any, dict[str, Any]]:
+    """``(AWSResponse, parsed)`` for a JSON-protocol answer, as botocore's endpoint builds them
+    (``Endpoint._do_get_response`` and ``_send_request`` in botocore 1.43)."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.endpoint import Endpoint, convert_to_response_dict
+    from moto.core.botocore_stubber import MockRawResponse
+
+    http_response = AWSResponse(url, status, headers, MockRawResponse(body))
+    response_dict = convert_to_response_dict(http_response, model)
+    parser = _json_parser()
+    parsed: dict[str, Any] = parser.parse(response_dict, model.output_shape)
+    if status >= 300:
+        # botocore's second pass for modeled error fields; the method uses no endpoint state.
+        cast(Any, Endpoint)._add_modeled_error_fields(None, response_dict, parsed, model, parser)
+    if "ResponseMetadata" in parsed:
+        parsed["ResponseMetadata"]["RetryAttempts"] = 0
+    return http_response, parsed
+
+
+@functools.cache
+def _json_parser() -> Any:
+    from botocore.parsers import create_parser
+
+    return create_parser("json")
+
+
+def direct_dynamodb_calls(emitters: Iterable[Any]) -> Callable[[], None]:
+    """Answer the DynamoDB calls of every client made from ``emitters`` (boto3 sessions' event
+    emitters; a client copies its session's when it is created) with
+    :func:`direct_dynamodb_answer`, ahead of any other ``before-call`` handler. Returns the undo.
+
+    Scripted HTTP faults (``batchpilot_local.testing.faults``) sit at ``before-send``, which this
+    path skips: the fault tests do not turn it on, the replay does.
+    """
+    registered = list(emitters)
+    for emitter in registered:
+        emitter.register_first("before-call.dynamodb", direct_dynamodb_answer, unique_id=DIRECT_DYNAMODB_ID)
+
+    def undo() -> None:
+        for emitter in registered:
+            emitter.unregister("before-call.dynamodb", unique_id=DIRECT_DYNAMODB_ID)
+
+    return undo
