@@ -48,6 +48,7 @@ from batchpilot_local.emulator.patch import (
     cheap_sqs_clock,
     cheap_transaction_rollback,
     direct_dynamodb_calls,
+    direct_emulator_reads,
     light_json_requests,
     shallow_received_messages,
     single_item_size_check,
@@ -177,17 +178,19 @@ class EmbeddedAws:
 
     Not re-entrant; not thread-safe. Raises ``RuntimeError`` when used while closed.
 
-    ``direct_dynamodb=True`` answers DynamoDB calls without botocore's HTTP hop
-    (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_answer`: botocore still validates and
-    serialises each request and parses each answer, moto's DynamoDB still acts): what the replay
-    uses, for speed. It skips ``before-send`` hooks, so the HTTP fault hooks
+    ``direct_calls=True`` answers DynamoDB calls, and the emulator's Batch and SageMaker reads,
+    without botocore's HTTP hop (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_answer`,
+    :func:`~batchpilot_local.emulator.patch.direct_emulator_reads`: botocore still validates and
+    serialises each request and parses each answer; moto and the emulator still act): what the
+    replay uses, for speed. It skips ``before-send`` hooks, so the HTTP fault hooks
     (:mod:`batchpilot_local.testing.faults`) need the default, False.
     """
 
-    def __init__(self, region: str = REGION, *, direct_dynamodb: bool = False) -> None:
+    def __init__(self, region: str = REGION, *, direct_calls: bool = False) -> None:
         self.region = region
-        self.direct_dynamodb = direct_dynamodb
-        self._undo_direct: Any = None
+        self.direct_calls = direct_calls
+        self._undo_direct: list[Any] = []
+        self._sqs_backend: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._mock: Any = None
         self._guard: Any = None
@@ -269,9 +272,9 @@ class EmbeddedAws:
                 for service_id in _UNSIGNED_SERVICES:
                     unique_id = f"{_UNSIGNED_ID}-{service_id}"
                     emitter.unregister(f"choose-signer.{service_id}", unique_id=unique_id)
-            if self._undo_direct is not None:
-                self._undo_direct()
-                self._undo_direct = None
+            for undo in self._undo_direct:
+                undo()
+            self._undo_direct = []
             self._unsigned = []
             if self._default_session_created:
                 boto3.DEFAULT_SESSION = None
@@ -280,6 +283,7 @@ class EmbeddedAws:
             self._session = None
             self._clients.clear()
             self._queues.clear()
+            self._sqs_backend = None
             if self._guard is not None:
                 self._guard.__exit__(None, None, None)
                 self._guard = None
@@ -323,8 +327,11 @@ class EmbeddedAws:
                 emitter.register_first(
                     f"choose-signer.{service_id}", _unsigned, unique_id=f"{_UNSIGNED_ID}-{service_id}"
                 )
-        if self.direct_dynamodb:
-            self._undo_direct = direct_dynamodb_calls(self._unsigned)
+        if self.direct_calls:
+            self._undo_direct = [
+                direct_dynamodb_calls(self._unsigned),
+                direct_emulator_reads(self._unsigned, self.overlay.route),
+            ]
         # One botocore data loader for the functions', the default and this object's sessions:
         # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
         loader = adapters_aws.session()._session.get_component("data_loader")
@@ -422,9 +429,13 @@ class EmbeddedAws:
     # receive counts, redrive to the dead-letter queue) without a botocore round trip and moto's
     # response rendering per message, which cost most of a replay's time.
     def _sqs(self) -> Any:
-        from moto.sqs.models import sqs_backends
+        # Looked up once per open: moto's BackendDict lookup is not free and this runs for every
+        # send, receive and delete (moto resets its backends only when the mock stops).
+        if self._sqs_backend is None:
+            from moto.sqs.models import sqs_backends
 
-        return sqs_backends[ACCOUNT_ID][self.region]
+            self._sqs_backend = sqs_backends[ACCOUNT_ID][self.region]
+        return self._sqs_backend
 
     def send(self, queue: str, body: str) -> str:
         """Send one message (``body`` as is) to the named queue; returns its MessageId.

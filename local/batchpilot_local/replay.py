@@ -175,9 +175,9 @@ class Replayer:
             does (see :class:`_Batcher`): digests and threads appear, and what a batch's
             invocation emitted is reported on the event that closed the batch. False: one record
             per invocation, so each report holds exactly what its event caused.
-        direct_dynamodb: answer the functions' DynamoDB calls without botocore's HTTP hop (see
-            :class:`~batchpilot_local.embedded_aws.EmbeddedAws`; the same answers, in less time).
-            False: every call takes botocore's whole path to moto.
+        direct_calls: answer the functions' DynamoDB calls and the emulator's Batch and SageMaker
+            reads without botocore's HTTP hop (see :class:`~batchpilot_local.embedded_aws.EmbeddedAws`;
+            the same answers, in less time). False: every call takes botocore's whole path to moto.
 
     Raises:
         batchpilot_local.template.TemplateError: the template cannot be read or routed, or a
@@ -190,14 +190,14 @@ class Replayer:
         parameters: Mapping[str, str] | None = None,
         *,
         batch: bool = False,
-        direct_dynamodb: bool = True,
+        direct_calls: bool = True,
     ) -> None:
         path = Path(template_path) if template_path is not None else default_template_path()
         self._parameters = dict(parameters or {})
         self.template: AppTemplate = load_template(path, self._parameters)
         self._default_template = self.template  # self.template changes per scenario while running
         self.batch = batch
-        self.direct_dynamodb = direct_dynamodb
+        self.direct_calls = direct_calls
         self._templates: dict[tuple[tuple[str, str], ...], AppTemplate] = {}
         self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
         self._bus: str | None = None  # run(bus=...): the bus input events are put on
@@ -329,7 +329,7 @@ class Replayer:
         sink = SwitchableStdout(real_stdout)
         sys.stdout = cast(TextIO, sink)
         try:
-            with EmbeddedAws(direct_dynamodb=self.direct_dynamodb) as aws, LambdaRuntime(sink) as runtime:
+            with EmbeddedAws(direct_calls=self.direct_calls) as aws, LambdaRuntime(sink) as runtime:
                 # The template's tables first: the StateTable that LocalAlerts needs is then the
                 # template's (keys and TTL), created once.
                 create_tables(aws.client("dynamodb"), self.template.tables)

@@ -12,7 +12,7 @@ request id and the date, and the HTTP answer ``after-call`` handlers see (status
 bytes). Binary attributes (moto's parser decodes their base64) and string values that look like
 them (``"B"``) included; a property test does the same for random items and conditions.
 
-Also: ``EmbeddedAws(direct_dynamodb=True)`` sends no DynamoDB request (no ``before-send``) and its
+Also: ``EmbeddedAws(direct_calls=True)`` sends no DynamoDB request (no ``before-send``) and its
 API journal still records each call's status and error code; the handler steps aside while moto's
 stubber is off (the HTTP fault hooks); the undo puts a client back on the HTTP path. A call moto
 fails with an exception of its own (not an AWS error) is journalled alike on both paths.
@@ -967,12 +967,12 @@ def _sends(client: Any) -> list[str]:
 
 
 def _journalled_calls(direct: bool) -> tuple[dict[str, list[str]], list[Any], dict[str, Any]]:
-    """In an ``EmbeddedAws(direct_dynamodb=direct)``: the requests sent by its own client, the
+    """In an ``EmbeddedAws(direct_calls=direct)``: the requests sent by its own client, the
     functions' client (``batchpilot.io.clients``) and a default-session one; the journal of a put,
     a get and a conditional put that fails; the failure's ``Item``."""
     from batchpilot.io import clients
 
-    with EmbeddedAws(direct_dynamodb=direct) as aws:
+    with EmbeddedAws(direct_calls=direct) as aws:
         own, adapters, default = aws.client("dynamodb"), clients.client("dynamodb"), boto3.client("dynamodb")
         sent = {"own": _sends(own), "adapters": _sends(adapters), "default": _sends(default)}
         create_tables(own, {FLAT: TABLES[FLAT]})
@@ -989,7 +989,7 @@ def _journalled_calls(direct: bool) -> tuple[dict[str, list[str]], list[Any], di
 
 
 def test_embedded_aws_with_direct_dynamodb_sends_no_request_and_journals_every_call() -> None:
-    """``EmbeddedAws(direct_dynamodb=True)`` answers its own, the functions' and default-session
+    """``EmbeddedAws(direct_calls=True)`` answers its own, the functions' and default-session
     clients' DynamoDB calls without sending a request (no ``before-send``), and its API journal
     records them exactly as with the HTTP path: the failing conditional put with its status 400
     and error code, and its modeled ``Item``."""
@@ -1017,7 +1017,7 @@ def test_a_call_moto_fails_with_its_own_exception_is_journalled_alike_on_both_pa
     ValueError raise the same exception on both paths, and should be journalled alike."""
     journals = []
     for direct in (False, True):
-        with EmbeddedAws(direct_dynamodb=direct) as aws:
+        with EmbeddedAws(direct_calls=direct) as aws:
             create_tables(aws.client("dynamodb"), {FLAT: TABLES[FLAT]})
             client = boto3.client("dynamodb")
             with pytest.raises(NotImplementedError):

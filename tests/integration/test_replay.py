@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -500,3 +501,38 @@ def test_own_events_published_by_the_recovery_function_still_reach_the_alerts_fu
     titles = [n["title"] for n in report.notifications]
     # ("[dry run] " leads the title while no job queue is named in RecoveryJobQueueArns, the default.)
     assert any("recovery skipped for container job" in t and "NOT_FOUND" in t for t in titles), titles
+
+
+_VOLATILE = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"), "<time>"),  # wall-clock stamps
+    (re.compile(r"\b1[78]\d{11}\b"), "<epoch ms>"),
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),  # ids
+]
+
+
+def test_direct_calls_replay_events_as_the_http_path_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay's direct path (DynamoDB and the emulator's reads without botocore's HTTP hop)
+    changes no report of ``events/`` (every sample and scenario, in SQS batches as ``make run``
+    replays them): each report is the HTTP path's, but for wall-clock times and random ids."""
+    import batchpilot_local.cli as cli
+
+    outputs = []
+    for direct in (False, True):
+
+        def replayer(*args: Any, direct: bool = direct, **kwargs: Any) -> Replayer:
+            return Replayer(*args, direct_calls=direct, **kwargs)
+
+        monkeypatch.setattr(cli, "Replayer", replayer)
+        code = main(["replay", "--format", "json", str(EVENTS_DIR)])
+        text = capsys.readouterr().out
+        for pattern, placeholder in _VOLATILE:
+            text = pattern.sub(placeholder, text)
+        outputs.append((code, text.splitlines()))
+
+    (http_code, http), (direct_code, direct_) = outputs
+    assert len(http) > 100 and http_code == direct_code == 0
+    http_reports = [json.loads(line) for line in http]
+    assert sum(bool(report["actions"]) for report in http_reports) > 10  # reports with AWS calls
+    assert [json.loads(line) for line in direct_] == http_reports

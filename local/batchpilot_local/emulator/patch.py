@@ -35,11 +35,12 @@ they remove work repeated on every call and memory kept for every event:
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
   :func:`cached_event_input_paths` parses a target's input paths once;
 - DynamoDB Query: :func:`single_partition_queries` reads the queried partition, not the table;
-- DynamoDB, for the replay only (``EmbeddedAws(direct_dynamodb=True)``):
-  :func:`direct_dynamodb_calls` answers a client's DynamoDB calls from moto's handler at botocore's
-  ``before-call``, without the HTTP hop; botocore still validates and serialises each request and
-  parses each answer (``tests/integration/test_direct_dynamodb.py`` compares every answer, HTTP
-  status, headers and body, with the HTTP path's);
+- for the replay only (``EmbeddedAws(direct_calls=True)``): :func:`direct_dynamodb_calls` answers
+  a client's DynamoDB calls from moto's handler, and :func:`direct_emulator_reads` the emulator's
+  Batch and SageMaker reads, at botocore's ``before-call``, without the HTTP hop; botocore still
+  validates and serialises each request and parses each answer
+  (``tests/integration/test_direct_dynamodb.py`` and ``test_direct_emulator_reads.py`` compare
+  every answer, HTTP status, headers and body, with the HTTP path's);
 - memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them;
   :func:`bounded_deleted_receipt_handles` keeps the receipt handles of each queue's newest
   :data:`DELETED_MESSAGES_REMEMBERED` deleted messages only, and :func:`spilled_dynamodb_items`
@@ -65,7 +66,7 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from batchpilot_local.emulator.core import Response
 
@@ -73,7 +74,9 @@ __all__ = [
     "CONDITION_TREES_KEPT",
     "DELETED_MESSAGES_REMEMBERED",
     "DIRECT_DYNAMODB_ID",
+    "DIRECT_READS_ID",
     "HOT_PARTITIONS",
+    "READ_OPERATIONS",
     "REQUEST_ROUTES_KEPT",
     "Handler",
     "RecentReceiptHandles",
@@ -94,6 +97,7 @@ __all__ = [
     "cheap_transaction_rollback",
     "direct_dynamodb_answer",
     "direct_dynamodb_calls",
+    "direct_emulator_reads",
     "install",
     "installed",
     "light_json_requests",
@@ -116,6 +120,7 @@ REQUEST_ROUTES_KEPT = 512
 """Request URLs whose moto handler :func:`cached_request_routes` keeps (then it starts again)."""
 
 _UNKNOWN = object()  # a cache miss (None is a cached answer)
+_T = TypeVar("_T")
 
 
 def _stubber() -> Any:
@@ -1543,27 +1548,40 @@ def direct_dynamodb_answer(
 
     if not botocore_stubber.enabled:
         return None
+    return _announced(model, request_signer, context, lambda: _direct_dynamodb_call(model, params))
+
+
+def _announced(model: Any, request_signer: Any, context: Any, call: Callable[[], _T]) -> _T:
+    """``call()``; an exception it raises is first announced as ``after-call-error`` on the
+    client's emitter, as botocore's ``_make_request`` announces an exception raised while sending
+    (moto's own NotImplementedError or ValueError, say): the API journal hears of it."""
     try:
-        return _direct_dynamodb_call(model, params)
+        return call()
     except Exception as exc:
-        # As botocore's ``_make_request`` reports an exception raised while sending (moto's own
-        # NotImplementedError or ValueError, say) before it propagates: the API journal hears it.
         emitter = getattr(request_signer, "_event_emitter", None)
         if emitter is not None:
-            emitter.emit(f"after-call-error.dynamodb.{model.name}", exception=exc, context=context)
+            service_id = model.service_model.service_id.hyphenize()
+            emitter.emit(f"after-call-error.{service_id}.{model.name}", exception=exc, context=context)
         raise
 
 
-def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _prepared_request(params: Mapping[str, Any]) -> Any:
+    """The ``AWSPreparedRequest`` botocore would send for its request dict ``params`` (header
+    values as text, as moto's stubber makes them before answering)."""
     from botocore.awsrequest import AWSPreparedRequest, HTTPHeaders
-    from moto.dynamodb.responses import DynamoHandler
-    from werkzeug.exceptions import HTTPException  # what moto's errors derive from
 
-    body = params.get("body")
     headers = HTTPHeaders()
     for name, value in params["headers"].items():
         headers[name] = value.decode("utf-8") if isinstance(value, bytes) else value
-    request = AWSPreparedRequest(params["method"], params["url"], headers, body, False)
+    return AWSPreparedRequest(params["method"], params["url"], headers, params.get("body"), False)
+
+
+def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from moto.dynamodb.responses import DynamoHandler
+    from werkzeug.exceptions import HTTPException  # what moto's errors derive from
+
+    request = _prepared_request(params)
+    body = request.body
     handler = DynamoHandler()
     try:
         handler.automated_parameter_parsing = False  # the parameters are read below
@@ -1581,15 +1599,16 @@ def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, d
 def _parsed_answer(
     model: Any, url: str, status: int, headers: Any, body: str | bytes
 ) -> tuple[Any, dict[str, Any]]:
-    """``(AWSResponse, parsed)`` for a JSON-protocol answer, as botocore's endpoint builds them
-    (``Endpoint._do_get_response`` and ``_send_request`` in botocore 1.43)."""
+    """``(AWSResponse, parsed)`` for an HTTP answer to a call of ``model``, as botocore's endpoint
+    builds them (``Endpoint._do_get_response`` and ``_send_request`` in botocore 1.43), with the
+    parser of the service's protocol."""
     from botocore.awsrequest import AWSResponse
     from botocore.endpoint import Endpoint, convert_to_response_dict
     from moto.core.botocore_stubber import MockRawResponse
 
     http_response = AWSResponse(url, status, headers, MockRawResponse(body))
     response_dict = convert_to_response_dict(http_response, model)
-    parser = _json_parser()
+    parser = _parser(model.service_model.resolved_protocol)
     parsed: dict[str, Any] = parser.parse(response_dict, model.output_shape)
     if status >= 300:
         # botocore's second pass for modeled error fields; the method uses no endpoint state.
@@ -1600,10 +1619,10 @@ def _parsed_answer(
 
 
 @functools.cache
-def _json_parser() -> Any:
+def _parser(protocol: str) -> Any:
     from botocore.parsers import create_parser
 
-    return create_parser("json")
+    return create_parser(protocol)
 
 
 def direct_dynamodb_calls(emitters: Iterable[Any]) -> Callable[[], None]:
@@ -1621,5 +1640,57 @@ def direct_dynamodb_calls(emitters: Iterable[Any]) -> Callable[[], None]:
     def undo() -> None:
         for emitter in registered:
             emitter.unregister("before-call.dynamodb", unique_id=DIRECT_DYNAMODB_ID)
+
+    return undo
+
+
+DIRECT_READS_ID = "batchpilot-direct-emulator-reads"
+"""The ``unique_id`` of :func:`direct_emulator_reads`' handlers on an event emitter."""
+
+READ_OPERATIONS = ("Describe", "Get", "List")
+"""How the names of the read operations :func:`direct_emulator_reads` answers begin (none is
+throttled by the emulator: only SubmitServiceJob is)."""
+
+
+def direct_emulator_reads(emitters: Iterable[Any], route: Handler) -> Callable[[], None]:
+    """Answer the Batch and SageMaker read calls (:data:`READ_OPERATIONS`) that ``route`` (the
+    emulator's :class:`~batchpilot_local.emulator.overlay.Overlay.route`) answers, at botocore's
+    ``before-call`` of every client made from ``emitters``, without the HTTP hop; what ``route``
+    leaves to moto, and every write, takes the HTTP path. Returns the undo.
+
+    As :func:`direct_dynamodb_answer`: botocore validates and serialises the request and its
+    parser (rest-json for Batch, JSON for SageMaker) reads the answer; an exception is announced as
+    ``after-call-error``; nothing is answered while moto's stubber is disabled. Writes stay on the
+    HTTP path because botocore retries a throttled SubmitServiceJob there.
+    """
+    from moto.core.models import botocore_stubber
+
+    def answer(
+        model: Any, params: Mapping[str, Any], request_signer: Any = None, context: Any = None, **_: Any
+    ) -> tuple[Any, dict[str, Any]] | None:
+        if not botocore_stubber.enabled or not model.name.startswith(READ_OPERATIONS):
+            return None
+
+        def call() -> tuple[Any, dict[str, Any]] | None:
+            request = _prepared_request(params)
+            response = route(request)
+            if response is None:
+                return None  # moto's: it answers on the HTTP path
+            status, headers, body = response
+            return _parsed_answer(model, request.url, int(status), headers, body)
+
+        return _announced(model, request_signer, context, call)
+
+    registered = list(emitters)
+    for emitter in registered:
+        for service_id in ("batch", "sagemaker"):
+            emitter.register_first(
+                f"before-call.{service_id}", answer, unique_id=f"{DIRECT_READS_ID}-{service_id}"
+            )
+
+    def undo() -> None:
+        for emitter in registered:
+            for service_id in ("batch", "sagemaker"):
+                emitter.unregister(f"before-call.{service_id}", unique_id=f"{DIRECT_READS_ID}-{service_id}")
 
     return undo

@@ -1163,10 +1163,12 @@ class EmbeddedBatch:
         return [j for j in self.jobs.values() if str(j.detail["jobId"]).startswith(prefix)]
 
     # ------------------------------------------------------------------ tags
-    def tags_of(self, arn: str) -> dict[str, str] | None:
+    def tags_of(self, arn: str, *, create: bool = True) -> dict[str, str] | None:
         """The live ``tags`` dict of the Batch resource ``arn`` when this backend owns that
         resource type (service job, job, job queue, service environment); None: moto's (a job
-        definition, a compute environment, a scheduling policy).
+        definition, a compute environment, a scheduling policy). A resource without tags gets an
+        empty ``tags`` dict only when ``create`` (a TagResource); otherwise a new empty dict is
+        returned and the resource is left as it was (a read never changes a later Describe).
 
         Raises:
             ClientException: an owned type, but no such resource.
@@ -1188,6 +1190,8 @@ class EmbeddedBatch:
             target = self.find_service_environment(arn)
         if target is None:
             raise ClientException(f"Resource {arn} does not exist.")
+        if not create and "tags" not in target:
+            return {}
         tags: dict[str, str] = target.setdefault("tags", {})
         return tags
 

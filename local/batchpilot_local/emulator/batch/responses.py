@@ -103,7 +103,7 @@ class BatchResponse:
         from the query string) on ``arn``; None when the backend does not own that resource type
         (moto answers)."""
         try:
-            tags = self.backend.tags_of(arn)
+            tags = self.backend.tags_of(arn, create=method == "POST")
             if tags is None:
                 return None
             if method == "GET":
