@@ -429,16 +429,17 @@ def cheap_sqs_bookkeeping() -> None:
     """
     import random
 
-    from moto.core.utils import unix_time
     from moto.sqs import models
 
+    module: Any = models
     backend: Any = models.SQSBackend
     if getattr(backend, "_batchpilot_cheap_bookkeeping", False):
         return
 
     def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
         retention = int(self.get_queue(queue_name).message_retention_period)
-        return bool(retention + message.sent_timestamp / 1000 > unix_time())
+        # The SQS module's clock, so that :func:`cheap_sqs_clock` applies here too.
+        return bool(retention + message.sent_timestamp / 1000 > module.unix_time())
 
     def generate_receipt_handle() -> str:
         return f"{random.getrandbits(128):032x}"
