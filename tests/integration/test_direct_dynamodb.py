@@ -1081,3 +1081,37 @@ def test_the_undo_puts_a_client_back_on_the_http_path() -> None:
         after = client.get_item(TableName=FLAT, Key={"pk": _s("a")})["Item"]
         assert sent == ["GetItem"]
     assert before == after == {"pk": _s("a"), "v": {"B": b"\x01"}}
+
+
+def test_only_operations_whose_input_moto_parses_as_plain_json_skip_motos_parser() -> None:
+    """The ``json.loads`` shortcut is taken only where moto's JSON parser would change nothing:
+    the operations whose input has a timestamp, a double or a blob outside an AttributeValue
+    always take moto's parser (which turns an epoch number into a datetime), the data-plane
+    operations the functions call do not."""
+    import json
+
+    from batchpilot_local.emulator.patch import _plain_json_input
+    from botocore.session import get_session
+    from moto.core.parse import JSONParser
+
+    service = get_session().get_service_model("dynamodb")
+    parsed_by_moto = sorted(
+        name for name in service.operation_names if not _plain_json_input(service.operation_model(name))
+    )
+    assert parsed_by_moto == [
+        "ExportTableToPointInTime",
+        "ListBackups",
+        "RestoreTableToPointInTime",
+        "UpdateGlobalTableSettings",
+        "UpdateTableReplicaAutoScaling",
+    ]
+    for name in ("PutItem", "UpdateItem", "GetItem", "BatchGetItem", "TransactWriteItems", "Query"):
+        assert _plain_json_input(service.operation_model(name)), name
+
+    def moto_reads(operation: str, body: bytes) -> Any:
+        return JSONParser(service.operation_model(operation), map_type=dict).parse({"body": body})
+
+    timed = b'{"TableName": "t", "TimeRangeLowerBound": 1700000000}'
+    assert moto_reads("ListBackups", timed) != json.loads(timed)  # a datetime, not a number
+    plain = json.dumps({"TableName": "t", "Item": {"pk": {"S": "B "}, "n": {"N": "1.5"}}}).encode()
+    assert moto_reads("PutItem", plain) == json.loads(plain)

@@ -1533,9 +1533,10 @@ def direct_dynamodb_answer(
     botocore's own JSON parser reads the answer (modeled error fields such as a
     ``ConditionalCheckFailedException``'s ``Item`` included). What is skipped: botocore's request
     preparation, ``before-send`` handlers, retry handler and response CRC32 check, and moto's URL
-    routing. A body without a Binary AttributeValue is read with ``json.loads`` (moto's JSON
-    parser then changes nothing: botocore has validated it, so it holds no ``null`` and no unknown
-    member); a body with one takes moto's parser, which decodes the base64.
+    routing. A body without a Binary AttributeValue is read with ``json.loads`` when the
+    operation's input has no timestamp, float or other blob (:func:`_plain_json_input`; moto's JSON
+    parser then changes nothing: botocore has validated the body, so it holds no ``null`` and no
+    unknown member); any other body takes moto's parser, which decodes base64 and timestamps.
 
     Returns ``(http_response, parsed)`` as botocore's ``before-call`` contract asks, or None (the
     normal path) while moto is not answering (its stubber disabled, as the HTTP fault hooks do).
@@ -1587,7 +1588,11 @@ def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, d
     try:
         handler.automated_parameter_parsing = False  # the parameters are read below
         handler.setup_class(request, request.url, request.headers)
-        if isinstance(body, bytes) and not any(key in body for key in _BLOB_KEYS):
+        if (
+            isinstance(body, bytes)
+            and _plain_json_input(model)
+            and not any(key in body for key in _BLOB_KEYS)
+        ):
             handler.params = json.loads(body) if body else {}
         else:
             handler.parse_parameters(request)
@@ -1595,6 +1600,41 @@ def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, d
     except HTTPException as exc:  # as moto's stubber answers one
         status, response_headers, response_body = exc.code, exc.get_headers(), exc.get_body()
     return _parsed_answer(model, request.url, int(status), response_headers, response_body)
+
+
+_PLAIN_JSON_INPUTS: dict[tuple[str, str], bool] = {}
+
+
+def _plain_json_input(model: Any) -> bool:
+    """Whether moto's JSON parser gives ``json.loads``' value for every request of ``model`` whose
+    body holds no ``"B"``/``"BS"`` token: its input shape has no timestamp, float or double (the
+    parser converts those: ExportTableToPointInTime, ListBackups, RestoreTableToPointInTime, the
+    auto-scaling updates), and its only blobs are an AttributeValue's ``B`` and ``BS``. Kept per
+    operation."""
+    key = (model.service_model.service_name, model.name)
+    if key not in _PLAIN_JSON_INPUTS:
+        _PLAIN_JSON_INPUTS[key] = _plain_shape(model.input_shape, frozenset(), None)
+    return _PLAIN_JSON_INPUTS[key]
+
+
+def _plain_shape(shape: Any, seen: frozenset[str], member: str | None) -> bool:
+    if shape is None:
+        return True
+    kind = shape.type_name
+    if kind in ("timestamp", "float", "double"):
+        return False
+    if kind == "blob":
+        return member in ("B", "BS")  # BS is a list of blobs: its member arrives here as "BS"
+    if shape.name in seen:  # AttributeValue is recursive (M, L)
+        return True
+    seen = seen | {shape.name}
+    if kind == "structure":
+        return all(_plain_shape(value, seen, name) for name, value in shape.members.items())
+    if kind == "list":
+        return _plain_shape(shape.member, seen, member)
+    if kind == "map":
+        return _plain_shape(shape.key, seen, None) and _plain_shape(shape.value, seen, None)
+    return True
 
 
 def _parsed_answer(
