@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import platform
 import re
+import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -134,3 +136,30 @@ def write_section(key: str, body: str) -> None:
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.DOTALL)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block
     RESULTS.write_text(text)
+
+
+LAMBDA_SOURCES = ("template.yaml", "events", "functions", "layers/batchpilot")
+"""What a build of the functions needs from the repository (the template, its code, the samples)."""
+
+
+def source_tree(ref: str | None, workdir: Path, paths: Sequence[str] = LAMBDA_SOURCES) -> Path:
+    """Where the sources are: the working tree, or ``paths`` of ``ref`` exported from git into
+    ``workdir/src``.
+
+    A ref measures a consistent snapshot while others edit the working tree (their half-done
+    changes may not even import).
+
+    Raises:
+        SystemExit: ``ref`` is not a commit of this repository.
+    """
+    if ref is None:
+        return ROOT
+    src = workdir / "src"
+    src.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, *paths], capture_output=True
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {ref} failed: {archive.stderr.decode()[-2000:]}")
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    return src

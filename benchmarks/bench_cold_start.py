@@ -55,7 +55,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from _common import ROOT, machine, machine_markdown, now, pin_to_one_core, shown, sqs_record, write_section
+from _common import (
+    ROOT,
+    machine,
+    machine_markdown,
+    now,
+    pin_to_one_core,
+    shown,
+    source_tree,
+    sqs_record,
+    write_section,
+)
 from batchpilot_local.template import FunctionSpec, load_template
 from batchpilot_local.testing.harness import LAMBDA_CONTEXT_SOURCE
 
@@ -253,29 +263,6 @@ def host_layer_arch() -> str:
     if machine_name in ("aarch64", "arm64"):
         return "arm64"
     raise SystemExit(f"cannot build the layer for this CPU ({machine_name})")
-
-
-def source_tree(ref: str | None, workdir: Path) -> Path:
-    """Where the sources are: the working tree, or ``ref`` exported from git into ``workdir/src``.
-
-    A ref measures a consistent snapshot while others edit the working tree (their half-done
-    changes may not even import).
-
-    Raises:
-        SystemExit: ``ref`` is not a commit of this repository.
-    """
-    if ref is None:
-        return ROOT
-    src = workdir / "src"
-    src.mkdir()
-    paths = ["template.yaml", "events", "functions", "layers/batchpilot"]
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, *paths], capture_output=True
-    )
-    if archive.returncode != 0:
-        raise SystemExit(f"git archive {ref} failed: {archive.stderr.decode()[-2000:]}")
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    return src
 
 
 def build_trees(

@@ -15,7 +15,8 @@ its stack shows:
 
 - ``aws call: moto DynamoDB work``: inside moto's DynamoDB action (the emulated DynamoDB itself);
 - ``aws call: moto request and response``: the rest of moto's handling of a botocore request
-  (on the replay's direct DynamoDB path, ``direct_dynamodb_answer``, the request read into moto);
+  (on the replay's direct paths, under ``_announced``: the request read into moto, or the
+  emulator's answer to a Batch or SageMaker read);
 - ``aws call: botocore``: the rest of a botocore client call (validation, serialisation, hooks,
   the response parser, on the direct path too);
 - ``powertools and logging``: log records, EMF metrics and pydantic parsing, inside a function;
@@ -46,7 +47,7 @@ LAYERS: list[tuple[str, re.Pattern[str]]] = [
     ("aws call: botocore", re.compile(r"_parsed_answer")),  # botocore's parser on the direct path
     (
         "aws call: moto request and response",
-        re.compile(r"BotocoreStubber|process_request|direct_dynamodb_answer"),
+        re.compile(r"BotocoreStubber|process_request|_announced"),
     ),
     ("aws call: botocore", re.compile(r"BaseClient\._make_api_call")),
     (

@@ -21,7 +21,7 @@ import copy
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -189,7 +189,7 @@ class EmbeddedAws:
     def __init__(self, region: str = REGION, *, direct_calls: bool = False) -> None:
         self.region = region
         self.direct_calls = direct_calls
-        self._undo_direct: list[Any] = []
+        self._undo_direct: list[Callable[[], None]] = []
         self._sqs_backend: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._mock: Any = None
@@ -327,11 +327,9 @@ class EmbeddedAws:
                 emitter.register_first(
                     f"choose-signer.{service_id}", _unsigned, unique_id=f"{_UNSIGNED_ID}-{service_id}"
                 )
-        if self.direct_calls:
-            self._undo_direct = [
-                direct_dynamodb_calls(self._unsigned),
-                direct_emulator_reads(self._unsigned, self.overlay.route),
-            ]
+        if self.direct_calls:  # each undo kept as soon as it exists: close() runs them all
+            self._undo_direct.append(direct_dynamodb_calls(self._unsigned))
+            self._undo_direct.append(direct_emulator_reads(self._unsigned, self.overlay.route))
         # One botocore data loader for the functions', the default and this object's sessions:
         # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
         loader = adapters_aws.session()._session.get_component("data_loader")

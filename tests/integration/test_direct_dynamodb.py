@@ -20,9 +20,8 @@ fails with an exception of its own (not an AWS error) is journalled alike on bot
 
 from __future__ import annotations
 
-import copy
 import datetime
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,6 +30,7 @@ import boto3
 import pytest
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.emulator.patch import direct_dynamodb_answer, direct_dynamodb_calls
+from batchpilot_local.testing.twin import answer_of, pages_of, wire_recorder
 from botocore.exceptions import ClientError
 
 STATE = "state"  # pk, sk (strings); GSI by owner
@@ -75,7 +75,6 @@ TABLES: dict[str, dict[str, Any]] = {
     },
 }
 CREATED = datetime.datetime(2026, 1, 2, 3, 4, 5)  # every table's creation time (moto: naive UTC)
-VOLATILE_HEADERS = frozenset({"date", "x-amzn-requestid"})  # per request: the only headers that differ
 BIG = 350_000  # bytes of a Binary attribute: under the 405,000-byte item limit, its base64 over it
 
 
@@ -91,68 +90,26 @@ class Run:
     sent: int = 0
 
 
-def _plain(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """The response without its request id and date (each request's own)."""
-    response = copy.deepcopy(dict(answer))
-    metadata = response["ResponseMetadata"]
-    headers = dict(metadata["HTTPHeaders"])
-    assert metadata.pop("RequestId") == headers["x-amzn-requestid"]
-    metadata["HTTPHeaders"] = {k: v for k, v in headers.items() if k not in VOLATILE_HEADERS}
-    return response
-
-
-def _answer(client: Any, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What the caller of one call sees: the response, or the exception's class, text and response."""
-    try:
-        response = getattr(client, operation)(**copy.deepcopy(kwargs))
-    except ClientError as error:
-        return {"raised": type(error).__name__, "text": str(error), **_plain(error.response)}
-    except Exception as error:  # botocore's refusals (ParamValidationError), moto's own errors
-        return {"raised": type(error).__name__, "text": str(error)}
-    return {"raised": None, **_plain(response)}
-
-
-def _pages(client: Any, operation: str, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every page of a Query or Scan, following LastEvaluatedKey."""
-    kwargs = dict(kwargs)
-    pages = []
-    while True:
-        page = _answer(client, operation, kwargs)
-        pages.append(page)
-        if "LastEvaluatedKey" not in page:
-            return pages
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 def _run(client: Any, steps: list[tuple[str, str, dict[str, Any]]], tables: dict[str, Any]) -> Run:
     """``steps`` (label, operation, arguments; a ``*`` operation is paginated) on fresh ``tables``,
     which are deleted after."""
     run = Run()
 
-    def wire(http_response: Any, model: Any, **_: Any) -> None:
-        headers = {k.lower(): v for k, v in http_response.headers.items()}
-        run.wire.append(
-            {
-                "operation": model.name,
-                "status": http_response.status_code,
-                "headers": {k: v for k, v in headers.items() if k not in VOLATILE_HEADERS},
-                "body": http_response.content,
-            }
-        )
-
     def sent(**_: Any) -> None:
         run.sent += 1
 
     create_tables(client, tables)
-    client.meta.events.register("after-call.dynamodb", wire, unique_id="test-wire")
+    client.meta.events.register("after-call.dynamodb", wire_recorder(run.wire), unique_id="test-wire")
     client.meta.events.register("before-send.dynamodb", sent, unique_id="test-sent")
     try:
         for label, operation, kwargs in steps:
             assert label not in run.answers
             if operation.startswith("*"):
-                run.answers[label] = _pages(client, operation[1:], kwargs)
+                run.answers[label] = pages_of(
+                    client, operation[1:], kwargs, token="LastEvaluatedKey", start="ExclusiveStartKey"
+                )
             else:
-                run.answers[label] = _answer(client, operation, kwargs)
+                run.answers[label] = answer_of(client, operation, kwargs)
     finally:
         client.meta.events.unregister("after-call.dynamodb", unique_id="test-wire")
         client.meta.events.unregister("before-send.dynamodb", unique_id="test-sent")

@@ -25,7 +25,6 @@ stubber is off; the undo puts a client back on the HTTP path.
 from __future__ import annotations
 
 import base64
-import copy
 import datetime
 import itertools
 import json
@@ -35,19 +34,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import botocore.endpoint
 import pytest
 from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.emulator.patch import direct_emulator_reads
 from batchpilot_local.emulator.routing import route as emulator_route
 from batchpilot_local.testing.paths import EVENTS_DIR
+from batchpilot_local.testing.twin import answer_of, pages_of, wire_recorder
 from botocore.config import Config
-from botocore.exceptions import ClientError
 
 ACCOUNT = "111122223333"
 REGION = "us-east-1"
 NOW = 1_795_600_000.0  # the emulator's frozen clock (epoch seconds): createdAt, snapshot times
-VOLATILE_HEADERS = frozenset({"date", "x-amzn-requestid"})  # per request: the only headers that differ
 SERVICES = ("batch", "sagemaker")
 BOOM = "emulator-bug"  # a DescribeServiceJob of this id makes the emulator raise (see _exploding_route)
 
@@ -229,16 +228,7 @@ class Run:
     def watch(self, client: Any) -> None:
         """Record ``client``'s HTTP answers, announced exceptions and sent requests here."""
 
-        def wire(http_response: Any, model: Any, **_: Any) -> None:
-            headers = {k.lower(): v for k, v in http_response.headers.items()}
-            self.wire.append(
-                {
-                    "operation": model.name,
-                    "status": http_response.status_code,
-                    "headers": {k: v for k, v in headers.items() if k not in VOLATILE_HEADERS},
-                    "body": http_response.content,
-                }
-            )
+        wire = wire_recorder(self.wire)
 
         def error(event_name: str, exception: BaseException, **_: Any) -> None:
             self.errors.append((event_name.rsplit(".", 1)[-1], type(exception).__name__))
@@ -250,40 +240,6 @@ class Run:
             client.meta.events.register(f"after-call.{service}", wire)
             client.meta.events.register(f"after-call-error.{service}", error)
             client.meta.events.register(f"before-send.{service}", sent)
-
-
-def _plain(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """The response without its request id and date (each request's own)."""
-    response = copy.deepcopy(dict(answer))
-    metadata = response["ResponseMetadata"]
-    headers = dict(metadata["HTTPHeaders"])
-    request_id = metadata.pop("RequestId", None)
-    assert request_id == headers.get("x-amzn-requestid")
-    metadata["HTTPHeaders"] = {k: v for k, v in headers.items() if k not in VOLATILE_HEADERS}
-    return response
-
-
-def _answer(client: Any, operation: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """What the caller of one call sees: the response, or the exception's class, text and response."""
-    try:
-        response = getattr(client, operation)(**copy.deepcopy(dict(kwargs)))
-    except ClientError as error:
-        return {"raised": type(error).__name__, "text": str(error), **_plain(error.response)}
-    except Exception as error:  # botocore's refusals (ParamValidationError), the emulator's bugs
-        return {"raised": type(error).__name__, "text": str(error)}
-    return {"raised": None, **_plain(response)}
-
-
-def _pages(client: Any, operation: str, kwargs: Mapping[str, Any], token: str) -> list[dict[str, Any]]:
-    """Every page of a listing, following its ``token`` member (nextToken, NextToken)."""
-    arguments = dict(kwargs)
-    pages = []
-    while True:
-        page = _answer(client, operation, arguments)
-        pages.append(page)
-        if token not in page:
-            return pages
-        arguments[token] = page[token]
 
 
 def _token(data: Mapping[str, Any]) -> str:
@@ -316,10 +272,10 @@ def _run_steps(steps: list[Step], http: Mapping[str, Any], direct: Mapping[str, 
             assert step.label not in run.answers
             client = clients[step.service]
             if step.paged:
-                answer: Any = _pages(client, step.operation, step.kwargs, token)
+                answer: Any = pages_of(client, step.operation, step.kwargs, token=token)
                 pages = len(answer)
             else:
-                answer, pages = _answer(client, step.operation, step.kwargs), 1
+                answer, pages = answer_of(client, step.operation, step.kwargs), 1
             run.answers[step.label] = answer
             run.calls += [(client.meta.method_to_api_mapping[step.operation], step.moto)] * pages
     return runs
@@ -740,13 +696,14 @@ def _ticking(step: float) -> Callable[[], float]:
     return lambda: next(ticks) * step
 
 
-def test_writes_take_the_http_path_and_a_throttled_submit_is_retried() -> None:
+def test_writes_take_the_http_path_and_a_throttled_submit_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a direct client every write (SubmitServiceJob, SubmitJob, UpdateServiceJob,
     TerminateServiceJob, TerminateJob, TagResource) is sent through botocore's HTTP path, and the
     reads between them are not; a SubmitServiceJob over the emulator's rate is answered 429 and
-    retried by botocore's standard retry mode (two requests, RetryAttempts 1), as on an HTTP
-    client."""
+    retried by botocore's standard retry mode (two requests, RetryAttempts 1; its backoff sleep
+    patched out), as on an HTTP client."""
     retries = Config(retries={"mode": "standard", "total_max_attempts": 3})
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", lambda seconds: None)  # keep the test fast
     with _seeded() as (aws, _):
         session = boto3.Session(
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
@@ -842,14 +799,14 @@ def _journalled_reads(direct: bool) -> tuple[list[str], list[Any], list[Any]]:
         run.watch(batch)
         run.watch(sagemaker)
         answers = [
-            _answer(batch, "describe_service_job", {"jobId": "sweep-2"}),
-            _answer(batch, "describe_service_job", {"jobId": "no-such-job"}),
-            _answer(batch, "list_service_jobs", {"jobQueue": "sm-quota-queue", "jobStatus": "RUNNABLE"}),
-            _answer(batch, "describe_service_job", {"jobId": BOOM}),
-            _answer(sagemaker, "describe_training_job", {"TrainingJobName": "nope"}),
-            _answer(sagemaker, "list_tags", {"ResourceArn": MODEL_ARN}),
-            _answer(batch, "describe_job_definitions", {"jobDefinitionName": "sweep"}),
-            _answer(batch, "terminate_job", {"jobId": "eval-1", "reason": "done"}),
+            answer_of(batch, "describe_service_job", {"jobId": "sweep-2"}),
+            answer_of(batch, "describe_service_job", {"jobId": "no-such-job"}),
+            answer_of(batch, "list_service_jobs", {"jobQueue": "sm-quota-queue", "jobStatus": "RUNNABLE"}),
+            answer_of(batch, "describe_service_job", {"jobId": BOOM}),
+            answer_of(sagemaker, "describe_training_job", {"TrainingJobName": "nope"}),
+            answer_of(sagemaker, "list_tags", {"ResourceArn": MODEL_ARN}),
+            answer_of(batch, "describe_job_definitions", {"jobDefinitionName": "sweep"}),
+            answer_of(batch, "terminate_job", {"jobId": "eval-1", "reason": "done"}),
         ]
         return run.sent, aws.drain_journal(), answers
 

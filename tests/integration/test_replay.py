@@ -13,7 +13,9 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -503,11 +505,27 @@ def test_own_events_published_by_the_recovery_function_still_reach_the_alerts_fu
     assert any("recovery skipped for container job" in t and "NOT_FOUND" in t for t in titles), titles
 
 
-_VOLATILE = [
-    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"), "<time>"),  # wall-clock stamps
-    (re.compile(r"\b1[78]\d{11}\b"), "<epoch ms>"),
-    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),  # ids
-]
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+_EPOCH_MS = re.compile(r"\b1[78]\d{11}\b")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _without_run_noise(text: str, started: float, ended: float, known_ids: set[str]) -> str:
+    """``text`` with what differs between two runs of the same replay masked: times of the run's
+    own wall clock (ISO or epoch ms, from ``started`` to ``ended`` epoch seconds, a minute's
+    margin) and uuids the inputs do not hold (request, message and invocation ids). Event times
+    and job ids from the inputs stay."""
+
+    def during_run(seconds: float) -> bool:
+        return started - 60 <= seconds <= ended + 60
+
+    def iso(match: re.Match[str]) -> str:
+        moment = datetime.fromisoformat(match.group(0).replace("Z", "+00:00"))
+        return "<now>" if during_run(moment.timestamp()) else match.group(0)
+
+    text = _ISO_TIME.sub(iso, text)
+    text = _EPOCH_MS.sub(lambda m: "<now ms>" if during_run(int(m.group(0)) / 1000) else m.group(0), text)
+    return _UUID.sub(lambda m: m.group(0) if m.group(0) in known_ids else "<id>", text)
 
 
 def test_direct_calls_replay_events_as_the_http_path_does(
@@ -518,6 +536,11 @@ def test_direct_calls_replay_events_as_the_http_path_does(
     replays them): each report is the HTTP path's, but for wall-clock times and random ids."""
     import batchpilot_local.cli as cli
 
+    known_ids = {
+        match
+        for path in EVENTS_DIR.rglob("*.json")
+        for match in _UUID.findall(path.read_text(encoding="utf-8"))
+    }
     outputs = []
     for direct in (False, True):
 
@@ -525,10 +548,9 @@ def test_direct_calls_replay_events_as_the_http_path_does(
             return Replayer(*args, direct_calls=direct, **kwargs)
 
         monkeypatch.setattr(cli, "Replayer", replayer)
+        started = time.time()
         code = main(["replay", "--format", "json", str(EVENTS_DIR)])
-        text = capsys.readouterr().out
-        for pattern, placeholder in _VOLATILE:
-            text = pattern.sub(placeholder, text)
+        text = _without_run_noise(capsys.readouterr().out, started, time.time(), known_ids)
         outputs.append((code, text.splitlines()))
 
     (http_code, http), (direct_code, direct_) = outputs

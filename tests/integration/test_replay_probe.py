@@ -464,7 +464,9 @@ def test_parse_output_ignores_plain_lines_and_flags_malformed_blobs() -> None:
     assert errors == ["fn: down", "fn: EMF metric X has no numeric value"]
 
 
-def test_parse_output_skips_quiet_log_lines_unread_but_keeps_their_metrics_and_errors() -> None:
+def test_parse_output_skips_quiet_log_lines_unread_but_keeps_their_metrics_and_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """INFO/DEBUG lines as Powertools' Logger writes them are skipped without parsing; a quiet line
     that carries EMF, or whose last ``level`` key says ERROR, is still read."""
     import io
@@ -498,10 +500,20 @@ def test_parse_output_skips_quiet_log_lines_unread_but_keeps_their_metrics_and_e
         ]
     )
 
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting_loads(text: str, **kwargs: Any) -> Any:
+        decoded.append(text)
+        return loads(text, **kwargs)
+
+    monkeypatch.setattr(report.json, "loads", counting_loads)
     metrics, errors = parse_output("fn", output)
+    monkeypatch.undo()
 
     assert [(m.name, m.value) for m in metrics] == [("X", 2.0)]
     assert errors == ["fn: overridden"]
+    assert decoded == output.splitlines()[2:]  # Powertools' two quiet lines were never decoded
 
 
 def test_probe_stdout_never_reaches_the_report_stream(app: Path, capsys: pytest.CaptureFixture[str]) -> None:

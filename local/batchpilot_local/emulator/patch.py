@@ -11,13 +11,16 @@ method. :func:`uninstall` deletes the attribute, and the method shows through ag
 Why: moto 5.2 answers "Not yet implemented" for the Batch service-job APIs, and answering them
 here keeps the whole botocore path real (serialisation, parameter validation, retries, the
 response parser) for the code under test. A second ``before-send`` handler would not do: botocore
-calls every handler, so moto would answer (and act on) the same request too.
+calls every handler, so moto would answer (and act on) the same request too. (The replay, for
+speed, answers DynamoDB calls and the emulator's reads earlier, at ``before-call``, keeping
+serialisation, validation and the parser but not the HTTP hop and its retries:
+:func:`direct_dynamodb_calls`, :func:`direct_emulator_reads`.)
 
 Everything else the emulator needs from moto is public: its backend registries (read only), its
 response base class (account and region of a request) and its paginator.
 
 The other functions here change no answer, only what moto (and botocore, for
-:func:`cached_user_agent`) costs to give it in time or memory (one exception: after
+:func:`cached_user_agent` and the direct calls) costs to give it in time or memory (one exception: after
 :func:`bounded_deleted_receipt_handles` a second DeleteMessage of a message deleted more than
 :data:`DELETED_MESSAGES_REMEMBERED` deletions ago gets ``ReceiptHandleIsInvalid`` instead of
 succeeding): a replay of a job event archive spends most of its time in the embedded AWS, so
@@ -40,7 +43,8 @@ they remove work repeated on every call and memory kept for every event:
   Batch and SageMaker reads, at botocore's ``before-call``, without the HTTP hop; botocore still
   validates and serialises each request and parses each answer
   (``tests/integration/test_direct_dynamodb.py`` and ``test_direct_emulator_reads.py`` compare
-  every answer, HTTP status, headers and body, with the HTTP path's);
+  the answers, HTTP status, headers and body of a scripted run and of random items with the HTTP
+  path's; the HTTP path's retries are not taken);
 - memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them;
   :func:`bounded_deleted_receipt_handles` keeps the receipt handles of each queue's newest
   :data:`DELETED_MESSAGES_REMEMBERED` deleted messages only, and :func:`spilled_dynamodb_items`
@@ -1517,7 +1521,7 @@ def single_partition_queries() -> None:
 
 
 DIRECT_DYNAMODB_ID = "batchpilot-direct-dynamodb"
-"""The ``unique_id`` of :func:`direct_dynamodb_calls`' handler on an event emitter."""
+"""How the ``unique_id`` of a :func:`direct_dynamodb_calls` handler on an event emitter begins."""
 
 _BLOB_KEYS = (b'"B"', b'"BS"')  # how a JSON request body names a Binary (Set) AttributeValue
 
@@ -1531,20 +1535,29 @@ def direct_dynamodb_answer(
     botocore has validated and serialised the request (``params`` is its request dict: ``url``,
     ``method``, ``headers``, ``body``); moto's own ``DynamoHandler`` reads it and acts, and
     botocore's own JSON parser reads the answer (modeled error fields such as a
-    ``ConditionalCheckFailedException``'s ``Item`` included). What is skipped: botocore's request
-    preparation, ``before-send`` handlers, retry handler and response CRC32 check, and moto's URL
-    routing. A body without a Binary AttributeValue is read with ``json.loads`` when the
-    operation's input has no timestamp, float or other blob (:func:`_plain_json_input`; moto's JSON
-    parser then changes nothing: botocore has validated the body, so it holds no ``null`` and no
-    unknown member); any other body takes moto's parser, which decodes base64 and timestamps.
+    ``ConditionalCheckFailedException``'s ``Item`` included; ``RetryAttempts`` 0). A body without a
+    Binary AttributeValue is read with ``json.loads`` when the operation's input has no
+    timestamp, double or other blob (:func:`_plain_json_input`; moto's JSON parser then changes
+    nothing, because botocore's parameter validation, on by default, lets no ``null`` or unknown
+    member through); any other body takes moto's parser, which decodes base64 and timestamps.
 
     Returns ``(http_response, parsed)`` as botocore's ``before-call`` contract asks, or None (the
     normal path) while moto is not answering (its stubber disabled, as the HTTP fault hooks do).
     An exception moto raises (not an AWS error answer) is announced as ``after-call-error`` on the
-    client's emitter, as botocore does on the HTTP path, and propagates.
+    client's emitter, as botocore does on the HTTP path, and propagates. ``after-call`` handlers
+    run as on the HTTP path.
 
-    Not the same as the HTTP path in one way that moto's DynamoDB never shows: botocore would retry
-    a throttling or 5xx answer; here it is returned at once (``RetryAttempts`` 0).
+    What the HTTP path does and this one skips:
+    - the ``before-call`` handlers after this one (botocore's recursion-detection and API-version
+      headers), and the ``request-created``, ``before-send``, ``before-parse``,
+      ``response-received`` and ``needs-retry`` events: request preparation, signing (moto then
+      sees its default access key; the embedded AWS sends DynamoDB requests unsigned anyway, and
+      ``MOTO_ACCOUNT_ID`` names the account), the HTTP fault hooks and the retry handler (botocore
+      would retry a throttling or 5xx answer, which moto's DynamoDB never gives);
+    - the response's CRC32 check, botocore's history recorder and the ``retries`` and
+      ``timestamp`` entries it adds to the request ``context``;
+    - moto's URL routing, request recorder and passthrough and service-whitelist checks;
+    - the session's ``response_parser_factory``: the parser is botocore's default for the protocol.
     """
     from moto.core.models import botocore_stubber
 
@@ -1596,6 +1609,7 @@ def _direct_dynamodb_call(model: Any, params: Mapping[str, Any]) -> tuple[Any, d
             handler.params = json.loads(body) if body else {}
         else:
             handler.parse_parameters(request)
+        handler.automated_parameter_parsing = True  # as moto's handler is, for its _get_param
         status, response_headers, response_body = handler.call_action()
     except HTTPException as exc:  # as moto's stubber answers one
         status, response_headers, response_body = exc.code, exc.get_headers(), exc.get_body()
@@ -1668,25 +1682,42 @@ def _parser(protocol: str) -> Any:
 
 def direct_dynamodb_calls(emitters: Iterable[Any]) -> Callable[[], None]:
     """Answer the DynamoDB calls of every client made from ``emitters`` (boto3 sessions' event
-    emitters; a client copies its session's when it is created) with
-    :func:`direct_dynamodb_answer`, ahead of any other ``before-call`` handler. Returns the undo.
+    emitters; a client copies its session's when it is created, and keeps the handler after the
+    undo) with :func:`direct_dynamodb_answer`, registered first on ``before-call.dynamodb``
+    (handlers on ``before-call.dynamodb.<Operation>`` run before it; once it answers, no later
+    ``before-call`` handler runs). Returns the undo, which removes this registration only (each
+    has its own ``unique_id``).
 
     Scripted HTTP faults (``batchpilot_local.testing.faults``) sit at ``before-send``, which this
     path skips: the fault tests do not turn it on, the replay does.
     """
+    return _register_first(emitters, ["dynamodb"], direct_dynamodb_answer, DIRECT_DYNAMODB_ID)
+
+
+_REGISTRATIONS = itertools.count(1)
+
+
+def _register_first(
+    emitters: Iterable[Any], service_ids: Sequence[str], handler: Callable[..., Any], prefix: str
+) -> Callable[[], None]:
+    """``handler`` registered first on ``before-call.<service id>`` of each emitter, under a
+    ``unique_id`` of its own (``<prefix>-<n>-<service id>``); returns the undo."""
     registered = list(emitters)
+    unique = f"{prefix}-{next(_REGISTRATIONS)}"
     for emitter in registered:
-        emitter.register_first("before-call.dynamodb", direct_dynamodb_answer, unique_id=DIRECT_DYNAMODB_ID)
+        for service_id in service_ids:
+            emitter.register_first(f"before-call.{service_id}", handler, unique_id=f"{unique}-{service_id}")
 
     def undo() -> None:
         for emitter in registered:
-            emitter.unregister("before-call.dynamodb", unique_id=DIRECT_DYNAMODB_ID)
+            for service_id in service_ids:
+                emitter.unregister(f"before-call.{service_id}", unique_id=f"{unique}-{service_id}")
 
     return undo
 
 
 DIRECT_READS_ID = "batchpilot-direct-emulator-reads"
-"""The ``unique_id`` of :func:`direct_emulator_reads`' handlers on an event emitter."""
+"""How the ``unique_id`` of a :func:`direct_emulator_reads` handler on an event emitter begins."""
 
 READ_OPERATIONS = ("Describe", "Get", "List")
 """How the names of the read operations :func:`direct_emulator_reads` answers begin (none is
@@ -1702,7 +1733,10 @@ def direct_emulator_reads(emitters: Iterable[Any], route: Handler) -> Callable[[
     As :func:`direct_dynamodb_answer`: botocore validates and serialises the request and its
     parser (rest-json for Batch, JSON for SageMaker) reads the answer; an exception is announced as
     ``after-call-error``; nothing is answered while moto's stubber is disabled. Writes stay on the
-    HTTP path because botocore retries a throttled SubmitServiceJob there.
+    HTTP path because botocore retries a throttled SubmitServiceJob there. A read ``route``
+    leaves to moto is routed again on the HTTP path, so ``route`` must not act when it answers
+    None (the emulator's does not). As there, a client keeps the handler (and so this ``route``)
+    after the undo, and each registration has its own ``unique_id``.
     """
     from moto.core.models import botocore_stubber
 
@@ -1722,16 +1756,4 @@ def direct_emulator_reads(emitters: Iterable[Any], route: Handler) -> Callable[[
 
         return _announced(model, request_signer, context, call)
 
-    registered = list(emitters)
-    for emitter in registered:
-        for service_id in ("batch", "sagemaker"):
-            emitter.register_first(
-                f"before-call.{service_id}", answer, unique_id=f"{DIRECT_READS_ID}-{service_id}"
-            )
-
-    def undo() -> None:
-        for emitter in registered:
-            for service_id in ("batch", "sagemaker"):
-                emitter.unregister(f"before-call.{service_id}", unique_id=f"{DIRECT_READS_ID}-{service_id}")
-
-    return undo
+    return _register_first(emitters, ["batch", "sagemaker"], answer, DIRECT_READS_ID)
