@@ -178,7 +178,7 @@ def compare(sizes: list[int], rounds: int, ref: str) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
     parser.add_argument(
         "--repeat",

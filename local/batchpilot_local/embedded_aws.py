@@ -179,7 +179,7 @@ class EmbeddedAws:
     Not re-entrant; not thread-safe. Raises ``RuntimeError`` when used while closed.
 
     ``direct_calls=True`` answers DynamoDB calls, and the emulator's Batch and SageMaker reads,
-    without botocore's HTTP hop (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_answer`,
+    without botocore's HTTP hop (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_calls`,
     :func:`~batchpilot_local.emulator.patch.direct_emulator_reads`: botocore still validates and
     serialises each request and parses each answer; moto and the emulator still act): what the
     replay uses, for speed. It skips ``before-send`` hooks, so the HTTP fault hooks

@@ -43,8 +43,8 @@ they remove work repeated on every call and memory kept for every event:
   Batch and SageMaker reads, at botocore's ``before-call``, without the HTTP hop; botocore still
   validates and serialises each request and parses each answer
   (``tests/integration/test_direct_dynamodb.py`` and ``test_direct_emulator_reads.py`` compare
-  the answers, HTTP status, headers and body of a scripted run and of random items with the HTTP
-  path's; the HTTP path's retries are not taken);
+  the answers, HTTP status, headers (but the date and request id) and body of a scripted run and
+  of random items with the HTTP path's; the HTTP path's retries are not taken);
 - memory: :func:`untracked_model_instances` lets moto's objects go once nothing uses them;
   :func:`bounded_deleted_receipt_handles` keeps the receipt handles of each queue's newest
   :data:`DELETED_MESSAGES_REMEMBERED` deleted messages only, and :func:`spilled_dynamodb_items`

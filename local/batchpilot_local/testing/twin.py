@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-__all__ = ["VOLATILE_HEADERS", "answer_of", "pages_of", "plain_response", "wire_recorder"]
+__all__ = ["MAX_PAGES", "VOLATILE_HEADERS", "answer_of", "pages_of", "plain_response", "wire_recorder"]
 
 VOLATILE_HEADERS = frozenset({"date", "x-amzn-requestid"})
 """The HTTP headers (lower-case) that are each request's own: the only ones two paths' answers to
@@ -77,15 +77,24 @@ def pages_of(
     ``token``: the member that names the next page (Batch's ``nextToken``, SageMaker's
     ``NextToken``, DynamoDB's ``LastEvaluatedKey``); ``start``: the argument that asks for it
     (DynamoDB's ``ExclusiveStartKey``; ``None``: the same name as ``token``).
+
+    Raises:
+        AssertionError: more than :data:`MAX_PAGES` pages (a listing that never ends), or one
+            from :func:`plain_response`.
     """
     arguments = dict(kwargs)
     pages = []
-    while True:
+    for _ in range(MAX_PAGES):
         page = answer_of(client, operation, arguments)
         pages.append(page)
         if token not in page:
             return pages
         arguments[start or token] = page[token]
+    raise AssertionError(f"{operation}: still a {token} after {MAX_PAGES} pages")
+
+
+MAX_PAGES = 1_000
+"""The most pages :func:`pages_of` reads of one listing."""
 
 
 def wire_recorder(into: list[dict[str, Any]]) -> Callable[..., None]:
