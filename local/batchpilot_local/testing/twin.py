@@ -28,6 +28,9 @@ VOLATILE_HEADERS = frozenset({"date", "x-amzn-requestid"})
 """The HTTP headers (lower-case) that are each request's own: the only ones two paths' answers to
 the same call may differ in."""
 
+MAX_PAGES = 1_000
+"""The most pages :func:`pages_of` reads of one listing."""
+
 
 def plain_response(response: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of a parsed response (or a ``ClientError``'s ``response``) without its request
@@ -91,10 +94,6 @@ def pages_of(
             return pages
         arguments[start or token] = page[token]
     raise AssertionError(f"{operation}: still a {token} after {MAX_PAGES} pages")
-
-
-MAX_PAGES = 1_000
-"""The most pages :func:`pages_of` reads of one listing."""
 
 
 def wire_recorder(into: list[dict[str, Any]]) -> Callable[..., None]:
