@@ -37,6 +37,7 @@ from typing import Any, TextIO, cast
 from batchpilot.shared.classification import classify
 from batchpilot.shared.events import InvalidEventError, parse_event
 from batchpilot.shared.own_events import SOURCE as OWN_SOURCE
+from pydantic_core import PydanticSerializationError, to_json
 
 from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
@@ -149,6 +150,13 @@ def _record_own_events(records: Sequence[Mapping[str, Any]], report: EventReport
         )
 
 
+_UNSENDABLE = (
+    "not delivered: the event holds a lone UTF-16 surrogate escape (such as \\ud800), which is "
+    "not valid UTF-8, so EventBridge and SQS could not carry it"
+)
+"""The error of an input event whose text cannot be an SQS message body."""
+
+
 def _not_an_event(item: Any) -> str | None:
     """Why ``item`` is not an EventBridge event, or None when it is one (for routing purposes)."""
     if not isinstance(item, Mapping):
@@ -162,6 +170,12 @@ def _not_an_event(item: Any) -> str | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _shown(value: Any) -> str | None:
+    """:func:`_text`, with what UTF-8 cannot hold (lone surrogates) written as ``\\udXXX``."""
+    text = _text(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8") if text is not None else None
 
 
 class Replayer:
@@ -375,21 +389,36 @@ class Replayer:
             sys.stdout = real_stdout
             self._alerts = None
 
-    def _report_for(self, index: int, event: Any, origin: str | None) -> EventReport:
-        """A new report for an input event (with the error when it is not an EventBridge event)."""
+    def _report_for(self, index: int, event: Any, origin: str | None) -> tuple[EventReport, str]:
+        """A new report for an input event, and the event as an SQS message body.
+
+        An item that is not an EventBridge event, or whose text UTF-8 cannot hold (a lone
+        surrogate escape), gets a report holding the error (``is_event`` False) and body ``""``.
+        """
         problem = _not_an_event(event)
+        body = ""
+        if problem is None:
+            try:
+                # Compact, as EventBridge writes an SQS body; pydantic-core's encoder is about
+                # four times faster than json.dumps here.
+                body = to_json(event).decode()
+            except PydanticSerializationError:  # json.loads took "\\ud800"; UTF-8 cannot hold it
+                problem = _UNSENDABLE
         if problem is not None:
             mapping = event if isinstance(event, Mapping) else {}
-            return EventReport(
-                index=index,
-                event_id=None,
-                detail_type=_text(mapping.get("detail-type")),
-                source=_text(mapping.get("source")),
-                origin=origin,
-                errors=[problem],
-                is_event=False,
+            return (
+                EventReport(
+                    index=index,
+                    event_id=_shown(mapping.get("id")) if problem is _UNSENDABLE else None,
+                    detail_type=_shown(mapping.get("detail-type")),
+                    source=_shown(mapping.get("source")),
+                    origin=origin,
+                    errors=[problem],
+                    is_event=False,
+                ),
+                body,
             )
-        return EventReport(
+        report = EventReport(
             index=index,
             event_id=_text(event.get("id")),
             detail_type=event["detail-type"],
@@ -397,29 +426,30 @@ class Replayer:
             origin=origin,
             job=job_summary(event),
         )
+        return report, body
 
     def _replay_one(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, index: int, event: Any, origin: str | None
     ) -> EventReport:
-        report = self._report_for(index, event, origin)
+        report, body = self._report_for(index, event, origin)
         if not report.is_event:
             return report
-        routes, body = self._routes_of(event, report)
+        routes = self._routes_of(event, report)
         for route in routes:
             self._deliver(aws, runtime, route, body, report)
         self._drain_own_events(aws, runtime, report)
         return report
 
-    def _routes_of(self, event: Mapping[str, Any], report: EventReport) -> tuple[list[Route], str]:
+    def _routes_of(self, event: Mapping[str, Any], report: EventReport) -> list[Route]:
         """The routes an input event takes (by function, then rule), recorded in
-        ``report.functions``, and the event as an SQS message body."""
+        ``report.functions``."""
         routes = sorted(
             # Input events are JSON values (read from JSON text), so no defensive copy to match.
             self.template.routes_for(event, self._input_bus(event), decoded=True),
             key=lambda r: (r.function.short_name, r.rule),
         )
         report.functions = sorted({route.function.short_name for route in routes})
-        return routes, json.dumps(event, ensure_ascii=False)
+        return routes
 
     def _input_bus(self, event: Mapping[str, Any]) -> str:
         """The bus an input event is put on (see :meth:`run`'s ``bus``)."""
@@ -606,13 +636,13 @@ class _Batcher:
     def add(self, event: Any, origin: str | None, reports: _Reports) -> None:
         """Queue one input event for the functions its rules route it to; append its report."""
         replayer = self._replayer
-        report = replayer._report_for(reports.count, event, origin)
+        report, body = replayer._report_for(reports.count, event, origin)
         reports.append(report)
         self._unsent.append(report)
         if report.is_event:
             moment = _event_time(event) or self._clock or datetime.now(UTC)
             self._clock = moment
-            routes, body = replayer._routes_of(event, report)
+            routes = replayer._routes_of(event, report)
             for route in routes:
                 pending = self._pending.get(route.queue)
                 if pending is not None and (moment - pending.first).total_seconds() > route.batching_window_s:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from batchpilot.shared.classification import classify
 from batchpilot.shared.events import parse_event
-from batchpilot_local.cli import EXIT_FAIL_ON, EXIT_USAGE, main
+from batchpilot_local.cli import EXIT_ERRORS, EXIT_FAIL_ON, EXIT_USAGE, main
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.testing.paths import repo_root
@@ -183,6 +183,27 @@ def test_filter_log_events_output_replays_end_to_end(
 
 
 # ------------------------------------------------------------------------------------ options
+def test_an_event_with_a_lone_surrogate_is_an_error_and_the_others_are_still_delivered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "\\ud800" is valid JSON text that json.loads takes, but no UTF-8 text (an SQS body) can hold.
+    odd = sample(RUNNING, "odd")
+    odd["detail"]["jobName"] = "train-\ud800"
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([odd, sample(CRITICAL, "crit")]), encoding="ascii")
+
+    code, out, _ = run(capsys, "--format", "json", str(path))
+    text_code, text, _ = run(capsys, "--report", str(tmp_path / "report.html"), str(path))
+
+    reports = {r["event_id"]: r for r in map(json.loads, out.splitlines())}
+    assert code == text_code == EXIT_ERRORS
+    assert reports["odd"]["functions"] == [] and reports["odd"]["metrics"] == []
+    assert len(reports["odd"]["errors"]) == 1 and "lone UTF-16 surrogate" in reports["odd"]["errors"][0]
+    assert reports["crit"]["errors"] == [] and pages(out)  # the next event still paged
+    assert "2 events, 1 routed, 0 ignored, 1 with errors" in text
+    assert (tmp_path / "report.html").stat().st_size > 0
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "batchpilot 0.1.0"

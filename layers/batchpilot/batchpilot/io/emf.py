@@ -12,12 +12,12 @@ resolution (60 s), so CloudWatch keeps nothing finer anyway.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable
 from typing import Any
 
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+from pydantic_core import to_json
 
 from batchpilot.shared.metrics import MetricPoint
 
@@ -75,7 +75,8 @@ class EmfPublisher:
                 current = timestamp_ms
             for chunk in _chunks(metrics):
                 blob = provider.serialize_metric_set(metrics=chunk, dimensions=dims, metadata={})
-                write(json.dumps(blob, separators=(",", ":")) + "\n")
+                # Compact UTF-8 JSON; pydantic-core's encoder is several times faster than json's.
+                write(to_json(blob).decode() + "\n")
                 blobs += 1
         return blobs
 
