@@ -11,6 +11,7 @@ characters; every metric value is finite and non-negative.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -114,8 +115,15 @@ def dimensions(**values: str | None) -> tuple[tuple[str, str], ...]:
     Raises:
         ValueError: a key outside :data:`DIMENSIONS` (a bug, never event data).
     """
+    return _dimensions(tuple(values.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dimensions(items: tuple[tuple[str, str | None], ...]) -> tuple[tuple[str, str], ...]:
+    # Cached: the same few queues, shares and statuses come back in every event, three or more
+    # dimension sets each; the result is an immutable tuple, safe to share.
     out = []
-    for key, value in values.items():
+    for key, value in items:
         if key not in DIMENSIONS:
             raise ValueError(f"dimension {key} is not in DIMENSIONS")
         if value is None:
