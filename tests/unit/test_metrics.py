@@ -15,7 +15,7 @@ from batchpilot.metrics.handler import MetricsProcessor
 from batchpilot.metrics.service import record_metrics
 from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.events import parse_event
-from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, metric_points, metric_timestamp
+from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, dimensions, metric_points, metric_timestamp
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.records import Outcome, Rejected
 from batchpilot_local.testing.harness import sqs_event
@@ -294,3 +294,13 @@ def test_the_processor_flushes_a_batchs_metrics_once_and_counts_every_record() -
     assert sink.flushes == 1
     assert {p.name for p in sink.added} >= {"JobsSucceeded"}
     assert counted == {"EventsProcessed": [1.0, 1.0], "InvalidEvents": [1.0]}
+
+
+def test_dimensions_are_sorted_cleaned_and_refuse_an_unknown_key_every_time() -> None:
+    first = dimensions(JobQueue=" q\u00e9 ", JobKind="SERVICE_JOB", ShareIdentifier=None, Status="")
+    again = dimensions(JobQueue=" q\u00e9 ", JobKind="SERVICE_JOB", ShareIdentifier=None, Status="")
+
+    assert first == again == (("JobKind", "SERVICE_JOB"), ("JobQueue", "q?"))
+    for _ in range(2):  # a cached set must not let a bad key through the second time
+        with pytest.raises(ValueError, match="dimension JobName is not in DIMENSIONS"):
+            dimensions(JobQueue="q", JobName="secret-job")
