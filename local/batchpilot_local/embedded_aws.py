@@ -46,6 +46,7 @@ from batchpilot_local.emulator.patch import (
     cheap_random_strings,
     cheap_sqs_bookkeeping,
     cheap_sqs_clock,
+    cheap_structure_members,
     cheap_transaction_rollback,
     direct_dynamodb_calls,
     direct_emulator_reads,
@@ -227,6 +228,7 @@ class EmbeddedAws:
             cached_user_agent()  # botocore builds a client's User-Agent text once per feature set
             light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
             single_item_size_check()  # a new item's size is summed once, not once per attribute
+            cheap_structure_members()  # answers' structure members found by keys worked out once
             cached_condition_tokens()  # one tokenisation per ConditionExpression text
             cached_condition_parses()  # one syntax tree per condition text, names and values
             cached_event_input_paths()  # EventBridge targets' input paths parsed once

@@ -528,33 +528,61 @@ def _without_run_noise(text: str, started: float, ended: float, known_ids: set[s
     return _UUID.sub(lambda m: m.group(0) if m.group(0) in known_ids else "<id>", text)
 
 
-def test_direct_calls_replay_events_as_the_http_path_does(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The replay's direct path (DynamoDB and the emulator's reads without botocore's HTTP hop)
-    changes no report of ``events/`` (every sample and scenario, in SQS batches as ``make run``
-    replays them): each report is the HTTP path's, but for wall-clock times and random ids."""
-    import batchpilot_local.cli as cli
-
+def _events_replayed_twice(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, first: Callable[[], None]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The JSON reports of ``events/`` (every sample and scenario, in SQS batches as ``make run``
+    replays them), first after ``first()`` then as the replay is, wall-clock times and random ids
+    masked (:func:`_without_run_noise`); both runs exit 0."""
     known_ids = {
         match
         for path in EVENTS_DIR.rglob("*.json")
         for match in _UUID.findall(path.read_text(encoding="utf-8"))
     }
     outputs = []
-    for direct in (False, True):
-
-        def replayer(*args: Any, direct: bool = direct, **kwargs: Any) -> Replayer:
-            return Replayer(*args, direct_calls=direct, **kwargs)
-
-        monkeypatch.setattr(cli, "Replayer", replayer)
+    for setup in (first, monkeypatch.undo):
+        setup()
         started = time.time()
         code = main(["replay", "--format", "json", str(EVENTS_DIR)])
+        assert code == 0
         text = _without_run_noise(capsys.readouterr().out, started, time.time(), known_ids)
-        outputs.append((code, text.splitlines()))
+        outputs.append([json.loads(line) for line in text.splitlines()])
+    assert len(outputs[0]) > 100
+    assert sum(bool(report["actions"]) for report in outputs[0]) > 10  # reports with AWS calls
+    return outputs[0], outputs[1]
 
-    (http_code, http), (direct_code, direct_) = outputs
-    assert len(http) > 100 and http_code == direct_code == 0
-    http_reports = [json.loads(line) for line in http]
-    assert sum(bool(report["actions"]) for report in http_reports) > 10  # reports with AWS calls
-    assert [json.loads(line) for line in direct_] == http_reports
+
+def test_direct_calls_replay_events_as_the_http_path_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay's direct path (DynamoDB and the emulator's reads without botocore's HTTP hop)
+    changes no report of ``events/``: each report is the HTTP path's, but for wall-clock times and
+    random ids."""
+    import batchpilot_local.cli as cli
+
+    def http_path() -> None:
+        monkeypatch.setattr(
+            cli, "Replayer", lambda *args, **kwargs: Replayer(*args, direct_calls=False, **kwargs)
+        )
+
+    http, direct = _events_replayed_twice(capsys, monkeypatch, http_path)
+
+    assert direct == http
+
+
+def test_motos_own_structure_serialiser_replays_events_as_the_patched_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cheap_structure_members`` (moto's answers' members looked up by keys worked out once)
+    changes no report of ``events/``."""
+    from moto.core.serialize import ResponseSerializer
+
+    def motos_own() -> None:
+        with EmbeddedAws():  # installs the patch, if no earlier test did
+            pass
+        patched = ResponseSerializer._serialize_type_structure
+        monkeypatch.setattr(ResponseSerializer, "_serialize_type_structure", patched.__wrapped__)
+
+    own, patched = _events_replayed_twice(capsys, monkeypatch, motos_own)
+
+    assert patched == own

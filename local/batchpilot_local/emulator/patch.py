@@ -33,8 +33,8 @@ they remove work repeated on every call and memory kept for every event:
 - SQS: :func:`cheap_sqs_bookkeeping`, :func:`cheap_sqs_clock`, :func:`shallow_received_messages`,
   :func:`cached_name_conversion`;
 - every request: :func:`cached_request_routes`, :func:`cached_method_names`, :func:`light_json_requests`,
-  :func:`cheap_random_strings` (moto's request ids), and botocore's
-  :func:`cached_user_agent`;
+  :func:`cheap_random_strings` (moto's request ids), :func:`cheap_structure_members` (moto's
+  answers' structures), and botocore's :func:`cached_user_agent`;
 - EventBridge: :func:`matches_each` asks moto's matcher with the event prepared once, and
   :func:`cached_event_input_paths` parses a target's input paths once;
 - DynamoDB Query: :func:`single_partition_queries` reads the queried partition, not the table;
@@ -51,9 +51,9 @@ they remove work repeated on every call and memory kept for every event:
   keeps :data:`HOT_PARTITIONS` partitions of each table in memory and the rest in a temporary
   SQLite file: a replay's memory stays flat in the number of events.
 
-``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``
-and the emulator's own tests check that the answers stay the same; ``benchmarks/bench_replay.py``
-measures what they save.
+``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``,
+``tests/integration/test_structure_members.py`` and the emulator's own tests check that the answers
+stay the same; ``benchmarks/bench_replay.py`` measures what they save.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ __all__ = [
     "cheap_random_strings",
     "cheap_sqs_bookkeeping",
     "cheap_sqs_clock",
+    "cheap_structure_members",
     "cheap_transaction_rollback",
     "direct_dynamodb_answer",
     "direct_dynamodb_calls",
@@ -684,6 +685,97 @@ def single_item_size_check() -> None:
 
     item_class.__init__ = __init__
     item_class._batchpilot_single_size_check = True
+
+
+def cheap_structure_members() -> None:
+    """Make moto's response serialiser find each member of a ``dict`` value by its possible keys
+    worked out once per (structure, member), not once per value.
+
+    For every member of every structure it serialises, moto's ``ResponseSerializer`` asks its
+    ``XFormedAttributePicker`` for the member's value, which builds a context object and six alias
+    providers and tries each possible key (the shape's name, the member's name, prefixes, the
+    model's serialisation name, each also in snake case) on the value. A DynamoDB item is a
+    structure of ten members per attribute (``S``, ``N``, ... ``BOOL``) with one of them present:
+    most of a GetItem's answer time went there. For a plain ``dict`` value the possible keys
+    depend only on the structure, the member and its shape (a ``dict`` has no ``Meta`` aliases
+    and its class name is always ``dict``), so they are asked of moto's own picker once and kept;
+    each value is then looked up under them in the same order, the picker's response transformers
+    applied as moto applies them. Anything else (another type of value, another picker or alias
+    list, a serialiser that overrides ``get_value`` or ``_serialize_structure_member``, a possible
+    key with a dot, which moto reads as a path) takes moto's own code. Idempotent; process-wide.
+    """
+    from moto.core import serialize
+
+    base: Any = serialize.ResponseSerializer
+    if getattr(base, "_batchpilot_cheap_members", False):
+        return
+    original = base._serialize_type_structure
+    picker_class = serialize.XFormedAttributePicker
+    providers = serialize.DEFAULT_ALIAS_PROVIDERS
+    context_class = serialize.AttributePickerContext
+    plain_members = base._serialize_structure_member
+    plain_get_value = base.get_value
+    standard: dict[type, bool] = {}
+    plans: dict[int, tuple[Any, tuple[tuple[str, Any, tuple[str, ...]], ...] | None]] = {}
+
+    def plan_of(picker: Any, shape: Any) -> tuple[tuple[str, Any, tuple[str, ...]], ...] | None:
+        """Each member of ``shape`` with the keys moto's picker tries for it on a dict, in order;
+        None when one of them holds a dot."""
+        entry = plans.get(id(shape))
+        if entry is None:
+            steps = []
+            for member_key, member_shape in shape.members.items():
+                member_shape.parent = shape
+                context = context_class(obj={}, key=member_key, shape=member_shape)
+                steps.append((member_key, member_shape, tuple(picker.get_possible_keys(context))))
+            dotted = any("." in key for _, _, keys in steps for key in keys)
+            # The shape is kept with its plan, so its id is not reused while the plan is cached.
+            entry = plans[id(shape)] = (shape, None if dotted else tuple(steps))
+        return entry[1]
+
+    def _serialize_type_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        picker = self._value_picker
+        kind = type(self)
+        plain = standard.get(kind)
+        if plain is None:
+            plain = standard[kind] = (
+                kind._serialize_structure_member is plain_members and kind.get_value is plain_get_value
+            )
+        if (
+            not plain
+            or type(value) is not dict
+            or type(picker) is not picker_class
+            or picker.alias_providers is not providers
+        ):
+            original(self, serialized, value, shape, key)
+            return
+        plan = plan_of(picker, shape)
+        if plan is None:
+            original(self, serialized, value, shape, key)
+            return
+        wrapper: Any = self.MAP_TYPE() if key else serialized
+        transformers = picker.response_transformers
+        for member_key, member_shape, keys in plan:  # as moto's loop: parent, value, serialise
+            member_shape.parent = shape
+            member_value = None
+            for possible in keys:
+                if possible in value:
+                    member_value = value[possible]
+                    break
+            if transformers:
+                key_path = f"{'.'.join(self.path)}.{member_key}"
+                for transform_path, transform in transformers.items():
+                    if key_path.endswith(transform_path):
+                        member_value = transform(member_value)
+                        break
+            if member_value is not None:
+                self._serialize(wrapper, member_value, member_shape, member_key)
+        if key:
+            self._default_serialize(serialized, wrapper, shape, key)
+
+    _serialize_type_structure.__wrapped__ = original  # type: ignore[attr-defined]  # moto's, for tests
+    base._serialize_type_structure = _serialize_type_structure
+    base._batchpilot_cheap_members = True
 
 
 def cached_condition_tokens() -> None:
