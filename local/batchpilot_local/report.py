@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_json
+
 __all__ = [
     "OWN_COUNTERS",
     "EventReport",
@@ -198,7 +200,9 @@ class EventReport:
 
     def to_json(self) -> str:
         """:meth:`to_dict` as one line of JSON (no trailing newline)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        # pydantic-core's encoder writes what json.dumps(ensure_ascii=False, separators=(",", ":"))
+        # would, several times faster: one line per event of a 20,000-event replay.
+        return to_json(self.to_dict()).decode()
 
 
 # --------------------------------------------------------------------------------- parsing

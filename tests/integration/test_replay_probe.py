@@ -672,3 +672,32 @@ def test_the_cli_keeps_scenarios_apart(app: Path, tmp_path: Path, capsys: pytest
     assert main(["replay", "--format", "json", "--template", str(app), str(tmp_path / "s")]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [[a.get("error") for a in line["actions"]] for line in lines] == [[None], ["ClientException"]]
+
+
+def test_a_reports_json_line_reads_back_as_its_values() -> None:
+    """``EventReport.to_json`` (pydantic-core's encoder) is one line of compact JSON that reads
+    back as the report's values, for any JSON values: what ``json.dumps(..., ensure_ascii=False,
+    separators=(",", ":"))`` wrote, but for how a float's exponent is spelt (``6.5e-9``, not
+    ``6.5e-09``)."""
+    from batchpilot_local.report import EventReport
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children, max_size=3),
+        max_leaves=12,
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(detail=values, text=st.text())
+    def check(detail: Any, text: str) -> None:
+        report = EventReport(index=0, event_id=text, detail_type=None, source="s", errors=[text])
+        report.own_events.append({"id": text, "detail_type": "d", "time": None, "detail": detail})
+        line = report.to_json()
+        assert "\n" not in line
+        assert json.loads(line) == report.to_dict()
+        if "e" not in json.dumps(detail):  # no float written with an exponent
+            assert line == json.dumps(report.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    check()
