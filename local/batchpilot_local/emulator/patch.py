@@ -52,7 +52,7 @@ they remove work repeated on every call and memory kept for every event:
   SQLite file: a replay's memory stays flat in the number of events.
 
 ``tests/integration/test_emulator_patches.py``, ``tests/integration/test_transaction_rollback.py``,
-``tests/integration/test_structure_members.py`` and the emulator's own tests check that the answers
+``tests/integration/test_direct_dynamodb.py`` and the emulator's own tests check that the answers
 stay the same; ``benchmarks/bench_replay.py`` measures what they save.
 """
 
