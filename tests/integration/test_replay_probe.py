@@ -501,13 +501,13 @@ def test_parse_output_skips_quiet_log_lines_unread_but_keeps_their_metrics_and_e
     )
 
     decoded: list[str] = []
-    loads = json.loads
+    decode = report._decoded
 
-    def counting_loads(text: str, **kwargs: Any) -> Any:
+    def counting(text: str) -> Any:
         decoded.append(text)
-        return loads(text, **kwargs)
+        return decode(text)
 
-    monkeypatch.setattr(report.json, "loads", counting_loads)
+    monkeypatch.setattr(report, "_decoded", counting)
     metrics, errors = parse_output("fn", output)
     monkeypatch.undo()
 
