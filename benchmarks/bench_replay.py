@@ -29,6 +29,7 @@ import copy
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -207,7 +208,7 @@ def main() -> None:
     lines = [
         f"## Replay: events per second and peak memory ({info['python'].split(' (')[0]})",
         "",
-        f"`benchmarks/bench_replay.py --repeat {args.repeat}`, {now()}: `batchpilot replay --format json`",
+        f"`{_command()}`, {now()}: `batchpilot replay --format json`",
         "of an archive of plain job events, in a fresh interpreter per run; peak memory is the",
         "child's `VmHWM`. The goal: 500 events/s or more at 20,000 events, at most 300 MB, flat.",
         "",
@@ -222,6 +223,11 @@ def main() -> None:
         )
     lines += ["", "Machine:", "", machine_markdown(info)]
     write_section(args.section or "replay", "\n".join(lines))
+
+
+def _command() -> str:
+    """This run's command line, as the RESULTS.md section names it."""
+    return " ".join(["benchmarks/bench_replay.py", *map(shlex.quote, sys.argv[1:])])
 
 
 def against(args: argparse.Namespace, info: dict[str, str]) -> None:
@@ -242,8 +248,7 @@ def against(args: argparse.Namespace, info: dict[str, str]) -> None:
     lines = [
         f"## Replay against {commit}: the same archive at the same time ({info['python'].split(' (')[0]})",
         "",
-        f"`benchmarks/bench_replay.py --sizes {' '.join(map(str, args.sizes))} --repeat {args.repeat} "
-        f"--against {args.against}`, {now()}: each row replays one archive with this tree and with "
+        f"`{_command()}`, {now()}: each row replays one archive with this tree and with "
         f"{commit} at once, one process per core; speed-up is {commit}'s replay time over this tree's.",
         "",
         "| events | this tree, events/s | " + commit + ", events/s | speed-up |",
