@@ -402,8 +402,11 @@ class Replayer:
                 # Compact, as EventBridge writes an SQS body; pydantic-core's encoder is about
                 # four times faster than json.dumps here.
                 body = to_json(event).decode()
-            except PydanticSerializationError:  # json.loads took "\\ud800"; UTF-8 cannot hold it
-                problem = _UNSENDABLE
+            except PydanticSerializationError as exc:
+                if "surrogates not allowed" in str(exc):  # json.loads took "\\ud800"; UTF-8 cannot
+                    problem = _UNSENDABLE
+                else:  # nested deeper than pydantic-core goes (255 levels): json's encoder does
+                    body = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
         if problem is not None:
             mapping = event if isinstance(event, Mapping) else {}
             return (

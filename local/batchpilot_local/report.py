@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_core import from_json, to_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 __all__ = [
     "OWN_COUNTERS",
@@ -138,14 +138,16 @@ class EventReport:
         origin: where the event came from (``events/x.json``, ``x.jsonl:3``, ``<stdin>[2]``) or None;
             shown in the text form only.
         event_id, detail_type, source: from the envelope (None when missing or not a string;
-            ``event_id`` is None for an item that is not an EventBridge event).
+            ``event_id`` is None for an item that is not an EventBridge event; for an event that
+            could not be sent, lone surrogates are written ``\\udXXX``).
         functions: short names of the functions the event was delivered to, sorted; empty when
             no rule matched (the event is then *ignored*).
         job: the classified job, None for non-job or unparseable events.
         metrics: every metric the functions emitted, in emission order.
         notifications: messages sent to people: ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``.
         actions: changes made to the world (resubmissions, capacity); empty until they exist.
-        errors: one line each, ``"<function>: <what went wrong>"`` or ``"not an EventBridge event: ..."``.
+        errors: one line each, ``"<function>: <what went wrong>"``, ``"not an EventBridge event: ..."``
+            or ``"not delivered: ..."`` (text no SQS body can carry).
         own_events: batchpilot's own events the functions published while handling this event
             (Job Resubmitted, Recovery Skipped, Capacity Adjusted, ...), each ``{"id",
             "detail_type", "time", "detail"}``, in the order they were delivered.
@@ -201,9 +203,15 @@ class EventReport:
 
     def to_json(self) -> str:
         """:meth:`to_dict` as one line of JSON (no trailing newline)."""
-        # pydantic-core's encoder: what json.dumps(ensure_ascii=False, separators=(",", ":")) wrote
-        # but for a float's exponent ("e-9", not "e-09"), several times faster (a line per event).
-        return to_json(self.to_dict()).decode()
+        # pydantic-core's encoder, several times faster than json.dumps (a line per event): the same
+        # values, though a float may be spelt otherwise ("1e-5" or "0.00001" for json's "1e-05").
+        report = self.to_dict()
+        try:
+            return to_json(report).decode()
+        except PydanticSerializationError:
+            # Text UTF-8 cannot hold (a lone surrogate from a world's tags, say) or nesting deeper
+            # than pydantic-core goes: json's encoder, with non-ASCII escaped, still writes the line.
+            return json.dumps(report, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------------- parsing

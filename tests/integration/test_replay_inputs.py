@@ -204,6 +204,29 @@ def test_an_event_with_a_lone_surrogate_is_an_error_and_the_others_are_still_del
     assert (tmp_path / "report.html").stat().st_size > 0
 
 
+def test_an_event_nested_deeper_than_pydantic_cores_encoder_goes_is_still_delivered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = sample(CRITICAL, "deep")
+    nested: Any = "bottom"
+    for _ in range(300):  # json reads it; pydantic-core's encoder stops at 255 levels
+        nested = {"n": nested}
+    deep["detail"]["tags"] = {"nested": nested}
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([deep]), encoding="utf-8")
+
+    code, out, _ = run(capsys, "--format", "json", str(path))
+
+    # Delivered to every function its rules name; they refuse it themselves (their JSON reader,
+    # pydantic-core's, stops at about 200 levels), as they would in Lambda.
+    (report,) = [json.loads(line) for line in out.splitlines()]
+    assert report["functions"] == ["alerts", "ledger", "metrics", "recovery"]
+    assert code == EXIT_ERRORS
+    assert sorted(report["errors"]) == [
+        f"{function}: event not processed: event is not valid JSON" for function in report["functions"]
+    ]
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "batchpilot 0.1.0"

@@ -674,30 +674,47 @@ def test_the_cli_keeps_scenarios_apart(app: Path, tmp_path: Path, capsys: pytest
     assert [[a.get("error") for a in line["actions"]] for line in lines] == [[None], ["ClientException"]]
 
 
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    return isinstance(value, list) and any(_has_float(v) for v in value)
+
+
 def test_a_reports_json_line_reads_back_as_its_values() -> None:
     """``EventReport.to_json`` (pydantic-core's encoder) is one line of compact JSON that reads
-    back as the report's values, for any JSON values: what ``json.dumps(..., ensure_ascii=False,
-    separators=(",", ":"))`` wrote, but for how a float's exponent is spelt (``6.5e-9``, not
-    ``6.5e-09``)."""
+    back as the report's values, for any JSON values, lone surrogates (from a world's tags, say)
+    and nesting deeper than pydantic-core goes included: byte for byte what ``json.dumps(...,
+    ensure_ascii=False, separators=(",", ":"))`` wrote when it holds no float (a float may be
+    spelt otherwise: ``1e-5`` or ``0.00001`` for ``1e-05``)."""
     from batchpilot_local.report import EventReport
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    text = st.text() | st.text(st.characters(categories=["Cs", "L"]), max_size=4)  # Cs: surrogates
     values = st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children, max_size=3),
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
         max_leaves=12,
     )
 
     @settings(max_examples=300, deadline=None)
-    @given(detail=values, text=st.text())
-    def check(detail: Any, text: str) -> None:
-        report = EventReport(index=0, event_id=text, detail_type=None, source="s", errors=[text])
-        report.own_events.append({"id": text, "detail_type": "d", "time": None, "detail": detail})
+    @given(detail=values, words=text)
+    def check(detail: Any, words: str) -> None:
+        report = EventReport(index=0, event_id=words, detail_type=None, source="s", errors=[words])
+        report.own_events.append({"id": words, "detail_type": "d", "time": None, "detail": detail})
         line = report.to_json()
         assert "\n" not in line
         assert json.loads(line) == report.to_dict()
-        if "e" not in json.dumps(detail):  # no float written with an exponent
-            assert line == json.dumps(report.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        written = json.dumps(report.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        if not _has_float(detail) and not any("\ud800" <= c <= "\udfff" for c in written):
+            assert line == written  # with a surrogate, the fallback (json, ASCII) writes \\udXXX
 
     check()
+    deep: Any = "bottom"
+    for _ in range(300):
+        deep = [deep]
+    report = EventReport(index=0, event_id="deep", detail_type=None, source="s")
+    report.own_events.append({"id": "x", "detail_type": "d", "time": None, "detail": deep})
+    assert json.loads(report.to_json()) == report.to_dict()

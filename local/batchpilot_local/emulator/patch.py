@@ -82,6 +82,7 @@ __all__ = [
     "HOT_PARTITIONS",
     "READ_OPERATIONS",
     "REQUEST_ROUTES_KEPT",
+    "STRUCTURE_PLANS_KEPT",
     "Handler",
     "RecentReceiptHandles",
     "SpilledPartitions",
@@ -117,6 +118,10 @@ __all__ = [
 
 Handler = Callable[[Any], Response | None]
 """Answers a botocore ``AWSPreparedRequest``, or returns None to let moto answer it."""
+
+STRUCTURE_PLANS_KEPT = 4096
+"""Structure shapes whose member look-ups :func:`cheap_structure_members` keeps (then it starts
+again): a replay's answers use a few dozen; moto makes new shapes for each error answer."""
 
 CONDITION_TREES_KEPT = 1024
 """Condition syntax trees :func:`cached_condition_parses` keeps (least recently used dropped)."""
@@ -701,8 +706,10 @@ def cheap_structure_members() -> None:
     and its class name is always ``dict``), so they are asked of moto's own picker once and kept;
     each value is then looked up under them in the same order, the picker's response transformers
     applied as moto applies them. Anything else (another type of value, another picker or alias
-    list, a serialiser that overrides ``get_value`` or ``_serialize_structure_member``, a possible
-    key with a dot, which moto reads as a path) takes moto's own code. Idempotent; process-wide.
+    list, a serialiser class whose ``get_value`` or ``_serialize_structure_member`` is not the base
+    class's at the time of the call, a possible key with a dot, which moto reads as a path) takes
+    moto's own code. At most :data:`STRUCTURE_PLANS_KEPT` structures' look-ups are kept.
+    Idempotent; process-wide.
     """
     from moto.core import serialize
 
@@ -715,7 +722,6 @@ def cheap_structure_members() -> None:
     context_class = serialize.AttributePickerContext
     plain_members = base._serialize_structure_member
     plain_get_value = base.get_value
-    standard: dict[type, bool] = {}
     plans: dict[int, tuple[Any, tuple[tuple[str, Any, tuple[str, ...]], ...] | None]] = {}
 
     def plan_of(picker: Any, shape: Any) -> tuple[tuple[str, Any, tuple[str, ...]], ...] | None:
@@ -729,6 +735,8 @@ def cheap_structure_members() -> None:
                 context = context_class(obj={}, key=member_key, shape=member_shape)
                 steps.append((member_key, member_shape, tuple(picker.get_possible_keys(context))))
             dotted = any("." in key for _, _, keys in steps for key in keys)
+            if len(plans) >= STRUCTURE_PLANS_KEPT:  # moto makes new error shapes per error answer
+                plans.clear()
             # The shape is kept with its plan, so its id is not reused while the plan is cached.
             entry = plans[id(shape)] = (shape, None if dotted else tuple(steps))
         return entry[1]
@@ -736,13 +744,9 @@ def cheap_structure_members() -> None:
     def _serialize_type_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
         picker = self._value_picker
         kind = type(self)
-        plain = standard.get(kind)
-        if plain is None:
-            plain = standard[kind] = (
-                kind._serialize_structure_member is plain_members and kind.get_value is plain_get_value
-            )
         if (
-            not plain
+            kind._serialize_structure_member is not plain_members
+            or kind.get_value is not plain_get_value
             or type(value) is not dict
             or type(picker) is not picker_class
             or picker.alias_providers is not providers
