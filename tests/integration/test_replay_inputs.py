@@ -217,13 +217,14 @@ def test_an_event_nested_deeper_than_pydantic_cores_encoder_goes_is_still_delive
 
     code, out, _ = run(capsys, "--format", "json", str(path))
 
-    # Delivered to every function its rules name; they refuse it themselves (their JSON reader,
-    # pydantic-core's, stops at about 200 levels), as they would in Lambda.
+    # Delivered to every function its rules name; they refuse it themselves, saying why (their
+    # JSON reader, pydantic-core's, stops at about 200 levels), as they would in Lambda.
     (report,) = [json.loads(line) for line in out.splitlines()]
     assert report["functions"] == ["alerts", "ledger", "metrics", "recovery"]
     assert code == EXIT_ERRORS
     assert sorted(report["errors"]) == [
-        f"{function}: event not processed: event is not valid JSON" for function in report["functions"]
+        f"{function}: event not processed: event is nested too deeply to read (more than about 200 levels)"
+        for function in report["functions"]
     ]
 
 

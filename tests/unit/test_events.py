@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from batchpilot.shared.events import (
     parse_event_json,
     to_datetime,
 )
+from batchpilot.shared.records import Outcome, Rejected, decode, decode_any
 from batchpilot_local.testing.samples import batch_job, envelope, service_job, training_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -212,3 +214,19 @@ def test_json_fast_path_agrees_with_the_dict_parser(raw: Any) -> None:
 def test_json_fast_path_rejects_non_events(text: str) -> None:
     with pytest.raises(InvalidEventError):
         parse_event_json(text)
+
+
+def test_unreadable_text_says_whether_it_is_not_json_or_nested_too_deeply() -> None:
+    nested: object = []
+    for _ in range(300):
+        nested = [nested]
+    deep = json.dumps(batch_job("RUNNING", extra=nested))
+    json.loads(deep)  # valid JSON, 300 levels deep
+    for text, reason in (
+        ("{not json", "event is not valid JSON"),
+        (deep, "event is nested too deeply to read (more than about 200 levels)"),
+    ):
+        with pytest.raises(InvalidEventError, match=re.escape(reason)):
+            parse_event_json(text)
+        for decoded in (decode(text), decode_any(text)):
+            assert decoded == Rejected(Outcome.INVALID, None, None, reason)

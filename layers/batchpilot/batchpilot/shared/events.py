@@ -60,6 +60,7 @@ __all__ = [
     "parse_event_json",
     "to_datetime",
     "to_datetime_or_none",
+    "unreadable",
 ]
 
 
@@ -558,6 +559,14 @@ def parse_event_json(text: str | bytes) -> JobEvent:
     """
     try:
         raw = from_json(text)
-    except ValueError:
-        raise InvalidEventError("event is not valid JSON") from None
+    except ValueError as exc:
+        raise InvalidEventError(unreadable(exc)) from None
     return parse_event(raw)
+
+
+def unreadable(exc: ValueError) -> str:
+    """Why pydantic-core's ``from_json`` refused an event's text (``exc``, its error): valid JSON
+    nested deeper than its reader goes (about 200 levels), or not JSON at all."""
+    if "recursion limit exceeded" in str(exc):
+        return "event is nested too deeply to read (more than about 200 levels)"
+    return "event is not valid JSON"

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 
 from pydantic_core import from_json
 
-from batchpilot.shared.events import InvalidEventError, JobEvent, UnsupportedEventError, parse_event
+from batchpilot.shared.events import (
+    InvalidEventError,
+    JobEvent,
+    UnsupportedEventError,
+    parse_event,
+    unreadable,
+)
 
 if TYPE_CHECKING:
     from batchpilot.shared.own_events import OwnEvent
@@ -67,8 +73,8 @@ def decode(body: str | bytes) -> JobEvent | Rejected:
     """
     try:
         raw = from_json(body)
-    except ValueError:
-        return Rejected(Outcome.INVALID, None, None, "event is not valid JSON")
+    except ValueError as exc:
+        return Rejected(Outcome.INVALID, None, None, unreadable(exc))
     try:
         return parse_event(raw)
     except InvalidEventError as exc:
@@ -82,8 +88,8 @@ def decode_any(body: str | bytes) -> JobEvent | OwnEvent | Rejected:
 
     try:
         raw = from_json(body)
-    except ValueError:
-        return Rejected(Outcome.INVALID, None, None, "event is not valid JSON")
+    except ValueError as exc:
+        return Rejected(Outcome.INVALID, None, None, unreadable(exc))
     try:
         if isinstance(raw, dict) and raw.get("source") == SOURCE:
             return parse_own_event(raw)
