@@ -301,7 +301,8 @@ _QUIET_PREFIXES = ('{"level":"INFO"', '{"level":"DEBUG"')
 
 def _decoded(text: str) -> Any:
     """One line of JSON, read by pydantic-core (about twice as fast as ``json.loads``); what it
-    refuses (a lone surrogate escape, which ``json.loads`` takes) goes to ``json.loads``.
+    refuses (a lone surrogate escape, or nesting past about 200 levels, both of which
+    ``json.loads`` takes) goes to ``json.loads``.
 
     Raises:
         ValueError, RecursionError: ``json.loads`` refused it too.
