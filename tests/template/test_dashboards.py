@@ -2,7 +2,7 @@
 
 The replay of ``events/`` (``batchpilot replay --format json``, the real handlers against the
 embedded AWS) gives every metric name and dimension set the functions emit; each one a dashboard
-widget or an alarm refers to must be emitted there and listed in the README's table "Metrics the
+widget or an alarm refers to must be emitted there and listed in the table "Metrics the
 dashboards and alarms use". A dashboard that refers to a metric nobody emits stays empty in front of
 its users; this makes that a failing test.
 """
@@ -23,7 +23,7 @@ from batchpilot_local.testing.templates import parse_template
 
 ROOT = repo_root()
 TEMPLATE = ROOT / "template.yaml"
-README = ROOT / "README.md"
+DASHBOARDS_DOC = ROOT / "docs" / "dashboards.md"
 # Emitted only when a chat channel or the on-call topic fails; the replay of events/ delivers every
 # message (tests/integration/test_alerts_handler.py makes deliveries fail and reads this metric).
 ONLY_ON_FAILURE = {"NotificationsFailed"}
@@ -57,9 +57,9 @@ def emitted() -> set[tuple[str, frozenset[str]]]:
 
 
 def catalog() -> list[MetricRef]:
-    """The rows of the README's table "Metrics the dashboards and alarms use"."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("### Metrics the dashboards and alarms use", 1)[1].split("\n## ", 1)[0]
+    """The rows of the table "Metrics the dashboards and alarms use"."""
+    text = DASHBOARDS_DOC.read_text(encoding="utf-8")
+    section = text.split("## Metrics the dashboards and alarms use", 1)[1].split("\n# ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -83,7 +83,7 @@ def test_every_metric_a_widget_or_alarm_uses_is_in_the_catalog(
     rows = catalog()
     assert len(rows) > 40
     missing = sorted(f"{owner}: {ref}" for owner, ref in references if ref not in rows)
-    assert missing == [], "add these to README.md's 'Metrics the dashboards and alarms use'"
+    assert missing == [], "add these to docs/dashboards.md's 'Metrics the dashboards and alarms use'"
 
 
 def test_every_metric_a_widget_or_alarm_uses_is_emitted_by_the_replay_of_events(
@@ -148,7 +148,7 @@ def test_widgets_find_queues_and_shares_with_search_never_fixed_dimension_values
 
 def test_job_health_alarms_use_metrics_insights_with_thresholds_as_parameters() -> None:
     template = parse_template(TEMPLATE.read_text(encoding="utf-8"))
-    readme = README.read_text(encoding="utf-8")
+    readme = DASHBOARDS_DOC.read_text(encoding="utf-8")
     for name, (parameter, group) in JOB_HEALTH_ALARMS.items():
         props = template["Resources"][name]["Properties"]
         [query] = props["Metrics"]
@@ -159,7 +159,7 @@ def test_job_health_alarms_use_metrics_insights_with_thresholds_as_parameters() 
         if parameter is not None:
             assert parameter in str(props["Threshold"]) + str(props.get("EvaluationPeriods"))
             default = template["Parameters"][parameter]["Default"]
-            assert f"| `{parameter}` | `{default}` |" in readme  # the README gives the default
+            assert f"| `{parameter}` | `{default}` |" in readme  # the docs give the default
         assert props["AlarmActions"] == {
             "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsOnCallTopic"}]]
         }
@@ -181,7 +181,7 @@ def test_failure_rate_alarm_averages_the_per_job_samples_over_periods_a_paramete
     assert (periods["MinValue"], periods["MaxValue"]) == (1, props["EvaluationPeriods"])
     percent = template["Parameters"]["JobFailureRateAlarmPercent"]
     assert (percent["MinValue"], percent["MaxValue"]) == (0, 100)
-    readme = README.read_text(encoding="utf-8")
+    readme = DASHBOARDS_DOC.read_text(encoding="utf-8")
     assert f"`JobFailureRateAlarmPeriods` (default `{periods['Default']}`)" in readme
 
 

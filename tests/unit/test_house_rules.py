@@ -109,6 +109,7 @@ def test_code_cites_nothing_outside_the_repository() -> None:
         for folder in ("layers", "functions", "local", "tests", "benchmarks")
         for p in sorted((ROOT / folder).rglob("*.py"))
     ] + [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "template.yaml"]
+    sources += sorted((ROOT / "docs").rglob("*.md")) + sorted((ROOT / "benchmarks").glob("*.md"))
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in sources
