@@ -1,10 +1,14 @@
 # batchpilot: `make run` and `make test` do all set-up themselves on a fresh machine.
 # Python 3.11 to 3.13; the venv uses `python3` unless PYTHON is given.
+# Exact versions of every dependency: constraints.txt (`make constraints` regenerates it from
+# pyproject.toml's ranges); uv, pinned there too, installs them into .venv.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
+CONSTRAINTS := constraints.txt
 SAMVENV := .venv-sam
 BIN := $(VENV)/bin
+UV := $(BIN)/uv
 SAM := $(SAMVENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 CHECKOVVENV := .venv-checkov
@@ -13,22 +17,44 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build clean help simulate report-screenshot
+.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate report-screenshot
 
 help:
-	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
-	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
+	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in events/"
+	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
+	@echo "make wheel  - build dist/batchpilot-<version>-py3-none-any.whl (pip install / pipx install it anywhere)"
+	@echo "make constraints - re-pin constraints.txt after a change to pyproject.toml's dependencies"
 	@echo "make report-screenshot - replay a few samples to an HTML report and save docs/replay-report.png (needs /usr/bin/chromium)"
 
-$(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
+# The venv and its installer, uv (from PyPI, at constraints.txt's pin), once.
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) uv
+
+# Two stamps: .installed-run (the runtime dependencies and the package, editable: what `make run`
+# needs) and .installed (that plus the dev toolchain: what `make test` needs). .installed depends on
+# .installed-run, so a change to either input rebuilds both in order, and `make run` after
+# `make test` (or the reverse) installs only what is missing.
+$(BIN)/.installed-run: pyproject.toml $(CONSTRAINTS) layers/batchpilot/requirements.txt | $(UV)
+	$(UV) pip install --quiet --python $(BIN)/python -c $(CONSTRAINTS) -e .
 	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-run
+	$(UV) pip install --quiet --python $(BIN)/python -c $(CONSTRAINTS) -e '.[dev]'
+	touch $@
+
+# constraints.txt from pyproject.toml's ranges, for every platform and Python >= 3.11, keeping the
+# current pins where they still fit (`make constraints UPGRADE=--upgrade` takes the newest).
+constraints: | $(UV)
+	$(UV) pip compile pyproject.toml --extra dev --universal --python-version 3.11 --quiet \
+	  --custom-compile-command "make constraints" $(UPGRADE) -o $(CONSTRAINTS)
+
+wheel: | $(UV)
+	$(UV) build --wheel --out-dir dist .
 
 # The SAM CLI pins its own dependency versions, so it lives in a venv of its own.
 $(SAM): Makefile
@@ -44,7 +70,7 @@ $(CHECKOV): Makefile
 	$(CHECKOVVENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
-run: $(BIN)/.installed
+run: $(BIN)/.installed-run
 	$(BIN)/batchpilot replay events/
 
 # The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
@@ -59,7 +85,7 @@ report-screenshot: $(BIN)/.installed
 	  --report .aws-sam/replay-report.html $(SCREENSHOT_INPUTS) > /dev/null
 	$(BIN)/python -m batchpilot_local.testing.browser .aws-sam/replay-report.html docs/replay-report.png 3000
 
-simulate: $(BIN)/.installed
+simulate: $(BIN)/.installed-run
 	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml
 
 lint: $(BIN)/.installed
@@ -107,4 +133,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache dist
