@@ -124,6 +124,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_recovery.py
 	$(BIN)/python benchmarks/bench_capacity.py
 	$(BIN)/python benchmarks/bench_simulate.py --results
+	$(BIN)/python benchmarks/bench_cli_startup.py --results
 
 # sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
 # (`python3.13 -V`, not `command -v`: a pyenv shim is on the PATH even when 3.13 is not selected.)

@@ -64,6 +64,7 @@ TEAMS_VARIABLE = "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
 """The alerts function's variable that names the Teams webhook secret (``!Ref TeamsWebhookSecretArn``)."""
 
 _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
+_BODY_PREFIX = re.compile(r"^(CRITICAL|WARNING|INFO): ")
 # CommonMark's backslash escape: a backslash before ASCII punctuation
 # (https://spec.commonmark.org/0.31.2/#backslash-escapes)
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
@@ -88,14 +89,18 @@ class Delivery:
 
 def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """A report entry from an SNS notification as an SQS subscriber receives it (the JSON
-    envelope with ``Subject``, ``Message``, ``MessageAttributes``)."""
+    envelope with ``Subject``, ``Message``, ``MessageAttributes``). The title is the message's
+    first line (``CRITICAL: <title>``: the whole title, as the chat channels' entries have it),
+    else the ``Subject`` (the title made to fit 99 characters) without its ``[CRITICAL]``."""
     attributes = envelope.get("MessageAttributes") or {}
     severity = (attributes.get("severity") or {}).get("Value")
     subject = str(envelope.get("Subject") or "")
+    first_line = str(envelope.get("Message") or "").split("\n", 1)[0]
+    match = _BODY_PREFIX.match(first_line)
     return {
         "channel": "sns",
         "severity": severity if isinstance(severity, str) else None,
-        "title": _SUBJECT_PREFIX.sub("", subject, count=1),
+        "title": first_line[match.end() :] if match else _SUBJECT_PREFIX.sub("", subject, count=1),
     }
 
 
