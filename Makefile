@@ -30,10 +30,16 @@ help:
 	@echo "make constraints - re-pin constraints.txt after a change to pyproject.toml's dependencies"
 	@echo "make report-screenshot - replay a few samples to an HTML report and save docs/replay-report.png (needs /usr/bin/chromium)"
 
-# The venv and its installer, uv (from PyPI, at constraints.txt's pin), once.
+# The venv and its installer, uv (from PyPI, at constraints.txt's pin), once. The venv needs no pip
+# of its own (uv installs the rest): the host's pip (22.3 or later: --python) installs uv into it;
+# without one, the venv's bundled pip does (ensurepip: slower).
 $(UV):
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c $(CONSTRAINTS) uv
+	$(PYTHON) -m venv --without-pip $(VENV)
+	if $(PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then \
+	  $(PYTHON) -m pip --python $(BIN)/python install --quiet -c $(CONSTRAINTS) uv; \
+	else \
+	  $(BIN)/python -m ensurepip --default-pip && $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) uv; \
+	fi
 
 # Two stamps: .installed-run (the runtime dependencies and the package, editable: what `make run`
 # needs) and .installed (that plus the dev toolchain: what `make test` needs). .installed depends on
