@@ -1,4 +1,4 @@
-"""Alerts under faults (README "Reliability"): at most one copy per channel per fact, nothing lost,
+"""Alerts under faults (docs/reliability.md): at most one copy per channel per fact, nothing lost,
 the on-call fallback inside the deadline, every chat text escaped.
 
 The real AlertService and adapters run against the embedded AWS (DynamoDB, SNS, Secrets Manager)
@@ -248,7 +248,7 @@ def test_aws_faults_end_with_one_page_and_one_chat_message(
 def test_an_accepted_publish_whose_answer_is_lost_pages_at_most_twice(rig: Rig) -> None:
     """SNS standard topics have no idempotency key: a PublishBatch that SNS took but whose answer
     was lost is sent again (by botocore, or by the record's redelivery). The bound: one extra page
-    per lost answer (README "Reliability"); chat still gets one message."""
+    per lost answer (docs/reliability.md); chat still gets one message."""
     bodies = jobs(CRITICAL, 1)
     with HttpFaults() as faults:
         faults.add("sns", "PublishBatch", FaultKind.ACCEPTED_SERVER_ERROR, times=1)

@@ -1,5 +1,5 @@
-"""The default severity table (alerts/severity.py, README "What pages and what posts") on every sample
-event and on batchpilot's own events, and the facts' de-duplication keys."""
+"""The default severity table (alerts/severity.py; docs/alerts.md, "What pages and what posts") on
+every sample event and on batchpilot's own events, and the facts' de-duplication keys."""
 
 from __future__ import annotations
 

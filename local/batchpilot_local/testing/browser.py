@@ -9,7 +9,7 @@ group (the ``series-...`` ids of :func:`batchpilot_local.html_report.series_id`)
 box; each table's caption, headers and cells; and which elements' content runs past their box.
 :func:`screenshot` saves a PNG of a report as the browser shows it, whole, its first pixels, or one
 part of it (an element and the ones after it: a dashboard's widgets, a message preview); ``make
-report-screenshot`` makes the documentation's pictures (``docs/img/``) with it. Tests skip with
+docs-images`` makes the documentation's pictures (``docs/img/``) with it. Tests skip with
 :data:`INSTALL_HINT` when :data:`CHROMIUM` is absent.
 """
 

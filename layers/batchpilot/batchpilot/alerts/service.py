@@ -126,7 +126,7 @@ class RecordOutcome:
         error: what went wrong (failed records; set too for partial trouble worth a log line).
         unrecorded: channels that delivered the fact but whose delivery record could not be written
             (even when written again at the end of the batch): a later copy of the event may send
-            to them once more (README "Reliability").
+            to them once more (docs/reliability.md).
     """
 
     message_id: str

@@ -1,6 +1,6 @@
 """Severity of a fact: the default table, then the routing policy. Pure.
 
-Default table, for job events (the README's "What pages and what posts" shows the same table):
+Default table, for job events (docs/alerts.md, "What pages and what posts", shows the same table):
 
 ================================================================  ==========
 fact                                                              severity
