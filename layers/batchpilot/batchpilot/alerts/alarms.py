@@ -51,7 +51,7 @@ DEFAULT_ALARM_SEVERITY = Severity.CRITICAL
 ALL_ALARMS = "*"
 """In :attr:`AlarmRouting.notified_directly`: every alarm notifies a topic itself."""
 
-_MARKER = re.compile(r"\bseverity:\s*(?P<value>[A-Za-z][A-Za-z_-]{0,31})\b\.?", re.IGNORECASE)
+_MARKER = re.compile(r"\bseverity:\s*(?P<value>[A-Za-z0-9][A-Za-z0-9_-]{0,31})\b\.?", re.IGNORECASE)
 
 
 def name_prefix(stack: str) -> str:
