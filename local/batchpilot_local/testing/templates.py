@@ -107,7 +107,9 @@ ALERTS_PATH_ALARMS = frozenset(
 )
 # AlarmActions and OKActions of the other alarms: only the topic AlarmActionTopicArn names, when
 # it names one (the alerts function gets their state changes through AlertsAlarmsRule).
-ROUTED_ALARM_ACTIONS = {"Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]}
+ROUTED_ALARM_ACTIONS = {
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
+}
 # ... and of the alerts path's alarms.
 DIRECT_ALARM_ACTIONS = {
     "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsWatchdogTopic"}]]
