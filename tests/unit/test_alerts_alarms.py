@@ -23,7 +23,8 @@ from batchpilot.alerts.channels.teams import teams_digest, teams_message
 from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_alarm_event
 from batchpilot.alerts.grouping import burst_key
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, load_policy
-from batchpilot.alerts.render import console_links, facts_table, sns_digest, sns_message, title
+from batchpilot.alerts.render import OnCallFormat, console_links, facts_table, sns_digest, sns_message, title
+from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
 from batchpilot.shared.events import (
     AlarmStateValue,
@@ -33,6 +34,7 @@ from batchpilot.shared.events import (
     parse_alarm_event,
 )
 from batchpilot.shared.records import Outcome, Rejected, decode_any
+from batchpilot.shared.settings import ConfigError
 from batchpilot_local.chat_endpoint import block_kit_problem
 from batchpilot_local.testing.samples import sample
 
@@ -308,3 +310,40 @@ def test_durations_are_from_the_alarm_state_times() -> None:
     assert resolved.alarm.changed_at - resolved.alarm.previous_changed_at == timedelta(
         minutes=75, microseconds=15_000
     )
+
+
+# ------------------------------------------------------------------------------------ settings
+BASE_ENV = {
+    "BATCHPILOT_STATE_TABLE": "StateTable",
+    "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
+}
+
+
+def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
+    settings = AlertsSettings.from_environ(
+        {
+            **BASE_ENV,
+            "BATCHPILOT_ALARM_NAME_PREFIX": "batchpilot/prod/",
+            "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": "batchpilot/prod/AlertsErrorsAlarm,batchpilot/prod/X",
+            "BATCHPILOT_ONCALL_MESSAGE_FORMAT": "amazon-q",
+        },
+        function="alerts",
+    )
+    assert settings.service_args == {
+        "alarms": AlarmRouting(
+            "batchpilot/prod/", frozenset({"batchpilot/prod/AlertsErrorsAlarm", "batchpilot/prod/X"})
+        ),
+        "oncall_format": OnCallFormat.AMAZON_Q,
+    }
+    defaults = AlertsSettings.from_environ(BASE_ENV, function="alerts")
+    assert defaults.service_args == {"alarms": AlarmRouting(), "oncall_format": OnCallFormat.TEXT}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("BATCHPILOT_ONCALL_MESSAGE_FORMAT", "html"), ("BATCHPILOT_ALARM_NAME_PREFIX", "batchpilot/\x07/")],
+)
+def test_a_bad_alarm_setting_fails_the_cold_start_naming_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        AlertsSettings.from_environ({**BASE_ENV, variable: value}, function="alerts")
+    assert variable in str(error.value)
