@@ -44,6 +44,8 @@ EXPECTED_BY_FOLDER: dict[str, set[str]] = {
     "service-job-preemption": {"metrics", "alerts", "ledger"},
     "sagemaker": {"metrics", "alerts", "ledger"},
     "ignored": set(),
+    # The stack's own alarms (batchpilot/<stack>/...): AlertsAlarmsRule only.
+    "cloudwatch-alarm": {"alerts"},
 }
 
 # Functions a single file reaches on top of its folder's set (rules that filter on the detail, not
@@ -95,6 +97,22 @@ EXTRA_BY_FILE: dict[str, set[str]] = {
     },
     # CapacityRule: service jobs blocked by their service environment's maxCapacity.
     "service-job-queue-blocked/misconfiguration-service-environment-max-resource.json": {"capacity"},
+}
+
+
+# The alarms on the alerts path: their own action notifies AlertsWatchdogTopic (or
+# AlarmActionTopicArn), so they reach people when the alerts function cannot.
+ALERTS_PATH_ALARMS = frozenset(
+    {"AlertsDeadLetterAlarm", "AlertsErrorsAlarm", "AlertsThrottlesAlarm", "AlertsNotificationFailuresAlarm"}
+)
+# AlarmActions and OKActions of the other alarms: only the topic AlarmActionTopicArn names, when
+# it names one (the alerts function gets their state changes through AlertsAlarmsRule).
+ROUTED_ALARM_ACTIONS = {
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
+}
+# ... and of the alerts path's alarms.
+DIRECT_ALARM_ACTIONS = {
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsWatchdogTopic"}]]
 }
 
 
