@@ -360,6 +360,8 @@ class ReplayInput:
         """What to tell the user before replaying, one line each: the refusals (the first
         :data:`_LISTED_REFUSALS`, then how many more), then the skip notes; when nothing was read,
         the skip notes are in a last line saying there is nothing to replay (an error)."""
+        if not len(self.items) and self.refused_count == 1:
+            return [self.nothing_to_replay()]  # one line: the refusal is the reason
         lines = [f"{message}; not replayed" for message in self.refused[:_LISTED_REFUSALS]]
         if len(self.refused) > _LISTED_REFUSALS:
             lines.append(f"... and more: {self.refused_count:,} refused in all")
@@ -369,7 +371,9 @@ class ReplayInput:
 
     def nothing_to_replay(self) -> str:
         """Why there is nothing to replay, in one line (for a read that gave no items)."""
-        if self.refused_count:
+        if self.refused_count == 1 and self.refused:
+            why = self.refused[0]
+        elif self.refused_count:
             why = f"every input was refused ({self.refused_count:,}, listed above)"
         else:
             why = "no event input found"
