@@ -418,9 +418,11 @@ def evaluate(request: Request, principal: Principal, policies: Iterable[Policy])
     denies: list[Grant] = []
     identity_allows: list[Grant] = []
     resource_allows: list[Grant] = []
-    key_policy = False
+    # AWS KMS: the key policy decides (a key without one, here, opens to nobody).
+    key_policy = request.action.lower().startswith("kms:")
     for policy in policies:
-        key_policy = key_policy or policy.kind is PolicyKind.KEY
+        if policy.kind is PolicyKind.IDENTITY and principal.service is not None:
+            continue  # a service principal has no identity-based policies
         for grant in _matches(policy, principal, request, context):
             if grant.effect == "Deny":
                 denies.append(grant)

@@ -47,7 +47,7 @@ from typing import Any
 from batchpilot_local.iam import reference
 from batchpilot_local.iam.calls import ApiCall
 from batchpilot_local.iam.policy import Principal
-from batchpilot_local.iam.stack import PARTITION, Stack
+from batchpilot_local.iam.stack import PARTITION, Stack, queue_arn
 from batchpilot_local.template import ACCOUNT_ID, REGION
 
 __all__ = ["AuthRequest", "Names", "UnmodelledCall", "auth_requests", "platform_requests"]
@@ -161,13 +161,6 @@ def _named(value: Any, service: str, resource_type: str, placeholder: str) -> st
     return text if text.startswith("arn:") else _fill(service, resource_type, **{placeholder: text})
 
 
-def _queue_from_url(url: str) -> str:
-    if url.startswith("arn:"):
-        return url
-    account, name = url.rstrip("/").split("/")[-2:]
-    return f"arn:{PARTITION}:sqs:{REGION}:{account}:{name}"
-
-
 NEW = "new-resource"
 """Stands for the id of a resource a failed create call did not get to make."""
 
@@ -256,7 +249,7 @@ _LOCATORS: dict[tuple[str, str], Callable[[ApiCall], list[str]]] = {
     ("sagemaker", "training-job"): _param("TrainingJobName", "sagemaker", "training-job", "TrainingJobName"),
     ("sagemaker", "training-plan"): _training_plan,
     ("sns", "topic"): _param("TopicArn", "sns", "topic", "TopicName"),
-    ("sqs", "queue"): lambda c: [_queue_from_url(str(c.params["QueueUrl"]))] if c.params.get("QueueUrl") else [],
+    ("sqs", "queue"): lambda c: [queue_arn(str(c.params["QueueUrl"]))] if c.params.get("QueueUrl") else [],
     ("secretsmanager", "Secret"): _param("SecretId", "secretsmanager", "Secret", "SecretId"),
 }
 """(service, resource type) → the ARNs a call names of that type (parameter names from the

@@ -50,6 +50,7 @@ __all__ = [
     "Stack",
     "StackError",
     "expand",
+    "queue_arn",
     "translated",
 ]
 
@@ -196,7 +197,12 @@ class Stack:
 
 # ------------------------------------------------------------------------------------ resolver
 class _Resolver:
-    def __init__(self, template: Mapping[str, Any], parameters: Mapping[str, str]) -> None:
+    def __init__(
+        self, template: Mapping[str, Any], parameters: Mapping[str, str], pseudo: Mapping[str, str] | None = None
+    ) -> None:
+        self.account = (pseudo or {}).get("AWS::AccountId", ACCOUNT_ID)
+        self.region = (pseudo or {}).get("AWS::Region", REGION)
+        self.stack_name = (pseudo or {}).get("AWS::StackName", STACK_NAME)
         self.resources: Mapping[str, Any] = template.get("Resources") or {}
         self.conditions: Mapping[str, Any] = template.get("Conditions") or {}
         declared: Mapping[str, Any] = template.get("Parameters") or {}
@@ -257,12 +263,12 @@ class _Resolver:
 
     def ref(self, name: str, where: str) -> Any:
         pseudo = {
-            "AWS::Region": REGION,
-            "AWS::AccountId": ACCOUNT_ID,
-            "AWS::StackName": STACK_NAME,
+            "AWS::Region": self.region,
+            "AWS::AccountId": self.account,
+            "AWS::StackName": self.stack_name,
             "AWS::Partition": PARTITION,
             "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/{STACK_NAME}/expanded",
+            "AWS::StackId": f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{self.stack_name}/expanded",
         }
         if name == "AWS::NoValue":
             return NO_VALUE
@@ -275,11 +281,11 @@ class _Resolver:
             return value
         kind = self.kind(name)
         if kind == "AWS::SQS::Queue":
-            return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{self.name(name)}"
+            return f"https://sqs.{self.region}.amazonaws.com/{self.account}/{self.name(name)}"
         if kind == "AWS::SNS::Topic":
-            return f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT_ID}:{self.name(name)}"
+            return f"arn:{PARTITION}:sns:{self.region}:{self.account}:{self.name(name)}"
         if kind == "AWS::Lambda::LayerVersion":
-            return f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT_ID}:layer:{self.name(name)}:1"
+            return f"arn:{PARTITION}:lambda:{self.region}:{self.account}:layer:{self.name(name)}:1"
         return self.name(name)
 
     def get_att(self, logical_id: str, attribute: str, where: str) -> str:
@@ -287,26 +293,26 @@ class _Resolver:
         name = self.name(logical_id)
         head = f"arn:{PARTITION}"
         arns = {
-            "AWS::SQS::Queue": f"{head}:sqs:{REGION}:{ACCOUNT_ID}:{name}",
-            "AWS::SNS::Topic": f"{head}:sns:{REGION}:{ACCOUNT_ID}:{name}",
-            "AWS::DynamoDB::Table": f"{head}:dynamodb:{REGION}:{ACCOUNT_ID}:table/{name}",
-            "AWS::Events::EventBus": f"{head}:events:{REGION}:{ACCOUNT_ID}:event-bus/{name}",
-            "AWS::Logs::LogGroup": f"{head}:logs:{REGION}:{ACCOUNT_ID}:log-group:{name}:*",
-            "AWS::IAM::Role": f"{head}:iam::{ACCOUNT_ID}:role/{name}",
-            "AWS::KMS::Key": f"{head}:kms:{REGION}:{ACCOUNT_ID}:key/{name}",
-            "AWS::Lambda::Function": f"{head}:lambda:{REGION}:{ACCOUNT_ID}:function:{name}",
-            "AWS::CloudWatch::Alarm": f"{head}:cloudwatch:{REGION}:{ACCOUNT_ID}:alarm:{name}",
-            "AWS::Scheduler::Schedule": f"{head}:scheduler:{REGION}:{ACCOUNT_ID}:schedule/default/{name}",
+            "AWS::SQS::Queue": f"{head}:sqs:{self.region}:{self.account}:{name}",
+            "AWS::SNS::Topic": f"{head}:sns:{self.region}:{self.account}:{name}",
+            "AWS::DynamoDB::Table": f"{head}:dynamodb:{self.region}:{self.account}:table/{name}",
+            "AWS::Events::EventBus": f"{head}:events:{self.region}:{self.account}:event-bus/{name}",
+            "AWS::Logs::LogGroup": f"{head}:logs:{self.region}:{self.account}:log-group:{name}:*",
+            "AWS::IAM::Role": f"{head}:iam::{self.account}:role/{name}",
+            "AWS::KMS::Key": f"{head}:kms:{self.region}:{self.account}:key/{name}",
+            "AWS::Lambda::Function": f"{head}:lambda:{self.region}:{self.account}:function:{name}",
+            "AWS::CloudWatch::Alarm": f"{head}:cloudwatch:{self.region}:{self.account}:alarm:{name}",
+            "AWS::Scheduler::Schedule": f"{head}:scheduler:{self.region}:{self.account}:schedule/default/{name}",
         }
         if kind == "AWS::Events::Rule":
             bus = self.value(self.props(logical_id).get("EventBusName", "default"), where)
             bus = str(bus).rsplit("event-bus/", 1)[-1]
-            arns[kind] = f"{head}:events:{REGION}:{ACCOUNT_ID}:rule/" + (f"{bus}/" if bus != "default" else "") + name
+            arns[kind] = f"{head}:events:{self.region}:{self.account}:rule/" + (f"{bus}/" if bus != "default" else "") + name
         if attribute == "Arn" and kind in arns:
             return arns[kind]
         others = {
             ("AWS::SQS::Queue", "QueueName"): name,
-            ("AWS::SQS::Queue", "QueueUrl"): f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{name}",
+            ("AWS::SQS::Queue", "QueueUrl"): f"https://sqs.{self.region}.amazonaws.com/{self.account}/{name}",
             ("AWS::SNS::Topic", "TopicName"): name,
             ("AWS::SNS::Topic", "TopicArn"): arns["AWS::SNS::Topic"],
             ("AWS::Events::EventBus", "Name"): name,
@@ -419,11 +425,13 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _queue_arn(url_or_arn: str) -> str:
+def queue_arn(url_or_arn: str) -> str:
+    """An SQS queue URL (``https://sqs.<region>.amazonaws.com/<account>/<name>``) as its ARN."""
     if url_or_arn.startswith("arn:"):
         return url_or_arn
-    account, name = url_or_arn.rstrip("/").split("/")[-2:]
-    return f"arn:{PARTITION}:sqs:{REGION}:{account}:{name}"
+    host, account, name = url_or_arn.split("://", 1)[-1].rstrip("/").split("/")[-3:]
+    region = host.split(".")[1] if host.count(".") >= 2 else REGION
+    return f"arn:{PARTITION}:sqs:{region}:{account}:{name}"
 
 
 def _short_name(code: Any, logical_id: str) -> str:
@@ -457,7 +465,7 @@ def _resource_policies(resolver: _Resolver) -> tuple[dict[str, tuple[Policy, ...
     for logical_id in _of_type(resolver, "AWS::SQS::QueuePolicy"):
         props = resolver.resource(logical_id)
         for queue in _list(props["Queues"]):
-            add(_queue_arn(str(queue)), Policy(logical_id, PolicyKind.RESOURCE, props["PolicyDocument"]))
+            add(queue_arn(str(queue)), Policy(logical_id, PolicyKind.RESOURCE, props["PolicyDocument"]))
     for logical_id in _of_type(resolver, "AWS::SNS::TopicPolicy"):
         props = resolver.resource(logical_id)
         for topic in _list(props["Topics"]):
@@ -479,7 +487,7 @@ def _resource_policies(resolver: _Resolver) -> tuple[dict[str, tuple[Policy, ...
             continue
         key = str(aliases.get(str(key), key))
         if not key.startswith("arn:"):
-            key = f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT_ID}:key/{key}"
+            key = f"arn:{PARTITION}:kms:{resolver.region}:{resolver.account}:key/{key}"
         keys[resolver.ref(logical_id, logical_id)] = key
     return {arn: tuple(found) for arn, found in policies.items()}, keys
 
@@ -511,7 +519,7 @@ def _functions(resolver: _Resolver) -> dict[str, FunctionInfo]:
             arn=resolver.get_att(logical_id, "Arn", logical_id),
             role=role_id,
             environment={k: str(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()},
-            log_group_arn=f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT_ID}:log-group:{log_group}:*",
+            log_group_arn=f"arn:{PARTITION}:logs:{resolver.region}:{resolver.account}:log-group:{log_group}:*",
             event_source_queues=tuple(mappings.get(name, [])),
             on_failure=tuple(destinations.get(name, [])),
         )
@@ -565,15 +573,22 @@ def _schedules(resolver: _Resolver) -> tuple[Schedule, ...]:
     return tuple(schedules)
 
 
-def expand(template: Mapping[str, Any], parameters: Mapping[str, str] | None = None) -> Stack:
+def expand(
+    template: Mapping[str, Any],
+    parameters: Mapping[str, str] | None = None,
+    *,
+    pseudo: Mapping[str, str] | None = None,
+) -> Stack:
     """The translated ``template`` (see :func:`translated`) resolved with ``parameters`` (name → text
-    as ``sam deploy --parameter-overrides`` gives them; the others at their ``Default``).
+    as ``sam deploy --parameter-overrides`` gives them; the others at their ``Default``);
+    ``pseudo`` replaces the replay's ``AWS::AccountId``, ``AWS::Region`` and ``AWS::StackName``
+    (placeholders, for documentation).
 
     Raises:
         StackError: a parameter is not declared or has no value; an intrinsic or a construct is not
             supported (the message names the resource).
     """
-    resolver = _Resolver(copy.deepcopy(dict(template)), parameters or {})
+    resolver = _Resolver(copy.deepcopy(dict(template)), parameters or {}, pseudo)
     policies, keys = _resource_policies(resolver)
     named = {
         logical_id: resolver.name(logical_id)
