@@ -43,12 +43,17 @@ CONFIGURED = {
     ),
     "RecoverySageMakerExecutionRoleArns": f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingExecutionRole",
     "RecoveryCheckpointBucketArns": ",".join(
-        f"arn:aws:s3:::{bucket}" for bucket in (f"ml-checkpoints-{ACCOUNT}", "research-checkpoints", "fault-ckpt")
+        f"arn:aws:s3:::{bucket}"
+        for bucket in (f"ml-checkpoints-{ACCOUNT}", "research-checkpoints", "fault-ckpt")
     ),
     "CapacityServiceEnvironmentArns": f"{BATCH}:service-environment/sm-training",
     "CapacityJobQueueArns": f"{BATCH}:job-queue/sm-training-highpri",
     "CapacityPolicy": json.dumps(
-        {"service_environments": {"sm-training": {"job_queues": ["sm-training-highpri"], "min": 0, "max": 64}}}
+        {
+            "service_environments": {
+                "sm-training": {"job_queues": ["sm-training-highpri"], "min": 0, "max": 64}
+            }
+        }
     ),
     "SlackWebhookSecretArn": LOCAL_SLACK,
     "TeamsWebhookSecretArn": LOCAL_TEAMS,
@@ -79,9 +84,7 @@ def configured_runs() -> list[ReplayRun]:
 @pytest.fixture(scope="module")
 def faults(request: pytest.FixtureRequest) -> tuple[list[ApiCall], str]:
     in_session = [
-        item.nodeid
-        for item in request.session.items
-        if FAULTS_DIR in Path(str(item.fspath)).parents
+        item.nodeid for item in request.session.items if FAULTS_DIR in Path(str(item.fspath)).parents
     ]
     return fault_calls(in_session)
 
@@ -95,7 +98,9 @@ def judge_runs(cfn: Mapping[str, Any], runs: Iterable[ReplayRun], *, platform: b
     for parameters, calls in by_parameters.items():
         stack = expand(cfn, dict(parameters))
         names = Names(stack, secrets=[LOCAL_SLACK, LOCAL_TEAMS])
-        verdict = verdict.merge(judge(calls, stack, names, extra=platform_requests(stack) if platform else ()))
+        verdict = verdict.merge(
+            judge(calls, stack, names, extra=platform_requests(stack) if platform else ())
+        )
     return verdict
 
 
@@ -108,7 +113,9 @@ def assert_conforms(verdict: Verdict) -> None:
 
 
 # ------------------------------------------------------------------------------------ tests
-def test_every_call_of_a_default_deploy_is_allowed(cfn: dict[str, Any], default_runs: list[ReplayRun]) -> None:
+def test_every_call_of_a_default_deploy_is_allowed(
+    cfn: dict[str, Any], default_runs: list[ReplayRun]
+) -> None:
     verdict = judge_runs(cfn, default_runs)
     assert verdict.calls > 500
     assert verdict.functions == {"alerts", "capacity", "ledger", "recovery"}  # metrics calls no AWS API

@@ -21,7 +21,9 @@ def test_the_page_is_what_the_script_produces() -> None:
 
 def test_check_fails_on_a_stale_page(tmp_path) -> None:  # type: ignore[no-untyped-def]
     stale = tmp_path / "permissions.md"
-    stale.write_text(DOC.read_text(encoding="utf-8").replace("iam:PassRole", "iam:PassRoles"), encoding="utf-8")
+    stale.write_text(
+        DOC.read_text(encoding="utf-8").replace("iam:PassRole", "iam:PassRoles"), encoding="utf-8"
+    )
     assert main(["--check", "--template", str(TEMPLATE_PATH), "--output", str(stale)]) == 1
 
 
@@ -42,7 +44,13 @@ def test_every_deployer_action_is_in_the_service_authorization_reference() -> No
 
 def test_the_page_lists_each_role_and_the_star_grants_with_their_reasons() -> None:
     page = render(TEMPLATE_PATH)
-    for role in ("MetricsFunctionRole", "RecoveryFunctionRole", "AlertsFunctionRole", "CapacityFunctionRole", "LedgerFunctionRole"):
+    for role in (
+        "MetricsFunctionRole",
+        "RecoveryFunctionRole",
+        "AlertsFunctionRole",
+        "CapacityFunctionRole",
+        "LedgerFunctionRole",
+    ):
         assert f"(`{role}`)" in page, role
     star = page.split('## Grants on `Resource: "*"`', 1)[1]
     rows = [line for line in star.splitlines() if line.startswith("| `")]

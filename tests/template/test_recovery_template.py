@@ -87,7 +87,9 @@ def evaluate(node: Any, template: dict[str, Any], params: dict[str, str]) -> Any
             if key == "Fn::Join":
                 return str(arg[0]).join(str(v) for v in walk(arg[1]))
             if key == "Fn::Sub":
-                text, local = (arg, {}) if isinstance(arg, str) else (arg[0], {k: walk(v) for k, v in arg[1].items()})
+                text, local = (
+                    (arg, {}) if isinstance(arg, str) else (arg[0], {k: walk(v) for k, v in arg[1].items()})
+                )
                 return re.sub(
                     r"\$\{([^}]+)\}",
                     lambda m: str(local.get(m.group(1)) or pseudo.get(m.group(1)) or values.get(m.group(1))),
@@ -160,7 +162,9 @@ def test_submit_only_to_the_configured_job_queues(template: dict[str, Any]) -> N
     assert policy_names(template) == ["recovery-function"]
     assert policy_names(template, {"RecoveryJobQueueArns": "*"}) == ["recovery-function", "recovery-submit"]
     wildcard = statements(template, {"RecoveryJobQueueArns": "*"})
-    assert wildcard["SubmitToConfiguredJobQueues"]["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*"
+    assert (
+        wildcard["SubmitToConfiguredJobQueues"]["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*"
+    )
     shares = wildcard["SubmitToQuotaSharesOfConfiguredJobQueues"]
     assert shares["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*/quota-share/*"
     prefix = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue"

@@ -24,7 +24,9 @@ QUEUE = f"arn:aws:batch:us-east-1:{ACCOUNT}:job-queue/gpu"
 
 
 def identity(*statements: dict[str, Any]) -> Policy:
-    return Policy("role/policy", PolicyKind.IDENTITY, {"Version": "2012-10-17", "Statement": list(statements)})
+    return Policy(
+        "role/policy", PolicyKind.IDENTITY, {"Version": "2012-10-17", "Statement": list(statements)}
+    )
 
 
 def resource(*statements: dict[str, Any], kind: PolicyKind = PolicyKind.RESOURCE) -> Policy:
@@ -36,7 +38,9 @@ def allow(action: Any, resource_: Any = "*", **extra: Any) -> dict[str, Any]:
 
 
 def request(action: str = "batch:SubmitJob", resource_: str = QUEUE, **context: tuple[str, ...]) -> Request:
-    return Request(action, resource_, {k.replace("__", ":").replace("_slash_", "/"): v for k, v in context.items()})
+    return Request(
+        action, resource_, {k.replace("__", ":").replace("_slash_", "/"): v for k, v in context.items()}
+    )
 
 
 def test_wildcards_match_as_iam_does() -> None:
@@ -65,7 +69,10 @@ def test_not_action_and_not_resource() -> None:
 
 
 def test_an_explicit_deny_wins_over_any_allow() -> None:
-    policies = [identity(allow("batch:*")), resource({"Effect": "Deny", "Principal": "*", "Action": "batch:*", "Resource": "*"})]
+    policies = [
+        identity(allow("batch:*")),
+        resource({"Effect": "Deny", "Principal": "*", "Action": "batch:*", "Resource": "*"}),
+    ]
     decision = evaluate(request(), ROLE, policies)
     assert not decision.allowed and decision.denied_by and "explicitly denied" in decision.reason
 
@@ -73,14 +80,26 @@ def test_an_explicit_deny_wins_over_any_allow() -> None:
 @pytest.mark.parametrize(
     ("condition", "context", "allowed"),
     [
-        ({"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}, {"iam:PassedToService": ("sagemaker.amazonaws.com",)}, True),
-        ({"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}, {"iam:PassedToService": ("lambda.amazonaws.com",)}, False),
+        (
+            {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            {"iam:PassedToService": ("sagemaker.amazonaws.com",)},
+            True,
+        ),
+        (
+            {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            {"iam:PassedToService": ("lambda.amazonaws.com",)},
+            False,
+        ),
         ({"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}, {}, False),  # key missing
         ({"StringNotEquals": {"iam:PassedToService": "lambda.amazonaws.com"}}, {}, True),  # negated, missing
         ({"StringLike": {"s3:prefix": ["llm/*", "runs/*"]}}, {"s3:prefix": ("runs/12/",)}, True),
         ({"StringLike": {"s3:prefix": ["llm/*"]}}, {"s3:prefix": ("other/",)}, False),
         ({"StringEqualsIfExists": {"s3:prefix": "a"}}, {}, True),
-        ({"Null": {"aws:RequestTag/batchpilot:lineage": "false"}}, {"aws:RequestTag/batchpilot:lineage": ("bp1",)}, True),
+        (
+            {"Null": {"aws:RequestTag/batchpilot:lineage": "false"}},
+            {"aws:RequestTag/batchpilot:lineage": ("bp1",)},
+            True,
+        ),
         ({"Null": {"aws:RequestTag/batchpilot:lineage": "false"}}, {"aws:RequestTag/team": ("ml",)}, False),
         ({"Null": {"aws:RequestTag/team": "true"}}, {}, True),
         ({"ForAllValues:StringEquals": {"aws:TagKeys": ["a", "b"]}}, {"aws:TagKeys": ("a", "b")}, True),
@@ -88,22 +107,51 @@ def test_an_explicit_deny_wins_over_any_allow() -> None:
         ({"ForAllValues:StringEquals": {"aws:TagKeys": ["a"]}}, {}, True),  # vacuously true
         ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["a"]}}, {"aws:TagKeys": ("team", "a")}, True),
         ({"ForAnyValue:StringEquals": {"aws:TagKeys": ["a"]}}, {}, False),
-        ({"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["recovery#*"]}}, {"dynamodb:LeadingKeys": ("recovery#1", "ledger#2")}, False),
-        ({"ArnEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:1:rule/R"}}, {"aws:SourceArn": ("arn:aws:events:us-east-1:1:rule/R",)}, True),
-        ({"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:1:alarm:*"}}, {"aws:SourceArn": ("arn:aws:cloudwatch:us-east-1:1:alarm:A",)}, True),
-        ({"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:*:1:alarm:*"}}, {"aws:SourceArn": ("arn:aws:cloudwatch:us-east-1:2:alarm:A",)}, False),
+        (
+            {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["recovery#*"]}},
+            {"dynamodb:LeadingKeys": ("recovery#1", "ledger#2")},
+            False,
+        ),
+        (
+            {"ArnEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:1:rule/R"}},
+            {"aws:SourceArn": ("arn:aws:events:us-east-1:1:rule/R",)},
+            True,
+        ),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:1:alarm:*"}},
+            {"aws:SourceArn": ("arn:aws:cloudwatch:us-east-1:1:alarm:A",)},
+            True,
+        ),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:*:1:alarm:*"}},
+            {"aws:SourceArn": ("arn:aws:cloudwatch:us-east-1:2:alarm:A",)},
+            False,
+        ),
         ({"Bool": {"aws:SecureTransport": "false"}}, {}, False),  # the SDKs use TLS
-        ({"NumericLessThanEquals": {"batch:SchedulingPriority": "50"}}, {"batch:SchedulingPriority": ("20",)}, True),
-        ({"StringEquals": {"IAM:PASSEDTOSERVICE": "x"}}, {"iam:PassedToService": ("x",)}, True),  # keys ignore case
+        (
+            {"NumericLessThanEquals": {"batch:SchedulingPriority": "50"}},
+            {"batch:SchedulingPriority": ("20",)},
+            True,
+        ),
+        (
+            {"StringEquals": {"IAM:PASSEDTOSERVICE": "x"}},
+            {"iam:PassedToService": ("x",)},
+            True,
+        ),  # keys ignore case
     ],
 )
-def test_condition_operators(condition: dict[str, Any], context: dict[str, tuple[str, ...]], allowed: bool) -> None:
+def test_condition_operators(
+    condition: dict[str, Any], context: dict[str, tuple[str, ...]], allowed: bool
+) -> None:
     policy = identity(allow("*", "*", Condition=condition))
     assert evaluate(Request("batch:SubmitJob", QUEUE, context), ROLE, [policy]).allowed is allowed
 
 
 def test_every_key_of_a_condition_and_every_operator_must_hold() -> None:
-    condition = {"Null": {"aws:RequestTag/a": "false", "aws:RequestTag/b": "false"}, "StringEquals": {"batch:ShareIdentifier": "x"}}
+    condition = {
+        "Null": {"aws:RequestTag/a": "false", "aws:RequestTag/b": "false"},
+        "StringEquals": {"batch:ShareIdentifier": "x"},
+    }
     policy = identity(allow("*", "*", Condition=condition))
     full = {"aws:RequestTag/a": ("1",), "aws:RequestTag/b": ("2",), "batch:ShareIdentifier": ("x",)}
     assert evaluate(Request("batch:SubmitJob", QUEUE, full), ROLE, [policy]).allowed
@@ -114,16 +162,24 @@ def test_every_key_of_a_condition_and_every_operator_must_hold() -> None:
 
 def test_unsupported_operators_and_elements_raise() -> None:
     with pytest.raises(PolicyError, match="not supported"):
-        evaluate(request(), ROLE, [identity(allow("*", "*", Condition={"DateLessThan": {"aws:CurrentTime": "x"}}))])
+        evaluate(
+            request(), ROLE, [identity(allow("*", "*", Condition={"DateLessThan": {"aws:CurrentTime": "x"}}))]
+        )
     with pytest.raises(PolicyError, match="NotPrincipal"):
-        evaluate(request(), ROLE, [resource({"Effect": "Allow", "NotPrincipal": "*", "Action": "*", "Resource": "*"})])
+        evaluate(
+            request(),
+            ROLE,
+            [resource({"Effect": "Allow", "NotPrincipal": "*", "Action": "*", "Resource": "*"})],
+        )
     with pytest.raises(PolicyError, match="Effect"):
         evaluate(request(), ROLE, [identity({"Effect": "allow", "Action": "*", "Resource": "*"})])
 
 
 def test_a_resource_policy_that_names_the_role_allows_without_an_identity_policy() -> None:
     topic = f"arn:aws:sns:us-east-1:{ACCOUNT}:oncall"
-    policy = resource({"Effect": "Allow", "Principal": {"AWS": ROLE.arn}, "Action": "sns:Publish", "Resource": topic})
+    policy = resource(
+        {"Effect": "Allow", "Principal": {"AWS": ROLE.arn}, "Action": "sns:Publish", "Resource": topic}
+    )
     assert evaluate(Request("sns:Publish", topic), ROLE, [policy]).allowed
     assert not evaluate(Request("sns:Publish", topic), OTHER, [policy]).allowed
 
@@ -143,7 +199,9 @@ def test_service_principals_are_allowed_only_by_the_resource_policy() -> None:
     assert evaluate(Request("sqs:SendMessage", queue, {"aws:SourceArn": (rule,)}), EVENTS, [policy]).allowed
     other_rule = {"aws:SourceArn": (f"{rule}2",)}
     assert not evaluate(Request("sqs:SendMessage", queue, other_rule), EVENTS, [policy]).allowed
-    assert not evaluate(Request("sqs:SendMessage", queue, {"aws:SourceArn": (rule,)}), EVENTS, [identity(allow("*"))]).allowed
+    assert not evaluate(
+        Request("sqs:SendMessage", queue, {"aws:SourceArn": (rule,)}), EVENTS, [identity(allow("*"))]
+    ).allowed
 
 
 def test_the_topic_policy_deny_spares_its_publisher_only() -> None:
@@ -153,7 +211,10 @@ def test_the_topic_policy_deny_spares_its_publisher_only() -> None:
         "Principal": "*",
         "Action": "sns:Publish",
         "Resource": topic,
-        "Condition": {"ArnNotEquals": {"aws:PrincipalArn": ROLE.arn}, "BoolIfExists": {"aws:PrincipalIsAWSService": "false"}},
+        "Condition": {
+            "ArnNotEquals": {"aws:PrincipalArn": ROLE.arn},
+            "BoolIfExists": {"aws:PrincipalIsAWSService": "false"},
+        },
     }
     granted = identity(allow("sns:Publish", topic))
     assert evaluate(Request("sns:Publish", topic), ROLE, [granted, resource(deny)]).allowed
@@ -164,19 +225,31 @@ def test_a_key_policy_must_allow_directly_or_hand_over_to_iam() -> None:
     key = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/k"
     via = {"kms:ViaService": ("sns.us-east-1.amazonaws.com",)}
     direct = resource(
-        {"Effect": "Allow", "Principal": {"AWS": ROLE.arn}, "Action": "kms:Decrypt", "Resource": "*",
-         "Condition": {"StringEquals": {"kms:ViaService": "sns.us-east-1.amazonaws.com"}}},
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": ROLE.arn},
+            "Action": "kms:Decrypt",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"kms:ViaService": "sns.us-east-1.amazonaws.com"}},
+        },
         kind=PolicyKind.KEY,
     )
     root = resource(
-        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*", "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+            "Action": "kms:*",
+            "Resource": "*",
+        },
         kind=PolicyKind.KEY,
     )
     assert evaluate(Request("kms:Decrypt", key, via), ROLE, [direct]).allowed
     assert not evaluate(Request("kms:Decrypt", key, {}), ROLE, [direct]).allowed
     # Through the account: the role's own policy must allow it too.
     assert not evaluate(Request("kms:Decrypt", key, via), ROLE, [root]).allowed
-    assert evaluate(Request("kms:Decrypt", key, via), ROLE, [root, identity(allow("kms:Decrypt", key))]).allowed
+    assert evaluate(
+        Request("kms:Decrypt", key, via), ROLE, [root, identity(allow("kms:Decrypt", key))]
+    ).allowed
     # An identity policy alone never opens a key.
     assert not evaluate(Request("kms:Decrypt", key, via), ROLE, [identity(allow("kms:*"))]).allowed
 

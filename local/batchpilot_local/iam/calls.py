@@ -99,7 +99,8 @@ class CallRecorder:
         self.origin: str | None = None
         self._emitters: list[Any] = []
         self._ids = {
-            name: f"batchpilot-iam-{name}-{id(self)}" for name in ("provide-client-params", "after-call", "after-call-error")
+            name: f"batchpilot-iam-{name}-{id(self)}"
+            for name in ("provide-client-params", "after-call", "after-call-error")
         }
 
     def install(self, emitters: Iterable[Any]) -> None:
@@ -139,7 +140,9 @@ class CallRecorder:
         self.calls.append(call)
         context[_CONTEXT_KEY] = call
 
-    def _after(self, http_response: Any, parsed: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
+    def _after(
+        self, http_response: Any, parsed: Mapping[str, Any], context: dict[str, Any], **_: Any
+    ) -> None:
         call = context.get(_CONTEXT_KEY)
         if not isinstance(call, ApiCall):
             return

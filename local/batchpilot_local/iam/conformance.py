@@ -46,8 +46,16 @@ class Finding:
             return f"remove or narrow {', '.join(map(str, self.decision.denied_by))}"
         context = "; ".join(f"{k}={','.join(v)}" for k, v in sorted(r.context.items()))
         holder = r.principal.service or r.principal.arn.rsplit("/", 1)[-1]
-        where = "the key policy" if r.action.startswith("kms:") else f"{holder}'s policies or the resource's policy"
-        return f"an Allow of {r.action} on {r.resource}" + (f" when {context}" if context else "") + f" in {where}"
+        where = (
+            "the key policy"
+            if r.action.startswith("kms:")
+            else f"{holder}'s policies or the resource's policy"
+        )
+        return (
+            f"an Allow of {r.action} on {r.resource}"
+            + (f" when {context}" if context else "")
+            + f" in {where}"
+        )
 
     def describe(self) -> str:
         """One line: who, the API call, the action and resource, why, and the decision."""
@@ -103,7 +111,7 @@ class Verdict:
         """A few lines: counts, every denied request with its missing grant, every ``*`` grant used."""
         lines = [
             f"{self.calls} calls, {self.requests} distinct authorisations, {len(self.denied)} denied, "
-            f"{len(self.star)} allowed only through Resource \"*\"; {self.outside_functions} calls made "
+            f'{len(self.star)} allowed only through Resource "*"; {self.outside_functions} calls made '
             "outside any function (not judged)"
         ]
         for finding in self.denied:
@@ -151,8 +159,9 @@ def policies_for(request: AuthRequest, stack: Stack) -> list[Policy]:
 def judge(
     calls: Iterable[ApiCall], stack: Stack, names: Names, *, extra: Iterable[AuthRequest] = ()
 ) -> Verdict:
-    """Judge ``calls`` (and the ``extra`` requests, e.g. :func:`~batchpilot_local.iam.requests.platform_requests`)
-    against ``stack``; see the module docstring."""
+    """Judge ``calls`` and the ``extra`` requests (e.g. those of
+    :func:`~batchpilot_local.iam.requests.platform_requests`) against ``stack``; see the module
+    docstring."""
     verdict = Verdict()
     counted: dict[tuple[object, ...], list[AuthRequest]] = {}
     for call in calls:

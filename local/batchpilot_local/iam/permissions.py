@@ -39,8 +39,11 @@ __all__ = ["DEPLOY_ACTIONS", "HANDLER_PERMISSIONS", "main", "render"]
 HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "AWS::CloudWatch::Alarm": {
         "create/update": (
-            "cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms", "cloudwatch:TagResource",
-            "cloudwatch:UntagResource", "cloudwatch:ListTagsForResource",
+            "cloudwatch:PutMetricAlarm",
+            "cloudwatch:DescribeAlarms",
+            "cloudwatch:TagResource",
+            "cloudwatch:UntagResource",
+            "cloudwatch:ListTagsForResource",
         ),
         "delete": ("cloudwatch:DeleteAlarms", "cloudwatch:DescribeAlarms"),
     },
@@ -50,35 +53,71 @@ HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     "AWS::DynamoDB::Table": {
         "create/update": (
-            "dynamodb:CreateTable", "dynamodb:UpdateTable", "dynamodb:DescribeTable",
-            "dynamodb:UpdateTimeToLive", "dynamodb:DescribeTimeToLive",
-            "dynamodb:UpdateContinuousBackups", "dynamodb:DescribeContinuousBackups",
-            "dynamodb:TagResource", "dynamodb:UntagResource", "dynamodb:ListTagsOfResource",
-            "kms:CreateGrant", "kms:DescribeKey",
+            "dynamodb:CreateTable",
+            "dynamodb:UpdateTable",
+            "dynamodb:DescribeTable",
+            "dynamodb:UpdateTimeToLive",
+            "dynamodb:DescribeTimeToLive",
+            "dynamodb:UpdateContinuousBackups",
+            "dynamodb:DescribeContinuousBackups",
+            "dynamodb:TagResource",
+            "dynamodb:UntagResource",
+            "dynamodb:ListTagsOfResource",
+            "kms:CreateGrant",
+            "kms:DescribeKey",
         ),
         "delete": ("dynamodb:DeleteTable", "dynamodb:DescribeTable"),
     },
     "AWS::Events::EventBus": {
         "create/update": (
-            "events:CreateEventBus", "events:DescribeEventBus", "events:UpdateEventBus",
-            "events:PutPermission", "events:RemovePermission", "events:TagResource",
-            "events:UntagResource", "events:ListTagsForResource",
+            "events:CreateEventBus",
+            "events:DescribeEventBus",
+            "events:UpdateEventBus",
+            "events:PutPermission",
+            "events:RemovePermission",
+            "events:TagResource",
+            "events:UntagResource",
+            "events:ListTagsForResource",
         ),
         "delete": ("events:DeleteEventBus", "events:DescribeEventBus"),
     },
     "AWS::Events::Rule": {
-        "create/update": ("events:PutRule", "events:DescribeRule", "events:PutTargets", "events:RemoveTargets", "events:ListTargetsByRule"),
-        "delete": ("events:DeleteRule", "events:DescribeRule", "events:RemoveTargets", "events:ListTargetsByRule"),
+        "create/update": (
+            "events:PutRule",
+            "events:DescribeRule",
+            "events:PutTargets",
+            "events:RemoveTargets",
+            "events:ListTargetsByRule",
+        ),
+        "delete": (
+            "events:DeleteRule",
+            "events:DescribeRule",
+            "events:RemoveTargets",
+            "events:ListTargetsByRule",
+        ),
     },
     "AWS::IAM::Role": {
         "create/update": (
-            "iam:CreateRole", "iam:GetRole", "iam:UpdateRole", "iam:UpdateRoleDescription",
-            "iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy", "iam:GetRolePolicy", "iam:DeleteRolePolicy",
-            "iam:ListRolePolicies", "iam:ListAttachedRolePolicies", "iam:TagRole", "iam:UntagRole",
+            "iam:CreateRole",
+            "iam:GetRole",
+            "iam:UpdateRole",
+            "iam:UpdateRoleDescription",
+            "iam:UpdateAssumeRolePolicy",
+            "iam:PutRolePolicy",
+            "iam:GetRolePolicy",
+            "iam:DeleteRolePolicy",
+            "iam:ListRolePolicies",
+            "iam:ListAttachedRolePolicies",
+            "iam:TagRole",
+            "iam:UntagRole",
         ),
         "delete": (
-            "iam:DeleteRole", "iam:DeleteRolePolicy", "iam:GetRole", "iam:ListRolePolicies",
-            "iam:ListAttachedRolePolicies", "iam:ListInstanceProfilesForRole",
+            "iam:DeleteRole",
+            "iam:DeleteRolePolicy",
+            "iam:GetRole",
+            "iam:ListRolePolicies",
+            "iam:ListAttachedRolePolicies",
+            "iam:ListInstanceProfilesForRole",
         ),
     },
     "AWS::KMS::Alias": {
@@ -87,44 +126,74 @@ HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     "AWS::KMS::Key": {
         "create/update": (
-            "kms:CreateKey", "kms:DescribeKey", "kms:GetKeyPolicy", "kms:PutKeyPolicy",
-            "kms:EnableKeyRotation", "kms:GetKeyRotationStatus", "kms:UpdateKeyDescription",
-            "kms:EnableKey", "kms:ListResourceTags", "kms:TagResource", "kms:UntagResource",
+            "kms:CreateKey",
+            "kms:DescribeKey",
+            "kms:GetKeyPolicy",
+            "kms:PutKeyPolicy",
+            "kms:EnableKeyRotation",
+            "kms:GetKeyRotationStatus",
+            "kms:UpdateKeyDescription",
+            "kms:EnableKey",
+            "kms:ListResourceTags",
+            "kms:TagResource",
+            "kms:UntagResource",
         ),
         "delete": ("kms:ScheduleKeyDeletion", "kms:DescribeKey"),
     },
     "AWS::Lambda::EventInvokeConfig": {
         "create/update": (
-            "lambda:PutFunctionEventInvokeConfig", "lambda:UpdateFunctionEventInvokeConfig",
+            "lambda:PutFunctionEventInvokeConfig",
+            "lambda:UpdateFunctionEventInvokeConfig",
             "lambda:GetFunctionEventInvokeConfig",
         ),
         "delete": ("lambda:DeleteFunctionEventInvokeConfig",),
     },
     "AWS::Lambda::EventSourceMapping": {
         "create/update": (
-            "lambda:CreateEventSourceMapping", "lambda:UpdateEventSourceMapping",
-            "lambda:GetEventSourceMapping", "lambda:TagResource", "lambda:ListTags",
+            "lambda:CreateEventSourceMapping",
+            "lambda:UpdateEventSourceMapping",
+            "lambda:GetEventSourceMapping",
+            "lambda:TagResource",
+            "lambda:ListTags",
         ),
         "delete": ("lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"),
     },
     "AWS::Lambda::Function": {
         "create/update": (
-            "lambda:CreateFunction", "lambda:GetFunction", "lambda:UpdateFunctionCode",
-            "lambda:UpdateFunctionConfiguration", "lambda:PutFunctionConcurrency",
-            "lambda:DeleteFunctionConcurrency", "lambda:GetFunctionCodeSigningConfig",
-            "lambda:GetRuntimeManagementConfig", "lambda:TagResource", "lambda:UntagResource",
-            "lambda:ListTags", "lambda:GetLayerVersion", "s3:GetObject", "s3:GetObjectVersion",
+            "lambda:CreateFunction",
+            "lambda:GetFunction",
+            "lambda:UpdateFunctionCode",
+            "lambda:UpdateFunctionConfiguration",
+            "lambda:PutFunctionConcurrency",
+            "lambda:DeleteFunctionConcurrency",
+            "lambda:GetFunctionCodeSigningConfig",
+            "lambda:GetRuntimeManagementConfig",
+            "lambda:TagResource",
+            "lambda:UntagResource",
+            "lambda:ListTags",
+            "lambda:GetLayerVersion",
+            "s3:GetObject",
+            "s3:GetObjectVersion",
         ),
         "delete": ("lambda:DeleteFunction", "lambda:GetFunction"),
     },
     "AWS::Lambda::LayerVersion": {
-        "create/update": ("lambda:PublishLayerVersion", "lambda:GetLayerVersion", "s3:GetObject", "s3:GetObjectVersion"),
+        "create/update": (
+            "lambda:PublishLayerVersion",
+            "lambda:GetLayerVersion",
+            "s3:GetObject",
+            "s3:GetObjectVersion",
+        ),
         "delete": ("lambda:DeleteLayerVersion", "lambda:GetLayerVersion"),
     },
     "AWS::Logs::LogGroup": {
         "create/update": (
-            "logs:CreateLogGroup", "logs:DescribeLogGroups", "logs:PutRetentionPolicy",
-            "logs:DeleteRetentionPolicy", "logs:TagResource", "logs:UntagResource",
+            "logs:CreateLogGroup",
+            "logs:DescribeLogGroups",
+            "logs:PutRetentionPolicy",
+            "logs:DeleteRetentionPolicy",
+            "logs:TagResource",
+            "logs:UntagResource",
             "logs:ListTagsForResource",
         ),
         "delete": ("logs:DeleteLogGroup", "logs:DescribeLogGroups"),
@@ -135,8 +204,12 @@ HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     "AWS::SNS::Topic": {
         "create/update": (
-            "sns:CreateTopic", "sns:GetTopicAttributes", "sns:SetTopicAttributes", "sns:TagResource",
-            "sns:UntagResource", "sns:ListTagsForResource",
+            "sns:CreateTopic",
+            "sns:GetTopicAttributes",
+            "sns:SetTopicAttributes",
+            "sns:TagResource",
+            "sns:UntagResource",
+            "sns:ListTagsForResource",
         ),
         "delete": ("sns:DeleteTopic", "sns:GetTopicAttributes"),
     },
@@ -146,8 +219,13 @@ HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     "AWS::SQS::Queue": {
         "create/update": (
-            "sqs:CreateQueue", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SetQueueAttributes",
-            "sqs:ListQueueTags", "sqs:TagQueue", "sqs:UntagQueue",
+            "sqs:CreateQueue",
+            "sqs:GetQueueUrl",
+            "sqs:GetQueueAttributes",
+            "sqs:SetQueueAttributes",
+            "sqs:ListQueueTags",
+            "sqs:TagQueue",
+            "sqs:UntagQueue",
         ),
         "delete": ("sqs:DeleteQueue", "sqs:GetQueueAttributes"),
     },
@@ -161,15 +239,24 @@ the type's CloudFormation resource schema (see the module docstring)."""
 
 DEPLOY_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "the stack (sam deploy, sam delete)": (
-        "cloudformation:CreateChangeSet", "cloudformation:DescribeChangeSet",
-        "cloudformation:ExecuteChangeSet", "cloudformation:DeleteChangeSet",
-        "cloudformation:DescribeStacks", "cloudformation:DescribeStackEvents",
-        "cloudformation:DescribeStackResource", "cloudformation:DescribeStackResources",
-        "cloudformation:ListStackResources", "cloudformation:GetTemplate",
-        "cloudformation:GetTemplateSummary", "cloudformation:DeleteStack",
+        "cloudformation:CreateChangeSet",
+        "cloudformation:DescribeChangeSet",
+        "cloudformation:ExecuteChangeSet",
+        "cloudformation:DeleteChangeSet",
+        "cloudformation:DescribeStacks",
+        "cloudformation:DescribeStackEvents",
+        "cloudformation:DescribeStackResource",
+        "cloudformation:DescribeStackResources",
+        "cloudformation:ListStackResources",
+        "cloudformation:GetTemplate",
+        "cloudformation:GetTemplateSummary",
+        "cloudformation:DeleteStack",
     ),
     "the artifacts bucket (sam deploy uploads the code and the layer)": (
-        "s3:PutObject", "s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation",
+        "s3:PutObject",
+        "s3:GetObject",
+        "s3:ListBucket",
+        "s3:GetBucketLocation",
     ),
 }
 """What ``sam deploy`` / ``sam delete`` call besides the resources' handlers (AWS SAM developer
@@ -256,7 +343,9 @@ def _deployer_section(template: Mapping[str, Any], stack: Stack) -> list[str]:
     ]
     for kind in sorted(counts):
         entry = HANDLER_PERMISSIONS[kind]
-        lines.append(f"| `{kind}` | {counts[kind]} | {_code(entry['create/update'])} | {_code(entry['delete'])} |")
+        lines.append(
+            f"| `{kind}` | {counts[kind]} | {_code(entry['create/update'])} | {_code(entry['delete'])} |"
+        )
     lines += ["", "| For | Actions |", "| --- | --- |"]
     for purpose, actions in DEPLOY_ACTIONS.items():
         lines.append(f"| {purpose} | {_code(actions)} |")
@@ -267,14 +356,19 @@ def _deployer_section(template: Mapping[str, Any], stack: Stack) -> list[str]:
         role = stack.role_by_arn(schedule.role_arn)
         if role is not None:
             passed.setdefault("scheduler.amazonaws.com", set()).add(role.logical_id)
-    for service, roles in sorted(passed.items()):
-        lines.append(f"| `iam:PassRole` to `{service}` (`iam:PassedToService`) | {_code(sorted(roles))} |")
-    actions = sorted(
-        {a for entry in HANDLER_PERMISSIONS.values() if True for group in entry.values() for a in group}
+    for service, passed_roles in sorted(passed.items()):
+        lines.append(
+            f"| `iam:PassRole` to `{service}` (`iam:PassedToService`) | {_code(sorted(passed_roles))} |"
+        )
+    everything = sorted(
+        {a for entry in HANDLER_PERMISSIONS.values() for group in entry.values() for a in group}
         | {a for group in DEPLOY_ACTIONS.values() for a in group}
         | {"iam:PassRole"}
     )
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": everything, "Resource": "*"}],
+    }
     lines += [
         "",
         "As one policy for a deployer role (scope `Resource` to the stack's names, `<stack>-*`, where "
@@ -330,7 +424,9 @@ def render(template_path: Path) -> str:
         "`<RecoveryJobQueueArns>` stands for each ARN in that parameter, `<account>`, `<region>` and "
         "`<stack>` for the stack's. With a parameter left empty its statements are not in the role (no "
         "job queue named: no `recovery-submit` policy at all, recovery runs dry); with `*` the "
-        "statement covers every resource of that type in the account and region.",
+        "statement covers every resource of that type in the account and region. A resource the "
+        "template does not name (the queues, the table) shows its logical id where CloudFormation "
+        "generates `<stack>-<LogicalId>-<suffix>`.",
         "",
     ]
     for name in sorted(stack.functions):
@@ -349,7 +445,9 @@ def render(template_path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m batchpilot_local.iam.permissions [--write | --check] [--template PATH]``."""
-    parser = argparse.ArgumentParser(prog="python -m batchpilot_local.iam.permissions", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m batchpilot_local.iam.permissions", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--template", type=Path, default=Path("template.yaml"))
     parser.add_argument("--output", type=Path, default=Path("docs/permissions.md"))
     mode = parser.add_mutually_exclusive_group()
@@ -363,7 +461,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
         if current != page:
-            print(f"{args.output} is out of date: run python -m batchpilot_local.iam.permissions --write", file=sys.stderr)
+            print(
+                f"{args.output} is out of date: run python -m batchpilot_local.iam.permissions --write",
+                file=sys.stderr,
+            )
             return 1
         return 0
     sys.stdout.write(page)

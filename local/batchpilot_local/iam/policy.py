@@ -192,7 +192,9 @@ def _arn_like(pattern: str, value: str) -> bool:
     # cross a colon, except in the last part, the resource, which may itself hold colons).
     p_parts, v_parts = pattern.split(":", 5), value.split(":", 5)
     if len(p_parts) != 6 or len(v_parts) != 6:
-        return pattern == value if "*" not in pattern and "?" not in pattern else wildcard_match(pattern, value)
+        return (
+            pattern == value if "*" not in pattern and "?" not in pattern else wildcard_match(pattern, value)
+        )
     return all(wildcard_match(p, v) for p, v in zip(p_parts, v_parts, strict=True))
 
 
@@ -212,10 +214,13 @@ def _text(value: Any) -> str:
 
 def _action_matches(statement: Mapping[str, Any], action: str, where: str) -> bool:
     if "Action" in statement:
-        return any(wildcard_match(_text(p), action, ignore_case=True) for p in _as_list(statement["Action"], where))
+        return any(
+            wildcard_match(_text(p), action, ignore_case=True) for p in _as_list(statement["Action"], where)
+        )
     if "NotAction" in statement:
         return not any(
-            wildcard_match(_text(p), action, ignore_case=True) for p in _as_list(statement["NotAction"], where)
+            wildcard_match(_text(p), action, ignore_case=True)
+            for p in _as_list(statement["NotAction"], where)
         )
     raise PolicyError(f"{where}: neither Action nor NotAction")
 
@@ -287,7 +292,14 @@ _BASE_OPERATORS = {
     "NumericGreaterThan",
     "NumericGreaterThanEquals",
 }
-_NEGATED = {"StringNotEquals", "StringNotEqualsIgnoreCase", "StringNotLike", "ArnNotEquals", "ArnNotLike", "NumericNotEquals"}
+_NEGATED = {
+    "StringNotEquals",
+    "StringNotEqualsIgnoreCase",
+    "StringNotLike",
+    "ArnNotEquals",
+    "ArnNotLike",
+    "NumericNotEquals",
+}
 
 
 def _one(base: str, expected: str, actual: str) -> bool:
@@ -315,7 +327,9 @@ def _one(base: str, expected: str, actual: str) -> bool:
     raise PolicyError(f"operator {base} is not supported")
 
 
-def _condition_holds(operator: str, key: str, expected: Sequence[str], context: Mapping[str, tuple[str, ...]]) -> bool:
+def _condition_holds(
+    operator: str, key: str, expected: Sequence[str], context: Mapping[str, tuple[str, ...]]
+) -> bool:
     qualifier, _, base = operator.rpartition(":")
     if qualifier not in ("", "ForAllValues", "ForAnyValue"):
         raise PolicyError(f"condition qualifier {qualifier} is not supported")
@@ -348,7 +362,9 @@ def _condition_holds(operator: str, key: str, expected: Sequence[str], context: 
     return not any(positive(v) for v in values) if negated else any(positive(v) for v in values)
 
 
-def _conditions_hold(statement: Mapping[str, Any], context: Mapping[str, tuple[str, ...]], where: str) -> bool:
+def _conditions_hold(
+    statement: Mapping[str, Any], context: Mapping[str, tuple[str, ...]], where: str
+) -> bool:
     block = statement.get("Condition")
     if block is None:
         return True
@@ -433,14 +449,18 @@ def evaluate(request: Request, principal: Principal, policies: Iterable[Policy])
     allowed_by, resource_allowed_by = tuple(identity_allows), tuple(resource_allows)
     if denies:
         names = ", ".join(str(g) for g in denies)
-        return Decision(False, tuple(denies), allowed_by, resource_allowed_by, f"explicitly denied by {names}")
+        return Decision(
+            False, tuple(denies), allowed_by, resource_allowed_by, f"explicitly denied by {names}"
+        )
     direct = [g for g in resource_allows if g.direct]
     delegated = [g for g in resource_allows if not g.direct]
     if key_policy:
         allowed = bool(direct) or (bool(delegated) and bool(identity_allows))
         if allowed:
             via = direct or delegated + identity_allows
-            return Decision(True, (), allowed_by, resource_allowed_by, "allowed by " + ", ".join(map(str, via)))
+            return Decision(
+                True, (), allowed_by, resource_allowed_by, "allowed by " + ", ".join(map(str, via))
+            )
         if delegated:
             reason = "the key policy hands the decision to IAM, and no identity-based statement allows it"
         else:

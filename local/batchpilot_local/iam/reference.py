@@ -157,7 +157,9 @@ def action(qualified: str) -> ActionInfo:
             continue
         arn = str((resources.get(row_name) or {}).get("arn", ""))
         rows.append(
-            ResourceTypeInfo(row_name, bool(row.get("required")), arn, keys, tuple(row.get("dependent_actions") or ()))
+            ResourceTypeInfo(
+                row_name, bool(row.get("required")), arn, keys, tuple(row.get("dependent_actions") or ())
+            )
         )
     return ActionInfo(
         service=prefix,

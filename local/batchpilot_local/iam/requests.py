@@ -275,7 +275,7 @@ def _tags(params: Mapping[str, Any]) -> dict[str, str] | None:
 
 
 def _tag_context(tags: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    context = {f"aws:RequestTag/{k}": (v,) for k, v in tags.items()}
+    context: dict[str, tuple[str, ...]] = {f"aws:RequestTag/{k}": (v,) for k, v in tags.items()}
     context["aws:TagKeys"] = tuple(tags)
     return context
 
@@ -372,7 +372,9 @@ def _parts(call: ApiCall) -> list[_Part]:
         ]
     if call.service == "dynamodb" and call.operation == "BatchGetItem":
         return [
-            _Part("dynamodb:BatchGetItem", {"TableName": table, "Keys": body.get("Keys") or []}, call.operation)
+            _Part(
+                "dynamodb:BatchGetItem", {"TableName": table, "Keys": body.get("Keys") or []}, call.operation
+            )
             for table, body in (call.params.get("RequestItems") or {}).items()
         ]
     action = reference.actions_for_operation(call.service, call.operation)
@@ -427,7 +429,11 @@ def _resources(
             continue
         for arn in arns:
             found_any = True
-            yield names.arn(info.service, rt.name, arn, call.function), rt.name, f"{part.label} names this {rt.name}"
+            yield (
+                names.arn(info.service, rt.name, arn, call.function),
+                rt.name,
+                f"{part.label} names this {rt.name}",
+            )
     if not found_any:
         raise UnmodelledCall(f"{call.api}: the call names no resource of {info.qualified}")
 
@@ -445,8 +451,18 @@ def auth_requests(call: ApiCall, stack: Stack, names: Names) -> list[AuthRequest
     principal = _role_principal(stack, function)
     out: list[AuthRequest] = []
 
-    def add(action: str, resource: str, resource_type: str | None, context: Mapping[str, tuple[str, ...]], why: str) -> None:
-        out.append(AuthRequest(function, action, resource, resource_type, principal, context, why, call.api, call.origin))
+    def add(
+        action: str,
+        resource: str,
+        resource_type: str | None,
+        context: Mapping[str, tuple[str, ...]],
+        why: str,
+    ) -> None:
+        out.append(
+            AuthRequest(
+                function, action, resource, resource_type, principal, context, why, call.api, call.origin
+            )
+        )
 
     for part in _parts(call):
         info = reference.action(part.action)
@@ -457,7 +473,9 @@ def auth_requests(call: ApiCall, stack: Stack, names: Names) -> list[AuthRequest
         context = _request_context(replace(call, params=part.params), part.action)
         if call.service == "dynamodb":
             table = str(part.params.get("TableName", ""))
-            leading = _leading_keys(part.params, names.arn("dynamodb", "table", table, function).rsplit("/", 1)[-1], stack)
+            leading = _leading_keys(
+                part.params, names.arn("dynamodb", "table", table, function).rsplit("/", 1)[-1], stack
+            )
             if leading:
                 context["dynamodb:LeadingKeys"] = leading
         created: list[str] = []
@@ -488,9 +506,18 @@ def auth_requests(call: ApiCall, stack: Stack, names: Names) -> list[AuthRequest
             topic = names.arn("sns", "topic", str(part.params.get("TopicArn", "")), function)
             key = stack.topic_keys.get(topic)
             if key is not None:
-                kms_context = {"kms:ViaService": (f"sns.{REGION}.amazonaws.com",), "kms:CallerAccount": (ACCOUNT_ID,)}
+                kms_context = {
+                    "kms:ViaService": (f"sns.{REGION}.amazonaws.com",),
+                    "kms:CallerAccount": (ACCOUNT_ID,),
+                }
                 for action in ("kms:GenerateDataKey", "kms:Decrypt"):
-                    add(action, key, "key", kms_context, f"{call.operation} to a topic encrypted with this key")
+                    add(
+                        action,
+                        key,
+                        "key",
+                        kms_context,
+                        f"{call.operation} to a topic encrypted with this key",
+                    )
     return out
 
 
@@ -514,13 +541,26 @@ def platform_requests(stack: Stack) -> list[AuthRequest]:
         principal = _role_principal(stack, name)
         api = f"lambda ({function.logical_id})"
 
-        def add(action: str, resource: str, resource_type: str, why: str, *, principal: Principal = principal) -> None:
-            out.append(AuthRequest(name, action, resource, resource_type, principal, {}, why, api, "template.yaml"))
+        def add(
+            action: str,
+            resource: str,
+            resource_type: str,
+            why: str,
+            *,
+            name: str = name,
+            principal: Principal = principal,
+            api: str = api,
+        ) -> None:
+            out.append(
+                AuthRequest(name, action, resource, resource_type, principal, {}, why, api, "template.yaml")
+            )
 
         for queue in function.event_source_queues:
             for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
                 add(action, queue, "queue", "Lambda's event source mapping polls this queue with the role")
-        stream = function.log_group_arn.removesuffix(":*") + ":log-stream:2026/01/01/[$LATEST]0123456789abcdef"
+        stream = (
+            function.log_group_arn.removesuffix(":*") + ":log-stream:2026/01/01/[$LATEST]0123456789abcdef"
+        )
         for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
             add(action, stream, "log-stream", "Lambda writes the function's logs with the role")
         for destination in function.on_failure:
@@ -532,9 +572,15 @@ def platform_requests(stack: Stack) -> list[AuthRequest]:
             if target.startswith(f"arn:{PARTITION}:sqs:"):
                 out.append(
                     AuthRequest(
-                        None, "sqs:SendMessage", target, "queue", events, source,
+                        None,
+                        "sqs:SendMessage",
+                        target,
+                        "queue",
+                        events,
+                        source,
                         f"EventBridge delivers {rule.logical_id}'s events (or dead letters) here",
-                        f"events ({rule.logical_id})", "template.yaml",
+                        f"events ({rule.logical_id})",
+                        "template.yaml",
                     )
                 )
     cloudwatch = Principal("", ACCOUNT_ID, "cloudwatch.amazonaws.com")
@@ -545,8 +591,15 @@ def platform_requests(stack: Stack) -> list[AuthRequest]:
                 continue  # a topic outside the stack (AlarmActionTopicArn): its own policies decide
             out.append(
                 AuthRequest(
-                    None, "sns:Publish", topic, "topic", cloudwatch, source,
-                    f"{alarm.logical_id} notifies this topic", f"cloudwatch ({alarm.logical_id})", "template.yaml",
+                    None,
+                    "sns:Publish",
+                    topic,
+                    "topic",
+                    cloudwatch,
+                    source,
+                    f"{alarm.logical_id} notifies this topic",
+                    f"cloudwatch ({alarm.logical_id})",
+                    "template.yaml",
                 )
             )
             key = stack.topic_keys.get(topic)
@@ -554,9 +607,15 @@ def platform_requests(stack: Stack) -> list[AuthRequest]:
                 for action in ("kms:GenerateDataKey", "kms:Decrypt"):
                     out.append(
                         AuthRequest(
-                            None, action, key, "key", cloudwatch, source,
+                            None,
+                            action,
+                            key,
+                            "key",
+                            cloudwatch,
+                            source,
                             f"{alarm.logical_id} publishes to a topic encrypted with this key",
-                            f"cloudwatch ({alarm.logical_id})", "template.yaml",
+                            f"cloudwatch ({alarm.logical_id})",
+                            "template.yaml",
                         )
                     )
     for schedule in stack.schedules:
@@ -567,15 +626,29 @@ def platform_requests(stack: Stack) -> list[AuthRequest]:
         api = f"scheduler ({schedule.logical_id})"
         out.append(
             AuthRequest(
-                None, "lambda:InvokeFunction", schedule.target, "function", principal, {},
-                f"{schedule.logical_id} invokes its target with {role.logical_id}", api, "template.yaml",
+                None,
+                "lambda:InvokeFunction",
+                schedule.target,
+                "function",
+                principal,
+                {},
+                f"{schedule.logical_id} invokes its target with {role.logical_id}",
+                api,
+                "template.yaml",
             )
         )
         if schedule.dead_letter_queue:
             out.append(
                 AuthRequest(
-                    None, "sqs:SendMessage", schedule.dead_letter_queue, "queue", principal, {},
-                    f"{schedule.logical_id} sends runs it could not start here", api, "template.yaml",
+                    None,
+                    "sqs:SendMessage",
+                    schedule.dead_letter_queue,
+                    "queue",
+                    principal,
+                    {},
+                    f"{schedule.logical_id} sends runs it could not start here",
+                    api,
+                    "template.yaml",
                 )
             )
     return out

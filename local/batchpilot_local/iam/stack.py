@@ -198,7 +198,10 @@ class Stack:
 # ------------------------------------------------------------------------------------ resolver
 class _Resolver:
     def __init__(
-        self, template: Mapping[str, Any], parameters: Mapping[str, str], pseudo: Mapping[str, str] | None = None
+        self,
+        template: Mapping[str, Any],
+        parameters: Mapping[str, str],
+        pseudo: Mapping[str, str] | None = None,
     ) -> None:
         self.account = (pseudo or {}).get("AWS::AccountId", ACCOUNT_ID)
         self.region = (pseudo or {}).get("AWS::Region", REGION)
@@ -209,7 +212,9 @@ class _Resolver:
         unknown = sorted(set(parameters) - set(declared))
         if unknown:
             raise StackError(f"parameters not declared by the template: {', '.join(unknown)}")
-        self.parameter_types = {name: str((spec or {}).get("Type", "String")) for name, spec in declared.items()}
+        self.parameter_types = {
+            name: str((spec or {}).get("Type", "String")) for name, spec in declared.items()
+        }
         self.parameters: dict[str, str] = {}
         for name, spec in declared.items():
             if name in parameters:
@@ -268,7 +273,8 @@ class _Resolver:
             "AWS::StackName": self.stack_name,
             "AWS::Partition": PARTITION,
             "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackId": f"arn:aws:cloudformation:{self.region}:{self.account}:stack/{self.stack_name}/expanded",
+            "AWS::StackId": f"arn:{PARTITION}:cloudformation:{self.region}:{self.account}:stack/"
+            f"{self.stack_name}/expanded",
         }
         if name == "AWS::NoValue":
             return NO_VALUE
@@ -302,12 +308,18 @@ class _Resolver:
             "AWS::KMS::Key": f"{head}:kms:{self.region}:{self.account}:key/{name}",
             "AWS::Lambda::Function": f"{head}:lambda:{self.region}:{self.account}:function:{name}",
             "AWS::CloudWatch::Alarm": f"{head}:cloudwatch:{self.region}:{self.account}:alarm:{name}",
-            "AWS::Scheduler::Schedule": f"{head}:scheduler:{self.region}:{self.account}:schedule/default/{name}",
+            "AWS::Scheduler::Schedule": (
+                f"{head}:scheduler:{self.region}:{self.account}:schedule/default/{name}"
+            ),
         }
         if kind == "AWS::Events::Rule":
             bus = self.value(self.props(logical_id).get("EventBusName", "default"), where)
             bus = str(bus).rsplit("event-bus/", 1)[-1]
-            arns[kind] = f"{head}:events:{self.region}:{self.account}:rule/" + (f"{bus}/" if bus != "default" else "") + name
+            arns[kind] = (
+                f"{head}:events:{self.region}:{self.account}:rule/"
+                + (f"{bus}/" if bus != "default" else "")
+                + name
+            )
         if attribute == "Arn" and kind in arns:
             return arns[kind]
         others = {
@@ -326,7 +338,12 @@ class _Resolver:
     def sub(self, arg: Any, where: str) -> str:
         if isinstance(arg, str):
             text, variables = arg, {}
-        elif isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str) and isinstance(arg[1], Mapping):
+        elif (
+            isinstance(arg, list)
+            and len(arg) == 2
+            and isinstance(arg[0], str)
+            and isinstance(arg[1], Mapping)
+        ):
             text, variables = arg[0], {k: self.value(v, where) for k, v in arg[1].items()}
         else:
             raise StackError(f"{where}: malformed Fn::Sub")
@@ -473,14 +490,22 @@ def _resource_policies(resolver: _Resolver) -> tuple[dict[str, tuple[Policy, ...
     for logical_id in _of_type(resolver, "AWS::Events::EventBus"):
         props = resolver.resource(logical_id)
         if props.get("Policy"):
-            add(resolver.get_att(logical_id, "Arn", logical_id), Policy(logical_id, PolicyKind.RESOURCE, props["Policy"]))
+            add(
+                resolver.get_att(logical_id, "Arn", logical_id),
+                Policy(logical_id, PolicyKind.RESOURCE, props["Policy"]),
+            )
     for logical_id in _of_type(resolver, "AWS::Events::EventBusPolicy"):
         raise StackError(f"{logical_id}: AWS::Events::EventBusPolicy is not supported (use the bus's Policy)")
     for logical_id in _of_type(resolver, "AWS::KMS::Key"):
         props = resolver.resource(logical_id)
-        add(resolver.get_att(logical_id, "Arn", logical_id), Policy(logical_id, PolicyKind.KEY, props["KeyPolicy"]))
+        add(
+            resolver.get_att(logical_id, "Arn", logical_id),
+            Policy(logical_id, PolicyKind.KEY, props["KeyPolicy"]),
+        )
     keys: dict[str, str] = {}
-    aliases = {resolver.name(a): resolver.resource(a)["TargetKeyId"] for a in _of_type(resolver, "AWS::KMS::Alias")}
+    aliases = {
+        resolver.name(a): resolver.resource(a)["TargetKeyId"] for a in _of_type(resolver, "AWS::KMS::Alias")
+    }
     for logical_id in _of_type(resolver, "AWS::SNS::Topic"):
         key = resolver.resource(logical_id).get("KmsMasterKeyId")
         if not key:
@@ -518,7 +543,9 @@ def _functions(resolver: _Resolver) -> dict[str, FunctionInfo]:
             logical_id=logical_id,
             arn=resolver.get_att(logical_id, "Arn", logical_id),
             role=role_id,
-            environment={k: str(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()},
+            environment={
+                k: str(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()
+            },
             log_group_arn=f"arn:{PARTITION}:logs:{resolver.region}:{resolver.account}:log-group:{log_group}:*",
             event_source_queues=tuple(mappings.get(name, [])),
             on_failure=tuple(destinations.get(name, [])),
@@ -551,7 +578,9 @@ def _alarms(resolver: _Resolver) -> tuple[Alarm, ...]:
             for key in ("AlarmActions", "OKActions", "InsufficientDataActions")
             for a in _list(props.get(key) or [])
         ]
-        alarms.append(Alarm(logical_id, resolver.get_att(logical_id, "Arn", logical_id), tuple(dict.fromkeys(actions))))
+        alarms.append(
+            Alarm(logical_id, resolver.get_att(logical_id, "Arn", logical_id), tuple(dict.fromkeys(actions)))
+        )
     return tuple(alarms)
 
 
@@ -599,7 +628,9 @@ def expand(
     tables = {}
     for logical_id in _of_type(resolver, "AWS::DynamoDB::Table"):
         schema = resolver.resource(logical_id).get("KeySchema") or []
-        tables[resolver.name(logical_id)] = next(str(k["AttributeName"]) for k in schema if k["KeyType"] == "HASH")
+        tables[resolver.name(logical_id)] = next(
+            str(k["AttributeName"]) for k in schema if k["KeyType"] == "HASH"
+        )
     own: dict[str, tuple[str, str, str]] = {}
     for kind, service, resource_type in (
         ("AWS::DynamoDB::Table", "dynamodb", "table"),

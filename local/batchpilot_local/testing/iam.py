@@ -157,7 +157,9 @@ def replay_calls(base: Mapping[str, str], paths: Sequence[Path] = (EVENTS_DIR,))
         return "events/ (the sample events)", {}
 
     with observing(recorder):
-        for (origin, _), group in itertools.groupby(replay_input.items, key=lambda i: (run_of(i)[0], i.scope)):
+        for (origin, _), group in itertools.groupby(
+            replay_input.items, key=lambda i: (run_of(i)[0], i.scope)
+        ):
             items = list(group)
             recorder.origin = origin
             replayer.run_items(
