@@ -238,7 +238,8 @@ HANDLER_PERMISSIONS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
 the type's CloudFormation resource schema (see the module docstring)."""
 
 DEPLOY_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    "the stack (sam deploy, sam delete)": (
+    "the stack and the SAM transform (`CreateChangeSet` also on "
+    "`arn:aws:cloudformation:<region>:aws:transform/Serverless-2016-10-31`)": (
         "cloudformation:CreateChangeSet",
         "cloudformation:DescribeChangeSet",
         "cloudformation:ExecuteChangeSet",
@@ -257,6 +258,15 @@ DEPLOY_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "s3:GetObject",
         "s3:ListBucket",
         "s3:GetBucketLocation",
+    ),
+    "the artifacts bucket's own stack, once (`sam deploy --resolve-s3`: aws-sam-cli-managed-default)": (
+        "cloudformation:CreateStack",
+        "s3:CreateBucket",
+        "s3:PutBucketPolicy",
+        "s3:PutBucketVersioning",
+        "s3:PutEncryptionConfiguration",
+        "s3:PutBucketPublicAccessBlock",
+        "s3:PutBucketTagging",
     ),
 }
 """What ``sam deploy`` / ``sam delete`` call besides the resources' handlers (AWS SAM developer
