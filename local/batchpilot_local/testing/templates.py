@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cfnlint.decode import decode_str
 from samtranslator.translator.transform import transform
 
 from batchpilot_local.testing.paths import ROOT
@@ -133,6 +132,8 @@ def parse_template(text: str) -> dict[str, Any]:
     Raises:
         AssertionError: cfn-lint's decoder reported errors (listed in the message).
     """
+    from cfnlint.decode import decode_str  # imported here: cfn-lint takes seconds to import
+
     parsed, errors = decode_str(text)
     assert not errors, [str(error) for error in errors]
     # A JSON round trip turns cfn-lint's node subclasses into plain dicts, lists and strings.
