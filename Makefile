@@ -17,18 +17,19 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate report-screenshot
+.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate docs docs-images report-screenshot
 
 help:
 	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in events/"
-	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
+	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
 	@echo "make wheel  - build dist/batchpilot-<version>-py3-none-any.whl (pip install / pipx install it anywhere)"
 	@echo "make constraints - re-pin constraints.txt after a change to pyproject.toml's dependencies"
-	@echo "make report-screenshot - replay a few samples to an HTML report and save docs/replay-report.png (needs /usr/bin/chromium)"
+	@echo "make docs   - build the documentation site (MkDocs, strict: a broken link, anchor or nav entry fails) into site/"
+	@echo "make docs-images - redraw docs/img/*.png from replayed samples (needs /usr/bin/chromium)"
 
 # The venv and its installer, uv (from PyPI, at constraints.txt's pin), once. The venv needs no pip
 # of its own (uv installs the rest): the host's pip (22.3 or later: --python) installs uv into it;
@@ -79,17 +80,32 @@ $(CHECKOV): Makefile
 run: $(BIN)/.installed-run
 	$(BIN)/batchpilot replay events/
 
-# The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
-# day apart, a resubmission, a page; Teams on), the report's first screens in headless Chromium.
+# The documentation's pictures (docs/img/), drawn by the replay's HTML report in headless Chromium
+# (Debian's chromium; the chat previews' emoji need fonts-noto-color-emoji):
+# - replay-report.png: the report's first screens, from a few samples (two capacity scenarios a day
+#   apart, a resubmission, a page, a fair-share fleet; Teams on);
+# - dashboard.png: the first widgets of the fleet dashboard, drawn from the same replay;
+# - chat-message.png: the Slack and Teams messages of a failed training job (a routing policy that
+#   sends every severity to both chat channels, so the two previews stand side by side).
 SCREENSHOT_INPUTS := events/scenarios/capacity/burst.json events/scenarios/capacity/quiet-night.json \
   events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json \
   events/scenarios/ledger/fair-share-fleet.json
 SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf
-report-screenshot: $(BIN)/.installed
-	@mkdir -p .aws-sam
+SCREENSHOT_CHAT := "AlertRoutingPolicy='{\"channels\":{\"critical\":[\"slack\",\"teams\"],\"warning\":[\"slack\",\"teams\"],\"info\":[\"slack\",\"teams\"]}}'"
+SCREENSHOT := $(BIN)/python -m batchpilot_local.testing.browser
+docs-images: $(BIN)/.installed
+	@mkdir -p .aws-sam docs/img
 	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) \
 	  --report .aws-sam/replay-report.html $(SCREENSHOT_INPUTS) > /dev/null
-	$(BIN)/python -m batchpilot_local.testing.browser .aws-sam/replay-report.html docs/replay-report.png 3000
+	$(SCREENSHOT) .aws-sam/replay-report.html docs/img/replay-report.png 3000
+	$(SCREENSHOT) .aws-sam/replay-report.html docs/img/dashboard.png \
+	  --part h3 --containing 'Dashboard FleetDashboard' --siblings 3
+	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) --parameter-overrides $(SCREENSHOT_CHAT) \
+	  --report .aws-sam/chat-report.html events/service-job/failed-algorithm-error.json > /dev/null
+	$(SCREENSHOT) .aws-sam/chat-report.html docs/img/chat-message.png \
+	  --part .msg.slack --containing phi3-sft-run5 --siblings 1
+
+report-screenshot: docs-images
 
 simulate: $(BIN)/.installed-run
 	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml
@@ -118,10 +134,15 @@ security: $(CHECKOV) $(BIN)/.installed
 	  > .aws-sam/checkov/template.json
 	$(CHECKOV) $(CHECKOV_RUN) -f .aws-sam/checkov/template.json
 
+# The documentation site (mkdocs.yml: docs/ plus ARCHITECTURE.md and benchmarks/README.md): strict,
+# so a link to a missing page or anchor, or a page left out of the nav, fails the build.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 unit: $(BIN)/.installed $(SAM)
 	SAM_CLI=$(abspath $(SAM)) $(BIN)/python -m pytest
 
-test: lint typecheck validate security unit
+test: lint typecheck validate security docs unit
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_metrics_handler.py
@@ -140,4 +161,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache dist
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache dist

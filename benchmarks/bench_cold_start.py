@@ -26,7 +26,7 @@ How:
   the round trips (the call counts are reported).
 
 Ratios are against ``import boto3`` *with* bytecode, for both trees: the Lambda runtime's own boto3
-has bytecode, so that is what a plain boto3 function pays. Goals (README, "Benchmarks"): metrics <=
+has bytecode, so that is what a plain boto3 function pays. Goals (benchmarks/README.md, "Goals"): metrics <=
 0.75x, alerts <= 1.5x. Then ``-X importtime`` of each handler (bytecode tree) shows where the time
 goes. Reported, never asserted. Lambda runs arm64 (Graviton): read ratios, not milliseconds.
 
@@ -69,7 +69,7 @@ from _common import (
 from batchpilot_local.template import FunctionSpec, load_template
 from batchpilot_local.testing.harness import LAMBDA_CONTEXT_SOURCE
 
-GOALS = {"metrics": 0.75, "alerts": 1.5}  # cold start / `import boto3` (README, "Benchmarks")
+GOALS = {"metrics": 0.75, "alerts": 1.5}  # cold start / `import boto3` (benchmarks/README.md, "Goals")
 BATCH_SIZE = 10  # the first batch: the template's BatchSize for metrics, recovery and capacity
 TOP = 12
 CHAT_LIBRARIES = ("slack_sdk", "slack", "pymsteams", "msteams", "teams")

@@ -1,5 +1,4 @@
-"""Alerts function: job events and batchpilot's own events (SQS ``AlertsQueue``, batches, partial
-failures) in; on-call pages (SNS) and chat messages (Slack, Teams) out, exactly once per fact."""
+"""Alerts function: job, own and alarm events (SQS AlertsQueue) in; pages and chat out, once per fact."""
 
 import os
 from typing import Any
@@ -28,7 +27,8 @@ channels = ChannelRegistry([n.configured(settings, secrets) for n in (SlackNotif
 store = DynamoAlertStore(client("dynamodb"), settings.state_table)
 topic = SnsPublisher(client("sns"), settings.oncall_topic_arn)
 jobs = BatchJobDirectory(LazyClient("batch"))  # preemption alerts only: made at their first lookup
-processor = AlertsProcessor(AlertService(settings.policy, store, topic, channels, jobs, clock=utc_now))
+service = AlertService(settings.policy, store, topic, channels, jobs, clock=utc_now, **settings.service_args)
+processor = AlertsProcessor(service)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -16,7 +16,10 @@ policies in the loop (see :mod:`batchpilot_local.simulate.command`); it exits 0 
 for bad usage or a scenario that cannot be simulated.
 
 Exit status of ``replay``: 0 when every event was handled (an event no rule matches is handled:
-ignored), 1 when any event has errors, 2 for unreadable input or template and for bad usage
+ignored), 1 when any event has errors or some input was refused (a line, a file, an event too
+large for EventBridge: each named on stderr, the rest replayed), 2 for input with nothing to
+replay (a missing path, a folder with nothing readable, every input refused), an unreadable
+template and for bad usage
 (an unknown filter value, a parameter the template does not declare, a report path that cannot be
 written: one line on stderr, nothing written), 3 when ``--fail-on`` is given and a notification of
 that severity or worse was sent (and no event has errors).
@@ -55,9 +58,9 @@ __all__ = ["EXIT_ERRORS", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser
 EXIT_OK = 0
 """Every event was handled."""
 EXIT_ERRORS = 1
-"""At least one event has errors."""
+"""At least one event has errors, or some input was refused (the rest was replayed)."""
 EXIT_USAGE = 2
-"""Bad usage, unreadable input or template."""
+"""Bad usage, nothing to replay in the input, or an unreadable template."""
 EXIT_FAIL_ON = 3
 """``--fail-on``: a notification of that severity or worse was sent."""
 PROGRESS_ABOVE = 1_000
@@ -100,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run events through the functions of template.yaml against an embedded AWS",
         description=(
             "Run EventBridge events (files, directories, JSON Lines, concatenated JSON, CloudWatch "
-            "Logs and Logs Insights output, SQS messages, '-' for stdin, or scenario files) through "
+            "Logs output and S3 exports (gzip), Logs Insights results and exports (JSON, CSV), SQS "
+            "messages, '-' for stdin, or scenario files) through "
             "every function whose rule in template.yaml matches, with the real handlers, against an "
             "embedded AWS; print what each function did."
         ),
@@ -311,10 +315,14 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         replayer = Replayer(args.template, parameters, batch=not args.one_by_one)
         # Spooled: the input is read once here (every error found before anything runs), held in
         # a temporary file, and read back one item at a time: memory does not grow with it.
-        replay_input = read_inputs(paths, spool=True)
+        replay_input = read_inputs(paths, spool=True, tolerant=True)
     except (TemplateError, InputError, OptionError) as exc:
         return _fail(stderr, str(exc))
     with contextlib.closing(replay_input):
+        for notice in replay_input.notices():  # refused input (a line, a file), skipped files
+            stderr.write(f"batchpilot replay: {notice}\n")
+        if not len(replay_input.items):  # the last notice said there is nothing to replay
+            return EXIT_USAGE
         try:
             for world in replay_input.worlds:
                 unknown = sorted(set(world.parameters) - set(replayer.template.parameters))
@@ -427,7 +435,10 @@ def _replay_into(
             return _fail(
                 stderr, f"--report {args.report}: cannot write: {exc.strerror or type(exc).__name__}"
             )
-    if outcome["errors"]:
+    refused = replay_input.refused_summary()
+    if refused is not None:  # said again at the end, where the reader is
+        stderr.write(f"batchpilot replay: {refused}\n")
+    if outcome["errors"] or refused is not None:
         return EXIT_ERRORS
     return EXIT_FAIL_ON if outcome["fail_on"] else EXIT_OK
 

@@ -9,7 +9,9 @@
 - outbound network connections are refused, except to loopback addresses (local endpoints such as
   a Slack sink): even a library that bypassed moto could not reach real AWS.
 
-Everything is restored on exit. It delivers events the way an SQS event source mapping does:
+Everything is restored on exit. :func:`observing` lets a tool watch every API call the code under
+test makes in each embedded AWS opened meanwhile (the IAM conformance test records them through
+it). It delivers events the way an SQS event source mapping does:
 :meth:`EmbeddedAws.receive_as_lambda_event` turns queued messages into the Lambda SQS event shape,
 and :meth:`EmbeddedAws.delete_processed` deletes the records the handler did not report as failed.
 :func:`create_tables` creates DynamoDB tables from the template's specs.
@@ -21,10 +23,10 @@ import copy
 import ipaddress
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import boto3
 import botocore
@@ -60,7 +62,7 @@ from batchpilot_local.emulator.patch import (
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
-__all__ = ["EmbeddedAws", "NetworkBlockedError", "WorldError", "create_tables"]
+__all__ = ["ApiObserver", "EmbeddedAws", "NetworkBlockedError", "WorldError", "create_tables", "observing"]
 
 _FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -117,6 +119,34 @@ def create_tables(dynamodb: Any, tables: Mapping[str, Mapping[str, Any]]) -> Non
                 TableName=name,
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": spec["TimeToLiveAttribute"]},
             )
+
+
+class ApiObserver(Protocol):
+    """Something that watches API calls through botocore's event hooks, installed the way the API
+    journal is (:class:`~batchpilot_local.world.ApiJournal` is one;
+    :class:`batchpilot_local.iam.calls.CallRecorder` another)."""
+
+    def install(self, emitters: Iterable[Any]) -> None:
+        """Register event handlers on each botocore event emitter (a session's ``events``)."""
+
+    def uninstall(self) -> None:
+        """Unregister them from every emitter."""
+
+
+_OBSERVERS: list[ApiObserver] = []
+
+
+@contextmanager
+def observing(observer: ApiObserver) -> Iterator[ApiObserver]:
+    """While the ``with`` block runs, every :class:`EmbeddedAws` opened installs ``observer`` on the
+    emitters it journals (the adapters' session, :func:`batchpilot.io.clients.session`, and
+    boto3's default session) and uninstalls it on close; clients created there are observed.
+    Yields ``observer``. Blocks may nest (each adds one observer)."""
+    _OBSERVERS.append(observer)
+    try:
+        yield observer
+    finally:
+        _OBSERVERS.remove(observer)
 
 
 class NetworkBlockedError(ConnectionRefusedError):
@@ -201,6 +231,7 @@ class EmbeddedAws:
         self.account_id = ACCOUNT_ID
         self.overlay = Overlay()  # Batch service jobs and SageMaker training jobs (moto lacks them)
         self._journal = ApiJournal()
+        self._observers: list[ApiObserver] = []  # those of observing() installed by this open
         self._unsigned: list[Any] = []  # event emitters whose requests go unsigned
         self._default_session_created = False
 
@@ -270,6 +301,9 @@ class EmbeddedAws:
             self.overlay.uninstall()
             self.overlay = Overlay()
             self._journal.uninstall()
+            for observer in self._observers:
+                observer.uninstall()
+            self._observers = []
             for emitter in self._unsigned:
                 for service_id in _UNSIGNED_SERVICES:
                     unique_id = f"{_UNSIGNED_ID}-{service_id}"
@@ -317,6 +351,9 @@ class EmbeddedAws:
         default_session = boto3.DEFAULT_SESSION
         assert default_session is not None
         self._journal.install([adapters_aws.session().events, default_session.events])
+        for observer in _OBSERVERS:
+            observer.install([adapters_aws.session().events, default_session.events])
+            self._observers.append(observer)
         # moto checks no signature on these services (their account is MOTO_ACCOUNT_ID, their
         # region the endpoint's), so their requests go unsigned: SigV4 was about a fifth of each
         # embedded call's botocore time. S3 stays signed: moto treats an unsigned S3 request as

@@ -51,6 +51,7 @@ __all__ = [
     "default_template_path",
     "load_template",
     "parse_file",
+    "resolved_resources",
 ]
 
 REGION = "us-east-1"
@@ -633,6 +634,31 @@ def load_template(path: Path, parameters: Mapping[str, str] | None = None) -> Ap
         tuple(str(name) for name in declared),
         overrides,
     )
+
+
+def resolved_resources(
+    path: Path, kind: str, parameters: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The ``Properties`` of every resource of type ``kind`` (``AWS::CloudWatch::Alarm``) that the
+    template creates with ``parameters`` (a resource whose ``Condition`` is false is left out), every
+    intrinsic function resolved as :func:`load_template` resolves them, by logical id.
+
+    Raises:
+        TemplateError: the file is unreadable, or a property cannot be resolved.
+    """
+    path = Path(path)
+    data = _parse(path)
+    resolver = _Resolver(data, path, dict(parameters or {}))
+    found: dict[str, dict[str, Any]] = {}
+    for logical_id, res in data["Resources"].items():
+        if not isinstance(res, Mapping) or res.get("Type") != kind:
+            continue
+        condition = res.get("Condition")
+        if isinstance(condition, str) and not resolver.condition(condition, logical_id):
+            continue
+        properties = resolver.value(res.get("Properties") or {}, f"{logical_id}.Properties")
+        found[logical_id] = dict(properties) if isinstance(properties, Mapping) else {}
+    return found
 
 
 def _batching(function: Mapping[str, Any], queue: str) -> tuple[int, int]:

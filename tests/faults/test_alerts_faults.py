@@ -1,4 +1,4 @@
-"""Alerts under faults (README "Reliability"): at most one copy per channel per fact, nothing lost,
+"""Alerts under faults (docs/reliability.md): at most one copy per channel per fact, nothing lost,
 the on-call fallback inside the deadline, every chat text escaped.
 
 The real AlertService and adapters run against the embedded AWS (DynamoDB, SNS, Secrets Manager)
@@ -245,10 +245,35 @@ def test_aws_faults_end_with_one_page_and_one_chat_message(
     assert copies_per_fact(rig, "slack") == Counter({"llama-spot-run47-0": 1})
 
 
+ALARM = "cloudwatch-alarm/job-failure-rate-alarm"  # one of the stack's alarms, critical
+ALARM_NAME = "batchpilot/batchpilot/JobQueueFailureRateAlarm"
+
+
+@pytest.mark.parametrize(
+    ("service_name", "operation", "kind", "times", "skip"),
+    AWS_FAULTS,
+    ids=[f"{s}-{o}-{k}-x{t}-after{n}" for s, o, k, t, n in AWS_FAULTS],
+)
+def test_aws_faults_on_an_alarm_end_with_one_page_and_one_chat_message(
+    rig: Rig, service_name: str, operation: str, kind: FaultKind, times: int, skip: int
+) -> None:
+    # The state change, a copy under another envelope id in the same batch, and a later copy.
+    alarm = sample(ALARM)
+    bodies = [json.dumps(alarm), json.dumps({**alarm, "id": "another-envelope-id"})]
+    with HttpFaults() as faults:
+        faults.add(service_name, operation, kind, times=times, skip=skip)
+        deliver(lambda: service(rig), bodies)
+        later_copy(rig, lambda: service(rig), bodies)
+    assert faults.injected
+    pages = [m for m in rig.sns() if ALARM_NAME in m["Subject"]]
+    assert len(pages) == 1 and pages[0]["MessageAttributes"]["severity"]["Value"] == "critical"
+    assert sum(ALARM_NAME in json.dumps(r.payload) for r in rig.slack.delivered()) == 1
+
+
 def test_an_accepted_publish_whose_answer_is_lost_pages_at_most_twice(rig: Rig) -> None:
     """SNS standard topics have no idempotency key: a PublishBatch that SNS took but whose answer
     was lost is sent again (by botocore, or by the record's redelivery). The bound: one extra page
-    per lost answer (README "Reliability"); chat still gets one message."""
+    per lost answer (docs/reliability.md); chat still gets one message."""
     bodies = jobs(CRITICAL, 1)
     with HttpFaults() as faults:
         faults.add("sns", "PublishBatch", FaultKind.ACCEPTED_SERVER_ERROR, times=1)

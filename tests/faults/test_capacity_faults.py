@@ -1,4 +1,4 @@
-"""No fan-out (README "Reliability"): Queue Blocked events wake a service environment at most once
+"""No fan-out (docs/reliability.md): Queue Blocked events wake a service environment at most once
 per minute across invocations, whatever DynamoDB does to the wake-up claim.
 
 The real CapacityService, BatchCapacityClient and CapacityStateStore run against the embedded AWS

@@ -4,7 +4,7 @@ published with ``Basis=attempt`` (the whole attempt), the failure is said once p
 in the record's log line, and the record is not retried for it.
 
 The real LedgerService, LedgerStateStore, BatchLedgerClient and S3Checkpoints run against the
-embedded AWS with faults injected at the HTTP layer (README "Reliability")."""
+embedded AWS with faults injected at the HTTP layer (docs/reliability.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ holds one observation or the fold of a job's records in an SQS batch (then only 
 are retried).
 
 The real LedgerService and LedgerStateStore run against moto's DynamoDB through the adapters'
-boto3 session, with faults injected at the HTTP layer (README "Reliability")."""
+boto3 session, with faults injected at the HTTP layer (docs/reliability.md)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ test_alerts_delivery.py). A claim whose invocation died before publishing is tak
 its lease (``STARVING_LEASE``); one confirmed is never published again.
 
 The real LedgerService and LedgerStateStore run against moto's DynamoDB, faults injected at the
-HTTP layer (README "Reliability")."""
+HTTP layer (docs/reliability.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Permanent errors are permanent (README "Reliability"): a request AWS refuses as invalid is
+"""Permanent errors are permanent (docs/reliability.md): a request AWS refuses as invalid is
 reported and counted, and the record is not handed back to SQS (it would only reach the dead-letter
 queue after every retry, its alert never sent)."""
 

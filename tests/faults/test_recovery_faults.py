@@ -1,5 +1,5 @@
 """Recovery under faults at the HTTP layer: whatever botocore retries and SQS redelivers, each
-failure ends with exactly one new job (README "Reliability").
+failure ends with exactly one new job (docs/reliability.md).
 
 The real Recoverer and adapters run against the embedded AWS; :class:`HttpFaults` answers the
 scripted requests with throttling, 5xx, "accepted but 5xx / timed out" (the emulator made the job,

@@ -1,4 +1,4 @@
-"""Delivery rules of the alerts function (alerts/service.py, README "Alerts"), against moto's SNS,
+"""Delivery rules of the alerts function (alerts/service.py, docs/alerts.md), against moto's SNS,
 DynamoDB and Secrets Manager and the local chat endpoint (a real HTTP server on 127.0.0.1 answering
 like Slack and like a Teams Workflows webhook).
 
@@ -76,7 +76,7 @@ def test_critical_goes_to_the_on_call_topic_and_slack(rig: Rig) -> None:
         "job_queue": "sm-training-highpri",
         "category": "MISCONFIGURATION",
         "event_kind": "state-change",
-        # added for per-team SNS filter policies (README, "The on-call topic")
+        # added for per-team SNS filter policies (docs/alerts.md, "The on-call topic")
         "share_identifier": "prod",
         "priority": "50",
     }

@@ -13,7 +13,7 @@ from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.settings import ConfigError
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event
 from batchpilot_local.testing.paths import ROOT
-from batchpilot_local.testing.samples import sample, sample_event_paths
+from batchpilot_local.testing.samples import job_event_paths, sample
 
 APP = ROOT / "functions" / "metrics" / "app.py"
 QUEUE = "batchpilot-MetricsQueue"
@@ -30,7 +30,7 @@ def handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
 def test_batch_of_samples_emits_valid_emf(
     handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    paths = [p for p in sample_event_paths() if "ignored" not in p.parts]
+    paths = job_event_paths()
     total_failed = 0
     for start in range(0, len(paths), 10):
         bodies = [p.read_text() for p in paths[start : start + 10]]

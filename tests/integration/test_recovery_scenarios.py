@@ -450,7 +450,7 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
         "events": [event],
     }
 
-    # Recovery turned on for the scenarios that resubmit: their job queue is named (README,
+    # Recovery turned on for the scenarios that resubmit: their job queue is named (docs/deploy.md,
     # "Turning recovery on, queue by queue"); standalone training jobs have none: "*".
     for file_name in (*EXPECTED_RESUBMIT, "container-job-duplicate-and-late-events.json"):
         scenario = scenarios[file_name]

@@ -244,13 +244,11 @@ def test_seed_accepts_an_empty_world_and_rejects_unknown_keys() -> None:
     ("name", "content", "expected"),
     [
         ("bad.json", '{"id": "x",\n  "detail-type": }', "line 2"),
-        ("bad.jsonl", '{"id": "1"}\n{"id": "2"}\n{"id": \n', "line 3"),
         ("scalar.json", "42", "expected a JSON object or array"),
-        ("scalar-line.jsonl", '{"id": "1"}\n"text"\n', "line 2"),
         ("empty.json", "  \n", "empty input"),
     ],
 )
-def test_unreadable_input_exits_2_naming_the_file(
+def test_input_with_nothing_readable_exits_2_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, expected: str
 ) -> None:
     path = tmp_path / name
@@ -259,8 +257,28 @@ def test_unreadable_input_exits_2_naming_the_file(
     code, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
 
     assert (code, out) == (2, "")
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 and err.startswith("batchpilot replay: nothing to replay: ")
     assert str(path) in err and expected in err
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "expected"),
+    [("bad.jsonl", '{"id": ', "line 3: invalid JSON"), ("scalar-line.jsonl", '"text"', "line 3: expected")],
+)
+def test_a_bad_line_is_refused_the_rest_replayed_and_the_exit_status_is_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, bad: str, expected: str
+) -> None:
+    good = [json.dumps(with_id(ec2_event(), f"e-{i}")) for i in range(3)]  # routed nowhere: handled
+    path = tmp_path / name
+    path.write_text("\n".join([*good[:2], bad, good[2]]) + "\n", encoding="utf-8")
+
+    code, out, err = run(capsys, "--format", "json", "--template", str(TEMPLATE), str(path))
+
+    assert code == 1
+    assert [r["event_id"] for r in json_reports(out)] == ["e-0", "e-1", "e-2"]
+    refusal, summary = err.splitlines()
+    assert refusal.startswith(f"batchpilot replay: {path}: {expected}") and refusal.endswith("; not replayed")
+    assert summary == "batchpilot replay: 1 input refused (listed before the replay); the rest was replayed"
 
 
 def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

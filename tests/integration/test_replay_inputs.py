@@ -161,11 +161,19 @@ def test_a_lambda_sqs_event_cut_down_to_its_bodies_is_read_and_an_s3_one_is_not(
     assert read_inputs(["-"], stdin=stdin_of(json.dumps(s3_event))).events == [s3_event]  # not unwrapped
 
 
-def test_a_log_message_that_is_not_json_names_where_it_is() -> None:
-    page = log_page([sample(RUNNING)], None)
-    page["events"][0]["message"] = "START RequestId: 1234"
+def test_a_log_message_that_is_not_json_is_refused_naming_where_it_is_and_the_others_are_kept() -> None:
+    page = log_page([sample(RUNNING, "a"), sample(RUNNING, "b"), sample(CRITICAL, "c")], None)
+    page["events"][0]["message"] = "START RequestId: 1234 Version: $LATEST"  # Lambda's own line
+    page["events"][1]["message"] = "hello"
 
-    with pytest.raises(InputError, match=r"<stdin> events\[0\]\.message: line 1: invalid JSON"):
+    replay_input = read_inputs(["-"], stdin=stdin_of(json.dumps(page)), tolerant=True)
+
+    assert [e["id"] for e in replay_input.events] == ["c"]
+    assert replay_input.refused == [
+        "<stdin>: events[1].message: not JSON: expected an event's JSON text or a Lambda log line holding one"
+    ]
+    assert replay_input.skipped == ["<stdin>: skipped 1 Lambda platform line (not events)"]
+    with pytest.raises(InputError, match=r"^<stdin>: events\[1\]\.message: not JSON"):  # not tolerant
         read_inputs(["-"], stdin=stdin_of(json.dumps(page)))
 
 

@@ -1,5 +1,6 @@
 """The alerts block of template.yaml: least privilege, the encrypted on-call topic and its key policy,
-both rules, batching for bursts, alarms, and the Slack/Teams/policy parameters."""
+the rules (job events, own events, the stack's alarms), batching for bursts, alarms and their
+routing (which alarms notify a topic directly), and the Slack/Teams/policy/format parameters."""
 
 from __future__ import annotations
 
@@ -7,16 +8,30 @@ import json
 import re
 from typing import Any
 
+import pytest
+from batchpilot.alerts.alarms import ALL_ALARMS, name_prefix
 from batchpilot.alerts.policy import Channel
+from batchpilot.alerts.render import OnCallFormat
 from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.shared.events import ALARM_DETAIL_TYPE, ALARM_SOURCE
 from batchpilot.shared.own_events import OWN_DETAIL_TYPES
+from batchpilot_local.template import STACK_NAME, resolved_resources
 from batchpilot_local.template import load_template as load_app
 from batchpilot_local.testing.paths import TEMPLATE_PATH
-from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES, as_list, getatt, props, ref, resource
+from batchpilot_local.testing.templates import (
+    ALERTS_PATH_ALARMS,
+    METRICS_DETAIL_TYPES,
+    as_list,
+    getatt,
+    props,
+    ref,
+    resource,
+)
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
 TOKEN_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-bot-XyZ123"
 TEAMS_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-QwErTy"
+ALARM_TOPIC = "arn:aws:sns:us-east-1:111122223333:team-alarms"
 WORKFLOW_URL = (
     "https://prod-01.westus.logic.azure.com:443/workflows/0123/triggers/manual/paths/invoke"
     "?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=abc"
@@ -55,6 +70,9 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
         "BATCHPILOT_SLACK_CHANNEL": {"Ref": "SlackChannel"},
         "BATCHPILOT_TEAMS_WEBHOOK_SECRET": {"Ref": "TeamsWebhookSecretArn"},
         "BATCHPILOT_ALERT_POLICY": {"Ref": "AlertRoutingPolicy"},
+        "BATCHPILOT_ONCALL_MESSAGE_FORMAT": {"Ref": "OnCallMessageFormat"},
+        "BATCHPILOT_ALARM_NAME_PREFIX": {"Fn::Sub": "batchpilot/${AWS::StackName}/"},
+        "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": variables["BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY"],
     }
     assert set(variables) <= set(AlertsSettings._ENV.values())
 
@@ -62,6 +80,8 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
 def test_the_replay_resolves_a_valid_configuration() -> None:
     env = load_app(TEMPLATE_PATH).functions["alerts"].environment
     settings = AlertsSettings.from_environ(env, function="alerts")
+    assert settings.oncall_message_format is OnCallFormat.TEXT  # the default: plain text
+    assert settings.alarms.prefix == name_prefix(STACK_NAME) == "batchpilot/batchpilot/"
     assert settings.state_table == "StateTable"
     assert settings.oncall_topic_arn.endswith(":AlertsOnCallTopic")
     assert settings.slack_webhook_secret is None and settings.alert_policy == ""
@@ -81,7 +101,7 @@ def test_queue_batches_bursts_for_digests(template: dict[str, Any], translated: 
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
 
 
-def test_rules_take_job_events_and_own_events(template: dict[str, Any]) -> None:
+def test_rules_take_job_events_own_events_and_the_stacks_alarms(template: dict[str, Any]) -> None:
     jobs = props(template, "AlertsRule", "AWS::Events::Rule")
     assert jobs["EventBusName"] == "default"
     assert sorted(jobs["EventPattern"]["detail-type"]) == sorted(METRICS_DETAIL_TYPES)
@@ -93,7 +113,14 @@ def test_rules_take_job_events_and_own_events(template: dict[str, Any]) -> None:
         "detail-type",
     }
     assert sorted(own["EventPattern"]["detail-type"]) == sorted(OWN_DETAIL_TYPES)  # every own event model
-    for rule in (jobs, own):
+    alarms = props(template, "AlertsAlarmsRule", "AWS::Events::Rule")
+    assert alarms["EventBusName"] == "default"  # where CloudWatch sends its alarm events
+    assert alarms["EventPattern"] == {
+        "source": [ALARM_SOURCE],
+        "detail-type": [ALARM_DETAIL_TYPE],
+        "detail": {"alarmName": [{"prefix": {"Fn::Sub": "batchpilot/${AWS::StackName}/"}}]},
+    }
+    for rule in (jobs, own, alarms):
         (target,) = rule["Targets"]
         assert getatt(target["Arn"], "Arn") == "AlertsQueue"
         assert getatt(target["DeadLetterConfig"]["Arn"], "Arn") == "AlertsDeadLetterQueue"
@@ -101,7 +128,87 @@ def test_rules_take_job_events_and_own_events(template: dict[str, Any]) -> None:
     policy = props(template, "AlertsQueuePolicy", "AWS::SQS::QueuePolicy")
     (statement,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
     sources = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
-    assert sorted(getatt(s, "Arn") for s in sources) == ["AlertsOwnEventsRule", "AlertsRule"]
+    rules = sorted(getatt(s, "Arn") for s in sources)
+    assert rules == ["AlertsAlarmsRule", "AlertsOwnEventsRule", "AlertsRule"]
+
+
+def alarm_event(name: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "a1a1a1a1-0000-4000-8000-000000000001",
+        "detail-type": ALARM_DETAIL_TYPE,
+        "source": ALARM_SOURCE,
+        "account": "111122223333",
+        "time": "2026-11-22T19:51:20Z",
+        "region": "us-east-1",
+        "resources": [f"arn:aws:cloudwatch:us-east-1:111122223333:alarm:{name}"],
+        "detail": {
+            "alarmName": name,
+            "state": {"value": "ALARM", "timestamp": "2026-11-22T19:51:20.123+0000"},
+        },
+    }
+
+
+def test_the_alarms_rule_delivers_exactly_the_stacks_alarms_to_the_alerts_function() -> None:
+    app = load_app(TEMPLATE_PATH)
+    names = [p["AlarmName"] for p in resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm").values()]
+    assert len(names) >= 20 and len(set(names)) == len(names)
+    for name in names:
+        assert len(name) <= 255  # CloudWatch's AlarmName limit
+        routes = app.routes_for(alarm_event(name))
+        assert [(r.rule, r.function.short_name) for r in routes] == [("AlertsAlarmsRule", "alerts")], name
+    # Another stack (one whose name starts with this one's), another team's alarm, a near miss.
+    for other in (
+        f"batchpilot/{STACK_NAME}-prod/AlertsErrorsAlarm",
+        "team-gpu/ServerCpuTooHigh",
+        f"{STACK_NAME}-AlertsErrorsAlarm",
+        f"batchpilot/{STACK_NAME}",
+    ):
+        assert app.routes_for(alarm_event(other)) == [], other
+    configuration = alarm_event(names[0]) | {"detail-type": "CloudWatch Alarm Configuration Change"}
+    assert app.routes_for(configuration) == []
+
+
+@pytest.mark.parametrize("alarm_topic", ["", ALARM_TOPIC])
+def test_the_function_knows_which_alarms_notify_a_topic_themselves(alarm_topic: str) -> None:
+    """BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY names exactly the alarms the template gives an action:
+    the alerts path's four (to AlertsWatchdogTopic) by default, every alarm with AlarmActionTopicArn."""
+    parameters = {"AlarmActionTopicArn": alarm_topic} if alarm_topic else {}
+    alarms = resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm", parameters)
+    env = load_app(TEMPLATE_PATH, parameters).functions["alerts"].environment
+    routing = AlertsSettings.from_environ(env, function="alerts").alarms
+    with_actions = {p["AlarmName"] for p in alarms.values() if p.get("AlarmActions")}
+    for p in alarms.values():
+        assert p.get("AlarmActions") == p.get("OKActions")
+        assert routing.is_notified_directly(p["AlarmName"]) == (p["AlarmName"] in with_actions)
+    topics = {topic for p in alarms.values() for topic in p.get("AlarmActions", [])}
+    if alarm_topic:
+        assert routing.notified_directly == {ALL_ALARMS}
+        assert with_actions == {p["AlarmName"] for p in alarms.values()}
+        assert topics == {alarm_topic}
+    else:
+        assert {name.rsplit("/", 1)[-1] for name in with_actions} == ALERTS_PATH_ALARMS
+        assert routing.notified_directly == with_actions
+        assert topics == {"arn:aws:sns:us-east-1:111122223333:AlertsWatchdogTopic"}  # never the on-call topic
+
+
+def test_alarm_descriptions_fit_cloudwatch_and_state_a_severity() -> None:
+    for name, p in resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm").items():
+        assert 80 <= len(p["AlarmDescription"]) <= 1024, name  # AlarmDescription: at most 1,024
+        assert "${" not in p["AlarmDescription"], name
+
+
+def test_the_watchdog_topic_is_encrypted_and_only_exists_without_alarm_action_topic(
+    template: dict[str, Any],
+) -> None:
+    topic = resource(template, "AlertsWatchdogTopic", "AWS::SNS::Topic")
+    assert topic["Condition"] == "NoAlarmAction"
+    assert template["Conditions"]["NoAlarmAction"] == {"Fn::Equals": [{"Ref": "AlarmActionTopicArn"}, ""]}
+    assert getatt(topic["Properties"]["KmsMasterKeyId"], "Arn") == "AlertsTopicKey"  # CloudWatch may use it
+    policy = resource(template, "AlertsWatchdogTopicPolicy", "AWS::SNS::TopicPolicy")
+    assert policy["Condition"] == "NoAlarmAction"
+    output = template["Outputs"]["AlertsWatchdogTopicArn"]
+    assert output["Condition"] == "NoAlarmAction" and ref(output["Value"]) == "AlertsWatchdogTopic"
 
 
 def test_role_is_least_privilege(template: dict[str, Any]) -> None:
@@ -216,6 +323,9 @@ def test_parameters(template: dict[str, Any]) -> None:
         assert not pattern.fullmatch("https://hooks.slack.com/services/T0/B0/xyz")
         assert not pattern.fullmatch(WORKFLOW_URL)  # the URL itself never goes into the stack
     assert params["AlertRoutingPolicy"]["Default"] == "" and params["AlertRoutingPolicy"]["MaxLength"] == 4096
+    fmt = params["OnCallMessageFormat"]
+    assert fmt["Default"] == OnCallFormat.TEXT.value  # off by default
+    assert fmt["AllowedValues"] == [f.value for f in OnCallFormat]
     assert re.fullmatch(params["SlackChannel"]["AllowedPattern"], "C0123ABCD")
 
 

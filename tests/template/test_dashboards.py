@@ -19,7 +19,7 @@ import pytest
 from batchpilot_local.cli import main
 from batchpilot_local.dashboards import MetricRef, dashboard_bodies, is_emitted, metric_references
 from batchpilot_local.testing.paths import repo_root
-from batchpilot_local.testing.templates import parse_template
+from batchpilot_local.testing.templates import ROUTED_ALARM_ACTIONS, parse_template
 
 ROOT = repo_root()
 TEMPLATE = ROOT / "template.yaml"
@@ -160,9 +160,8 @@ def test_job_health_alarms_use_metrics_insights_with_thresholds_as_parameters() 
             assert parameter in str(props["Threshold"]) + str(props.get("EvaluationPeriods"))
             default = template["Parameters"][parameter]["Default"]
             assert f"| `{parameter}` | `{default}` |" in readme  # the docs give the default
-        assert props["AlarmActions"] == {
-            "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsOnCallTopic"}]]
-        }
+        # People hear of it through the alerts function (AlertsAlarmsRule), not a direct action.
+        assert props["AlarmActions"] == ROUTED_ALARM_ACTIONS
 
 
 def test_failure_rate_alarm_averages_the_per_job_samples_over_periods_a_parameter_requires() -> None:

@@ -9,7 +9,8 @@ from batchpilot_local.testing.templates import as_list, props
 
 
 def role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
-    (policy,) = props(template, role, "AWS::IAM::Role")["Policies"]
+    """The statements of the role's first (unconditional) policy."""
+    policy = props(template, role, "AWS::IAM::Role")["Policies"][0]
     statements: list[dict[str, Any]] = policy["PolicyDocument"]["Statement"]
     return statements
 

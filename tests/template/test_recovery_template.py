@@ -51,7 +51,7 @@ STAR_ONLY = {"batch:DescribeJobs", "batch:DescribeServiceJob", "batch:ListJobs"}
 
 # ---------------------------------------------------------------------- a tiny evaluator
 def evaluate(node: Any, template: dict[str, Any], params: dict[str, str]) -> Any:
-    """Resolve Ref / Fn::If / Fn::Split / Fn::Sub / Fn::GetAtt / Fn::Equals for given parameters
+    """Resolve Ref / Fn::If / Fn::Split / Fn::Join / Fn::Sub / Fn::GetAtt / Fn::Equals for given parameters
     (others at their Default), the way CloudFormation would for this template's role."""
     values = {name: str(p.get("Default")) for name, p in template["Parameters"].items()}
     values.update(params)
@@ -84,9 +84,16 @@ def evaluate(node: Any, template: dict[str, Any], params: dict[str, str]) -> Any
                 return str(walk(arg[1])).split(arg[0])
             if key == "Fn::GetAtt":
                 return f"<{arg[0] if isinstance(arg, list) else arg}>"
+            if key == "Fn::Join":
+                return str(arg[0]).join(str(v) for v in walk(arg[1]))
             if key == "Fn::Sub":
+                text, local = (
+                    (arg, {}) if isinstance(arg, str) else (arg[0], {k: walk(v) for k, v in arg[1].items()})
+                )
                 return re.sub(
-                    r"\$\{([^}]+)\}", lambda m: str(pseudo.get(m.group(1)) or values.get(m.group(1))), arg
+                    r"\$\{([^}]+)\}",
+                    lambda m: str(local.get(m.group(1)) or pseudo.get(m.group(1)) or values.get(m.group(1))),
+                    text,
                 )
         out = {k: walk(v) for k, v in value.items()}
         return {k: v for k, v in out.items() if v is not NO_VALUE}
@@ -98,10 +105,16 @@ NO_VALUE = object()
 
 
 def statements(template: dict[str, Any], params: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every statement of the role's policies for ``params``, by Sid (the submit policy exists only
+    when a job queue is named)."""
     role = props(template, "RecoveryFunctionRole", "AWS::IAM::Role")
-    (policy,) = role["Policies"]
-    resolved = evaluate(policy["PolicyDocument"]["Statement"], template, params or {})
-    return {s["Sid"]: s for s in resolved}
+    policies = evaluate(role["Policies"], template, params or {})
+    return {s["Sid"]: s for policy in policies for s in policy["PolicyDocument"]["Statement"]}
+
+
+def policy_names(template: dict[str, Any], params: dict[str, str] | None = None) -> list[str]:
+    role = props(template, "RecoveryFunctionRole", "AWS::IAM::Role")
+    return [policy["PolicyName"] for policy in evaluate(role["Policies"], template, params or {})]
 
 
 # ---------------------------------------------------------------------- role
@@ -145,32 +158,55 @@ def test_own_queue_own_logs_own_bus_own_items(template: dict[str, Any]) -> None:
 
 
 def test_submit_only_to_the_configured_job_queues(template: dict[str, Any]) -> None:
-    # The default names no job queue: recovery runs dry and may submit nowhere.
-    assert "SubmitToConfiguredJobQueues" not in statements(template)
-    wildcard = statements(template, {"RecoveryJobQueueArns": "*"})["SubmitToConfiguredJobQueues"]
-    assert wildcard["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*"
+    # The default names no job queue: recovery runs dry and may submit, create, pass or tag nothing.
+    assert policy_names(template) == ["recovery-function"]
+    assert policy_names(template, {"RecoveryJobQueueArns": "*"}) == ["recovery-function", "recovery-submit"]
+    wildcard = statements(template, {"RecoveryJobQueueArns": "*"})
+    assert (
+        wildcard["SubmitToConfiguredJobQueues"]["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*"
+    )
+    shares = wildcard["SubmitToQuotaSharesOfConfiguredJobQueues"]
+    assert shares["Resource"] == f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/*/quota-share/*"
     prefix = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue"
     queues = f"{prefix}/sm-training,{prefix}/gpu-spot"
-    narrowed = statements(template, {"RecoveryJobQueueArns": queues})["SubmitToConfiguredJobQueues"]
-    assert narrowed["Resource"] == queues.split(",")
-    assert set(as_list(narrowed["Action"])) == {"batch:SubmitServiceJob", "batch:SubmitJob"}
-    definitions = statements(template)["SubmitJobWithItsJobDefinition"]
+    narrowed = statements(template, {"RecoveryJobQueueArns": queues})
+    submit = narrowed["SubmitToConfiguredJobQueues"]
+    assert submit["Resource"] == queues.split(",")
+    assert set(as_list(submit["Action"])) == {"batch:SubmitServiceJob", "batch:SubmitJob"}
+    # Quota shares (job-queue/<queue>/quota-share/<share>) of the named queues only.
+    assert narrowed["SubmitToQuotaSharesOfConfiguredJobQueues"]["Resource"] == [
+        f"{prefix}/sm-training/quota-share/*",
+        f"{prefix}/gpu-spot/quota-share/*",
+    ]
+    # The job a submission creates: resource types job* and service-job*, this account and region.
+    created = narrowed["CreateJobsAndServiceJobs"]
+    assert created["Resource"] == [
+        f"arn:aws:batch:{REGION}:{ACCOUNT}:job/*",
+        f"arn:aws:batch:{REGION}:{ACCOUNT}:service-job/*",
+    ]
+    definitions = narrowed["SubmitJobWithItsJobDefinition"]
     assert as_list(definitions["Action"]) == ["batch:SubmitJob"]
-    tagging = statements(template)["TagOnlyTheJobsItSubmits"]
-    assert tagging["Condition"] == {"StringEquals": {"batch:CreateAction": ["SubmitJob", "SubmitServiceJob"]}}
+    # Tags on submit: only requests that carry batchpilot's lineage tags (Batch has no CreateAction key).
+    tagging = narrowed["TagJobsOnSubmit"]
+    assert tagging["Condition"] == {
+        "Null": {"aws:RequestTag/batchpilot:lineage": "false", "aws:RequestTag/batchpilot:attempt": "false"}
+    }
+    assert "batch:CreateAction" not in json.dumps(narrowed)
 
 
 def test_pass_only_the_configured_execution_roles_and_only_to_sagemaker(template: dict[str, Any]) -> None:
     roles = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingExecutionRole,arn:aws:iam::{ACCOUNT}:role/Other"
+    named = {"RecoveryJobQueueArns": "*"}
+    assert "PassOnlyConfiguredExecutionRolesToSageMaker" not in statements(template)  # dry-run: none
     for params, expected in (
-        ({}, f"arn:aws:iam::{ACCOUNT}:role/*"),
-        ({"RecoverySageMakerExecutionRoleArns": roles}, roles.split(",")),
+        (named, f"arn:aws:iam::{ACCOUNT}:role/*"),
+        ({**named, "RecoverySageMakerExecutionRoleArns": roles}, roles.split(",")),
     ):
         statement = statements(template, params)["PassOnlyConfiguredExecutionRolesToSageMaker"]
         assert as_list(statement["Action"]) == ["iam:PassRole"]
         assert statement["Resource"] == expected
         assert statement["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-    tagging = statements(template)["TagOnlyTrainingJobsItCreates"]
+    tagging = statements(template, named)["TagOnlyTrainingJobsItCreates"]
     assert tagging["Condition"] == {"StringEquals": {"sagemaker:TaggingAction": "CreateTrainingJob"}}
 
 

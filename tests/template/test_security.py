@@ -61,7 +61,8 @@ def resolve(node: Any, template: dict[str, Any]) -> Any:
             return PSEUDO[name]
         kind = resources[name]["Type"]
         if kind == "AWS::SNS::Topic":
-            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-oncall"
+            topic_name = resolve(resources[name]["Properties"]["TopicName"], template)
+            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{topic_name}"
         if kind == "AWS::Events::EventBus":
             return f"{STACK}-events"
         if kind == "AWS::SQS::Queue":
@@ -225,7 +226,8 @@ def test_own_events_travel_on_a_bus_the_stack_creates(template: dict[str, Any]) 
     ):
         variables = props(template, function, "AWS::Serverless::Function")["Environment"]["Variables"]
         assert variables["BATCHPILOT_EVENT_BUS"] == {"Ref": "BatchPilotEventBus"}, function
-        (policy,) = props(template, role_id, "AWS::IAM::Role")["Policies"]
+        # The first, unconditional policy (recovery's submit policy exists only with job queues named).
+        policy = props(template, role_id, "AWS::IAM::Role")["Policies"][0]
         puts = [
             s for s in policy["PolicyDocument"]["Statement"] if "events:PutEvents" in as_list(s.get("Action"))
         ]
@@ -386,6 +388,31 @@ def test_only_the_alerts_function_and_this_accounts_alarms_may_publish_to_the_on
         "events.amazonaws.com",
         None,
     ):
+        assert not publish(forger), forger
+
+
+def test_only_this_stacks_alarms_may_publish_to_the_watchdog_topic(template: dict[str, Any]) -> None:
+    p = props(template, "AlertsWatchdogTopicPolicy", "AWS::SNS::TopicPolicy")
+    assert [ref(t) for t in p["Topics"]] == ["AlertsWatchdogTopic"]
+    policy = resolve(p["PolicyDocument"], template)
+    topic = resolve({"Ref": "AlertsWatchdogTopic"}, template)
+    assert topic == f"arn:aws:sns:{REGION}:{ACCOUNT}:{STACK}-alerts-watchdog"
+    alarm = f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:batchpilot/{STACK}/AlertsErrorsAlarm"
+
+    def publish(principal: str | None, *, tls: bool = True, **context: str) -> bool:
+        return allowed(
+            policy, Request(principal, "sns:Publish", topic, iam_allows=True, tls=tls, context=context)
+        )
+
+    cloudwatch = "cloudwatch.amazonaws.com"
+    assert publish(cloudwatch, **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": alarm})
+    assert not publish(cloudwatch, tls=False, **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": alarm})
+    another_stack = alarm.replace(f"/{STACK}/", f"/{STACK}-prod/")
+    assert not publish(cloudwatch, **{"aws:SourceAccount": ACCOUNT, "aws:SourceArn": another_stack})
+    other_account = alarm.replace(ACCOUNT, OTHER_ACCOUNT)
+    assert not publish(cloudwatch, **{"aws:SourceAccount": OTHER_ACCOUNT, "aws:SourceArn": other_account})
+    # Not even the alerts function: every message here is CloudWatch's own.
+    for forger in (role("AlertsFunctionRole"), ADMIN, ROOT_USER, "events.amazonaws.com", None):
         assert not publish(forger), forger
 
 

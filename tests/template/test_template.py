@@ -13,9 +13,13 @@ import tomllib
 from typing import Any
 
 import pytest
+from batchpilot.alerts.alarms import alarm_severity
 from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
 from batchpilot_local.testing.templates import (
+    ALERTS_PATH_ALARMS,
+    DIRECT_ALARM_ACTIONS,
     METRICS_DETAIL_TYPES,
+    ROUTED_ALARM_ACTIONS,
     SAMCONFIG_PATH,
     alarms_on,
     as_list,
@@ -45,11 +49,6 @@ SQS_POLLING_AND_LOGGING_ACTIONS = {
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
     "logs:PutLogEvents",
-}
-
-# AlarmActionTopicArn when given, else the on-call topic batchpilot creates: every alarm reaches someone.
-CONDITIONAL_ALARM_ACTIONS = {
-    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsOnCallTopic"}]]
 }
 
 
@@ -254,17 +253,33 @@ def test_metrics_function_alarms(translated: dict[str, Any], alarm: str, metric:
     assert p["TreatMissingData"] == "notBreaching"
 
 
-def test_every_alarm_notifies_the_given_topic_or_the_on_call_topic_and_says_what_to_do(
+def test_every_alarm_is_named_for_the_alarms_rule_states_its_severity_and_says_what_to_do(
     translated: dict[str, Any],
 ) -> None:
     alarms = resources_of_type(translated, "AWS::CloudWatch::Alarm")
-    assert alarms
+    assert len(alarms) >= 20
     for name, alarm in alarms.items():
         p = alarm["Properties"]
-        assert p["AlarmActions"] == CONDITIONAL_ALARM_ACTIONS, name
+        # batchpilot/<stack>/<logical id>: what AlertsAlarmsRule's prefix matches.
+        assert p["AlarmName"] == {"Fn::Sub": f"batchpilot/${{AWS::StackName}}/{name}"}, name
         description = p["AlarmDescription"]
         text = description["Fn::Sub"] if isinstance(description, dict) else description
         assert isinstance(text, str) and len(text) >= 80, name
+        stated = alarm_severity(text)
+        assert stated.problem is None, (name, stated.problem)
+        assert text.rstrip().endswith(f"Severity: {stated.severity.value}."), name
+
+
+def test_only_the_alerts_paths_alarms_notify_a_topic_directly_unless_alarm_action_topic_is_set(
+    translated: dict[str, Any],
+) -> None:
+    alarms = resources_of_type(translated, "AWS::CloudWatch::Alarm")
+    assert set(alarms) >= ALERTS_PATH_ALARMS
+    for name, alarm in alarms.items():
+        p = alarm["Properties"]
+        expected = DIRECT_ALARM_ACTIONS if name in ALERTS_PATH_ALARMS else ROUTED_ALARM_ACTIONS
+        assert p["AlarmActions"] == expected == p["OKActions"], name
+        assert "InsufficientDataActions" not in p, name
 
 
 def test_metrics_log_group_has_retention_and_is_the_functions_log_group(

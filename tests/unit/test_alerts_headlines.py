@@ -292,3 +292,21 @@ def test_any_name_aws_accepts_fits_every_channel(job: str, queue: str) -> None:
                 assert f"container job {job}" in text, (channel, text)
             else:
                 assert text.endswith(job[-1]) and f"container job {job[:4]}" in text, (channel, text)
+
+
+@pytest.mark.parametrize("name", ["job-failure-rate-alarm", "job-failure-rate-ok"])
+def test_an_alarm_with_the_longest_name_keeps_its_state(name: str) -> None:
+    """CloudWatch alarm names have up to 255 characters (PutMetricAlarm ``AlarmName``)."""
+    event = sample(f"cloudwatch-alarm/{name}")
+    long_name = ("batchpilot/prod/" + "a" * 300)[:251] + "Rate"
+    assert len(long_name) == 255
+    event["detail"]["alarmName"] = long_name
+    event["resources"] = [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{long_name}"]
+    fact = fact_of(event)
+    assert fact.alarm is not None
+    shown = rendered(fact, Severity.CRITICAL)
+    assert_fits(shown)
+    state = " is OK again" if fact.alarm.resolved else f" is in {fact.alarm.state.value}"
+    for channel, text in shown.items():
+        assert text.endswith("Rate" + state) and "batchpilot/prod/" in text, (channel, text)
+    assert long_name in sns_message(fact, Severity.CRITICAL, "why").body

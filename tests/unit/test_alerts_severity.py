@@ -1,5 +1,5 @@
-"""The default severity table (alerts/severity.py, README "What pages and what posts") on every sample
-event and on batchpilot's own events, and the facts' de-duplication keys."""
+"""The default severity table (alerts/severity.py; docs/alerts.md, "What pages and what posts") on
+every sample event and on batchpilot's own events, and the facts' de-duplication keys."""
 
 from __future__ import annotations
 
@@ -79,6 +79,13 @@ EXPECTED: dict[str, Severity] = {
     "service-job-queue-blocked/misconfiguration-quota-management-limit-exceeded": C,
     "service-job-queue-blocked/misconfiguration-service-environment-max-resource": C,
     "service-job-queue-blocked/undetermined": W,
+    # The stack's alarms: the severity their description names; OK after ALARM is a resolution.
+    "cloudwatch-alarm/alerts-errors-alarm": C,
+    "cloudwatch-alarm/idle-while-queued-ok-after-insufficient-data": S,  # a new alarm's first evaluation
+    "cloudwatch-alarm/job-failure-rate-alarm": C,
+    "cloudwatch-alarm/job-failure-rate-copy": C,
+    "cloudwatch-alarm/job-failure-rate-ok": INFO,
+    "cloudwatch-alarm/lost-instance-hours-alarm": W,
 }
 
 

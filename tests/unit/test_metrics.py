@@ -19,7 +19,7 @@ from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, dimensions, metri
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.records import Outcome, Rejected
 from batchpilot_local.testing.harness import sqs_event
-from batchpilot_local.testing.samples import sample, sample_event_paths, service_job, training_job
+from batchpilot_local.testing.samples import job_event_paths, sample, service_job, training_job
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -205,7 +205,7 @@ times = st.none() | st.datetimes(
 
 
 @given(
-    st.sampled_from([p for p in sample_event_paths() if "ignored" not in p.parts]),
+    st.sampled_from(job_event_paths()),
     categories,
     texts,
     texts,

@@ -593,10 +593,10 @@ def test_the_rows_are_numbered_in_order() -> None:
     assert [row for row in Row if row.critical] == [Row.BUDGET_EXHAUSTED]
 
 
-def test_the_readme_table_is_the_code_s_table() -> None:
+def test_the_docs_table_is_the_code_s_table() -> None:
     # docs/recovery.md, "When it acts: the decision table", has the rows of batchpilot.recovery.policy.Row.
-    readme = (ROOT / "docs" / "recovery.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## When it acts: the decision table") :]
+    page = (ROOT / "docs" / "recovery.md").read_text(encoding="utf-8")
+    section = page[page.index("## When it acts: the decision table") :]
     lines = section.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| # |"))
     table = []

@@ -1,15 +1,20 @@
-"""Every sample event in events/ parses and classifies as the field case it stands for."""
+"""Every sample event in events/ parses and classifies as the field case it stands for (the alarm
+samples: as the state change of the template's alarm they name)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from batchpilot.alerts.alarms import alarm_severity
+from batchpilot.alerts.facts import fact_from_alarm_event
+from batchpilot.alerts.policy import Severity
 from batchpilot.shared.classification import Category as C
 from batchpilot.shared.classification import JobKind as K
 from batchpilot.shared.classification import NodeRole, classify
-from batchpilot.shared.events import UnsupportedEventError, parse_event
-from batchpilot_local.testing.paths import EVENTS_DIR
+from batchpilot.shared.events import AlarmStateValue, UnsupportedEventError, parse_alarm_event, parse_event
+from batchpilot_local.template import resolved_resources
+from batchpilot_local.testing.paths import EVENTS_DIR, TEMPLATE_PATH
 from batchpilot_local.testing.samples import sample, sample_event_paths
 
 # file (under events/, no suffix) → kind, terminal, succeeded, category
@@ -94,6 +99,23 @@ EXPECTED = [
     ("service-job-queue-blocked/undetermined", K.SERVICE_JOB, False, False, C.UNKNOWN),
 ]
 UNSUPPORTED = ["ignored/batch-compute-environment-state-change", "ignored/ec2-spot-interruption-warning"]
+
+A, OK, NO_DATA = AlarmStateValue.ALARM, AlarmStateValue.OK, AlarmStateValue.INSUFFICIENT_DATA
+# file → the template's alarm (logical id), new state, previous state, the severity its description states
+ALARMS = [
+    ("cloudwatch-alarm/alerts-errors-alarm", "AlertsErrorsAlarm", A, OK, Severity.CRITICAL),
+    (
+        "cloudwatch-alarm/idle-while-queued-ok-after-insufficient-data",
+        "IdleWhileQueuedAlarm",
+        OK,
+        NO_DATA,
+        Severity.WARNING,
+    ),
+    ("cloudwatch-alarm/job-failure-rate-alarm", "JobQueueFailureRateAlarm", A, OK, Severity.CRITICAL),
+    ("cloudwatch-alarm/job-failure-rate-copy", "JobQueueFailureRateAlarm", A, OK, Severity.CRITICAL),
+    ("cloudwatch-alarm/job-failure-rate-ok", "JobQueueFailureRateAlarm", OK, A, Severity.CRITICAL),
+    ("cloudwatch-alarm/lost-instance-hours-alarm", "LostInstanceHoursAlarm", A, OK, Severity.WARNING),
+]
 
 
 @pytest.mark.parametrize(
@@ -201,8 +223,46 @@ def test_events_batchpilot_does_not_handle(name: str) -> None:
         parse_event(sample(name))
 
 
+@pytest.mark.parametrize(
+    ("name", "alarm", "state", "previous", "severity"), ALARMS, ids=[r[0] for r in ALARMS]
+)
+def test_alarm_sample_is_a_state_change_of_the_templates_alarm(
+    name: str, alarm: str, state: AlarmStateValue, previous: AlarmStateValue, severity: Severity
+) -> None:
+    event = parse_alarm_event(sample(name))
+    template_alarm = resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm")[alarm]
+    assert event.detail.alarmName == template_alarm["AlarmName"] == f"batchpilot/batchpilot/{alarm}"
+    assert event.resources == [f"arn:aws:cloudwatch:us-east-1:111122223333:alarm:{event.detail.alarmName}"]
+    assert event.detail.previousState is not None
+    assert (event.detail.state.value, event.detail.previousState.value) == (state, previous)
+    assert (
+        event.detail.previousState.timestamp
+        < event.detail.state.timestamp
+        <= event.time.replace(microsecond=999_999)
+    )
+    stated = alarm_severity(event.detail.configuration.description)
+    assert stated == alarm_severity(template_alarm["AlarmDescription"]) and stated.severity is severity
+    assert stated.problem is None
+    with pytest.raises(UnsupportedEventError):  # not a job event: only the alerts function reads it
+        parse_event(sample(name))
+
+
+def test_the_alarm_copy_is_one_fact_and_the_ok_resolves_the_alarm() -> None:
+    fire, copy, resolve = (
+        fact_from_alarm_event(parse_alarm_event(sample(f"cloudwatch-alarm/job-failure-rate-{n}")))
+        for n in ("alarm", "copy", "ok")
+    )
+    assert (
+        sample("cloudwatch-alarm/job-failure-rate-alarm")["id"]
+        != sample("cloudwatch-alarm/job-failure-rate-copy")["id"]
+    )
+    assert fire.key == copy.key != resolve.key
+    assert resolve.alarm is not None and fire.alarm is not None
+    assert resolve.alarm.resolved and resolve.alarm.previous_changed_at == fire.alarm.changed_at
+
+
 def test_every_sample_is_in_this_table() -> None:
-    listed = {row[0] for row in EXPECTED} | set(UNSUPPORTED)
+    listed = {row[0] for row in EXPECTED} | set(UNSUPPORTED) | {row[0] for row in ALARMS}
     on_disk = {str(p.relative_to(EVENTS_DIR).with_suffix("")) for p in sample_event_paths()}
     assert on_disk == listed
 

@@ -581,7 +581,7 @@ class Simulation:
             workers = self._recovery.settings.max_concurrency
             rate = self._recovery.settings.per_invocation_rate()
             for _ in range(workers):
-                # README "Budgets, backoff and pacing": each invocation paces itself at
+                # docs/recovery.md, "Budgets, backoff and pacing": each invocation paces itself at
                 # submits_per_second / max_concurrency, one burst token each.
                 self.env.process(self._recovery_worker(Pacer(rate, 1.0, lambda: float(self.env.now))))
         self.env.run(until=self.horizon)
@@ -1285,7 +1285,7 @@ class Simulation:
             self._resubmit(job, outcome)
 
     def _resubmit(self, job: _Job, outcome: RecoveryOutcome) -> None:
-        # README "How a job is resubmitted": the same payload (so the same CheckpointConfig.S3Uri:
+        # docs/recovery.md, "How a job is resubmitted": the same payload (so the same CheckpointConfig.S3Uri:
         # SageMaker restores the newest checkpoint), queue, share and priority.
         self.trace.submits.append(self.now)
         self.trace.recovery["RESUBMITTED"] += 1

@@ -7,17 +7,33 @@ from collections.abc import Callable, Sequence
 
 from batchpilot_local.simulate.results import ShareResult, SimulationResult
 
-__all__ = ["render_compare", "render_text"]
+__all__ = ["ENTITLEMENT_NOTE", "LABELS", "render_compare", "render_text"]
+
+LABELS = {
+    "throughput_jobs": "jobs succeeded",
+    "instance_hours_completed": "instance-hours of succeeded jobs",
+    "gpu_hours_completed": "GPU-hours of succeeded jobs",
+    "lost_instance_hours": "instance-hours lost (since the last checkpoint)",
+}
+"""The readable label of each JSON figure whose key is not already words (text and HTML alike)."""
+
+ENTITLEMENT_NOTE = (
+    "entitled: fair share, the share's 1/weightFactor over the sum of the active shares', averaged "
+    "over the time the share had work, so shares active at different times (each entitled to more "
+    "while the others were idle) can add up to more than 100 %; quota management, the quota share's "
+    "own limits over the environment's."
+)
+"""Why a column of entitlements need not add up to 100 % (the shares table's footnote)."""
 
 _Row = tuple[str, Callable[[SimulationResult], float | int | None], str]
 
 _ROWS: tuple[_Row, ...] = (
     ("utilisation", lambda r: r.utilisation, "pct"),
     ("utilisation while jobs wait", lambda r: r.utilisation_while_jobs_wait, "pct"),
-    ("throughput_jobs", lambda r: r.throughput_jobs, "int"),
-    ("instance_hours_completed", lambda r: r.instance_hours_completed, "num"),
-    ("gpu_hours_completed", lambda r: r.gpu_hours_completed, "num"),
-    ("lost_instance_hours", lambda r: r.lost_instance_hours, "num"),
+    (LABELS["throughput_jobs"], lambda r: r.throughput_jobs, "int"),
+    (LABELS["instance_hours_completed"], lambda r: r.instance_hours_completed, "num"),
+    (LABELS["gpu_hours_completed"], lambda r: r.gpu_hours_completed, "num"),
+    (LABELS["lost_instance_hours"], lambda r: r.lost_instance_hours, "num"),
     ("preemptions", lambda r: r.preemptions, "int"),
     ("jobs submitted", lambda r: r.jobs_submitted, "int"),
     ("jobs failed (lineages never completed)", lambda r: r.lineages_failed, "int"),
@@ -100,6 +116,8 @@ def render_text(result: SimulationResult) -> str:
     lines += _table(rows[1:])
     lines.append("")
     lines += _table(_share_rows(result.shares))
+    if any(share.entitlement is not None for share in result.shares.values()):
+        lines += textwrap.wrap(ENTITLEMENT_NOTE, width=100, initial_indent="  ", subsequent_indent="  ")
     lines.append("")
     env_rows = [
         ["service environment", "utilisation", "reserved inst-h", "in use inst-h", "limit at end", "changes"]

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 
 from batchpilot_local.html_report import Page, line_chart, stacked_area_chart, write_page
+from batchpilot_local.simulate.output import ENTITLEMENT_NOTE, LABELS
 from batchpilot_local.simulate.run import Run
 
 __all__ = ["build_report", "write_report"]
@@ -33,10 +34,10 @@ def _summary(page: Page, runs: Sequence[Run]) -> None:
     results = [run.result for run in runs]
     add("utilisation (in use / reserved instance-time)", [_pct(r.utilisation) for r in results])
     add("utilisation while jobs wait", [_pct(r.utilisation_while_jobs_wait) for r in results])
-    add("throughput_jobs", [f"{r.throughput_jobs:,}" for r in results])
-    add("instance_hours_completed", [f"{r.instance_hours_completed:,.1f}" for r in results])
-    add("gpu_hours_completed", [f"{r.gpu_hours_completed:,.1f}" for r in results])
-    add("lost_instance_hours", [f"{r.lost_instance_hours:,.1f}" for r in results])
+    add(LABELS["throughput_jobs"], [f"{r.throughput_jobs:,}" for r in results])
+    add(LABELS["instance_hours_completed"], [f"{r.instance_hours_completed:,.1f}" for r in results])
+    add(LABELS["gpu_hours_completed"], [f"{r.gpu_hours_completed:,.1f}" for r in results])
+    add(LABELS["lost_instance_hours"], [f"{r.lost_instance_hours:,.1f}" for r in results])
     add("preemptions", [f"{r.preemptions:,}" for r in results])
     add("jobs submitted", [f"{r.jobs_submitted:,}" for r in results])
     add("lineages that never completed", [f"{r.lineages_failed:,}" for r in results])
@@ -45,7 +46,8 @@ def _summary(page: Page, runs: Sequence[Run]) -> None:
     add("resubmissions by batchpilot", [f"{r.resubmissions:,}" for r in results])
     add("capacity limit changes by batchpilot", [f"{r.capacity_changes:,}" for r in results])
     add("reserved instance-hours", [f"{r.reserved_instance_hours:,.1f}" for r in results])
-    add("head_of_line", [", ".join(f"{q}={m}" for q, m in r.head_of_line.items()) for r in results])
+    modes = [", ".join(f"{queue}={mode}" for queue, mode in r.head_of_line.items()) for r in results]
+    add("head of line, per job queue", modes)
     page.table(["", *labels], rows, caption="Summary")
 
 
@@ -78,6 +80,8 @@ def _shares(page: Page, run: Run) -> None:
         rows,
         caption=f"Shares: {run.result.scenario}",
     )
+    if any(share.entitlement is not None for share in run.result.shares.values()):
+        page.paragraph(ENTITLEMENT_NOTE.replace("entitled:", "Entitlement:", 1))
 
 
 def _charts(page: Page, run: Run) -> None:

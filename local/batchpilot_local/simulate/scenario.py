@@ -563,7 +563,7 @@ class CapacityLoop(_Strict):
 
 class RecoveryLoop(_Strict):
     """batchpilot's recovery function in the loop; the fields are the recovery settings' own
-    (README "Recovery": Configuration), validated by batchpilot's settings model.
+    (docs/recovery.md, "Configuration"), validated by batchpilot's settings model.
 
     Attributes:
         event_delay_s: seconds from the failure to the function's decision (EventBridge, SQS).

@@ -169,8 +169,9 @@ class Rig:
         channels: ChannelRegistry | None = None,
     ) -> AlertService:
         env = self.local.environment
+        settings = AlertsSettings.from_environ(env, function="alerts")
         # The deployed policy: the defaults routed to the chat channels this environment configures.
-        policy = policy or AlertsSettings.from_environ(env, function="alerts").policy
+        policy = policy or settings.policy
         return AlertService(
             policy,
             DynamoAlertStore(self.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
@@ -178,6 +179,7 @@ class Rig:
             channels if channels is not None else self.channels(real_sleep=real_sleep),
             BatchJobDirectory(self.aws.client("batch")),  # as functions/alerts/app.py wires it
             clock=self.clock,
+            **settings.service_args,  # alarm routing and the on-call format, from the environment
         )
 
     def run(
@@ -198,11 +200,15 @@ class Rig:
         return [r.payload for r in self.slack.delivered()]
 
 
-def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
+def open_rig(
+    bot: bool = False, teams: bool = False, environment: Mapping[str, str] | None = None
+) -> Iterator[Rig]:
     """A :class:`Rig` in a fresh embedded AWS and chat endpoint (Slack bot mode with ``bot``,
-    Teams configured with ``teams``), closed when the generator ends."""
+    Teams configured with ``teams``; the function's ``environment``, default :data:`ENV`), closed
+    when the generator ends."""
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=ENV, chat=chat, bot=bot, teams=teams).open()
+        env = dict(environment if environment is not None else ENV)
+        local = LocalAlerts(aws, environment=env, chat=chat, bot=bot, teams=teams).open()
         yield Rig(aws, chat, local)
 
 

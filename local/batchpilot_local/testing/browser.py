@@ -7,15 +7,18 @@ texts it draws (matplotlib draws text as paths, after an SVG comment holding the
 labels, the texts that reach past the chart's box (which the browser clips), and each series'
 group (the ``series-...`` ids of :func:`batchpilot_local.html_report.series_id`) with its drawn
 box; each table's caption, headers and cells; and which elements' content runs past their box.
-:func:`screenshot` saves a PNG of a report as the browser shows it; ``make
-report-screenshot`` makes ``docs/replay-report.png`` with it. Tests skip with :data:`INSTALL_HINT`
-when :data:`CHROMIUM` is absent.
+:func:`screenshot` saves a PNG of a report as the browser shows it, whole, its first pixels, or one
+part of it (an element and the ones after it: a dashboard's widgets, a message preview); ``make
+docs-images`` makes the documentation's pictures (``docs/img/``) with it. Tests skip with
+:data:`INSTALL_HINT` when :data:`CHROMIUM` is absent.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,8 @@ __all__ = [
     "CHROMIUM",
     "CHROMIUM_ARGS",
     "INSTALL_HINT",
+    "Part",
+    "PartNotFound",
     "load_in_chromium",
     "require_chromium",
     "screenshot",
@@ -170,11 +175,44 @@ def load_in_chromium(
     }
 
 
-def screenshot(report: Path, png: Path, *, height: int | None = None) -> Path:
+@dataclass(frozen=True)
+class Part:
+    """A part of a page to photograph: the first element matching the CSS ``selector`` whose text
+    contains ``containing`` (any, when empty), and the ``siblings`` elements after it (0: it alone).
+    The picture is the box around them all, with ``margin`` CSS pixels around it."""
+
+    selector: str
+    containing: str = ""
+    siblings: int = 0
+    margin: int = 8
+
+
+class PartNotFound(LookupError):
+    """No element of the page matches a :class:`Part`'s selector and text."""
+
+
+# The box around the part (page coordinates, CSS pixels), or null when nothing matches.
+_PART_BOX = """([selector, containing, siblings]) => {
+    const first = [...document.querySelectorAll(selector)].find(e => e.innerText.includes(containing));
+    if (!first) return null;
+    const parts = [first];
+    let next = first.nextElementSibling;
+    while (next && parts.length <= siblings) { parts.push(next); next = next.nextElementSibling; }
+    const boxes = parts.map(e => e.getBoundingClientRect());
+    return {left: Math.min(...boxes.map(b => b.left)) + scrollX,
+            top: Math.min(...boxes.map(b => b.top)) + scrollY,
+            right: Math.max(...boxes.map(b => b.right)) + scrollX,
+            bottom: Math.max(...boxes.map(b => b.bottom)) + scrollY};
+}"""
+
+
+def screenshot(report: Path, png: Path, *, height: int | None = None, part: Part | None = None) -> Path:
     """Save a PNG of ``report`` as headless Chromium shows it offline in a :data:`VIEWPORT`-wide
-    window: the whole page, or its first ``height`` CSS pixels. Returns ``png``.
+    window: the whole page, its first ``height`` CSS pixels, or only ``part`` (the box around it;
+    ``height`` then cuts that box). One CSS pixel is one PNG pixel. Returns ``png``.
 
     Raises:
+        PartNotFound: ``part`` matches no element of the page.
         playwright.sync_api.Error: Chromium could not start or the page could not be loaded.
     """
     from playwright.sync_api import sync_playwright
@@ -184,11 +222,21 @@ def screenshot(report: Path, png: Path, *, height: int | None = None) -> Path:
         try:
             page = browser.new_context(offline=True, viewport=VIEWPORT).new_page()
             page.goto(report.as_uri(), wait_until="load")
+            width = int(page.evaluate("document.documentElement.scrollWidth"))
             full = int(page.evaluate("document.documentElement.scrollHeight"))
+            left, top, right, bottom = 0.0, 0.0, float(VIEWPORT["width"]), float(full)
+            if part is not None:
+                box = page.evaluate(_PART_BOX, [part.selector, part.containing, part.siblings])
+                if box is None:
+                    raise PartNotFound(f"no {part.selector!r} containing {part.containing!r} in {report}")
+                left, top = max(0.0, box["left"] - part.margin), max(0.0, box["top"] - part.margin)
+                right, bottom = min(width, box["right"] + part.margin), min(full, box["bottom"] + part.margin)
+            if height is not None:
+                bottom = min(bottom, top + height)
             page.screenshot(
                 path=str(png),
                 full_page=True,
-                clip={"x": 0, "y": 0, "width": VIEWPORT["width"], "height": min(full, height or full)},
+                clip={"x": left, "y": top, "width": right - left, "height": bottom - top},
             )
         finally:
             browser.close()
@@ -196,18 +244,29 @@ def screenshot(report: Path, png: Path, *, height: int | None = None) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m batchpilot_local.testing.browser REPORT.html OUT.png [HEIGHT]``: :func:`screenshot`
-    (exit 2 with a message when the arguments are wrong or Chromium is absent)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) not in (2, 3) or (len(args) == 3 and not args[2].isdigit()):
-        print(
-            "usage: python -m batchpilot_local.testing.browser REPORT.html OUT.png [HEIGHT]", file=sys.stderr
-        )
-        return 2
+    """``python -m batchpilot_local.testing.browser REPORT.html OUT.png [HEIGHT] [--part CSS
+    [--containing TEXT] [--siblings N]]``: :func:`screenshot` (exit 2 with a message when the
+    arguments are wrong, Chromium is absent or the part is not on the page)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m batchpilot_local.testing.browser",
+        description="Save a PNG of a local HTML report as headless Chromium shows it.",
+    )
+    parser.add_argument("report", type=Path, help="the HTML file")
+    parser.add_argument("png", type=Path, help="the PNG to write")
+    parser.add_argument("height", type=int, nargs="?", help="keep only the first HEIGHT CSS pixels")
+    parser.add_argument("--part", metavar="CSS", help="photograph only the first element matching CSS")
+    parser.add_argument("--containing", default="", metavar="TEXT", help="... whose text contains TEXT")
+    parser.add_argument("--siblings", type=int, default=0, metavar="N", help="and the N elements after it")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if not CHROMIUM.exists():
         print(INSTALL_HINT, file=sys.stderr)
         return 2
-    screenshot(Path(args[0]).resolve(), Path(args[1]), height=int(args[2]) if len(args) == 3 else None)
+    part = None if args.part is None else Part(args.part, args.containing, args.siblings)
+    try:
+        screenshot(args.report.resolve(), args.png, height=args.height, part=part)
+    except PartNotFound as error:
+        print(error, file=sys.stderr)
+        return 2
     return 0
 
 

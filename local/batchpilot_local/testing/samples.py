@@ -29,6 +29,17 @@ def sample(name: str) -> dict[str, Any]:
     return data
 
 
+ALARM_SAMPLES = "cloudwatch-alarm"
+"""The folder of ``events/`` with the stack's CloudWatch alarm state changes (alerts only)."""
+NOT_JOB_EVENTS = frozenset({"ignored", ALARM_SAMPLES})
+"""Folders of ``events/`` whose events are no job events (no metrics, ledger or recovery)."""
+
+
+def job_event_paths() -> list[Path]:
+    """:func:`sample_event_paths` of the job events only (no ``ignored/``, no alarms)."""
+    return [p for p in sample_event_paths() if not NOT_JOB_EVENTS & set(p.relative_to(EVENTS_DIR).parts)]
+
+
 def sample_event_paths() -> list[Path]:
     """Every single-event JSON file under ``events/`` (scenario files excluded), in sorted order."""
     paths = []

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cfnlint.decode import decode_str
 from samtranslator.translator.transform import transform
 
 from batchpilot_local.testing.paths import ROOT
@@ -44,6 +43,8 @@ EXPECTED_BY_FOLDER: dict[str, set[str]] = {
     "service-job-preemption": {"metrics", "alerts", "ledger"},
     "sagemaker": {"metrics", "alerts", "ledger"},
     "ignored": set(),
+    # The stack's own alarms (batchpilot/<stack>/...): AlertsAlarmsRule only.
+    "cloudwatch-alarm": {"alerts"},
 }
 
 # Functions a single file reaches on top of its folder's set (rules that filter on the detail, not
@@ -98,6 +99,22 @@ EXTRA_BY_FILE: dict[str, set[str]] = {
 }
 
 
+# The alarms on the alerts path: their own action notifies AlertsWatchdogTopic (or
+# AlarmActionTopicArn), so they reach people when the alerts function cannot.
+ALERTS_PATH_ALARMS = frozenset(
+    {"AlertsDeadLetterAlarm", "AlertsErrorsAlarm", "AlertsThrottlesAlarm", "AlertsNotificationFailuresAlarm"}
+)
+# AlarmActions and OKActions of the other alarms: only the topic AlarmActionTopicArn names, when
+# it names one (the alerts function gets their state changes through AlertsAlarmsRule).
+ROUTED_ALARM_ACTIONS = {
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], {"Ref": "AWS::NoValue"}]
+}
+# ... and of the alerts path's alarms.
+DIRECT_ALARM_ACTIONS = {
+    "Fn::If": ["HasAlarmAction", [{"Ref": "AlarmActionTopicArn"}], [{"Ref": "AlertsWatchdogTopic"}]]
+}
+
+
 class ManagedPolicyMap:
     """Stand-in for samtranslator's ManagedPolicyLoader (which calls IAM): `load()` maps
     AWS managed policy names to ARNs. Only used when a function's Policies name one."""
@@ -115,6 +132,8 @@ def parse_template(text: str) -> dict[str, Any]:
     Raises:
         AssertionError: cfn-lint's decoder reported errors (listed in the message).
     """
+    from cfnlint.decode import decode_str  # imported here: cfn-lint takes seconds to import
+
     parsed, errors = decode_str(text)
     assert not errors, [str(error) for error in errors]
     # A JSON round trip turns cfn-lint's node subclasses into plain dicts, lists and strings.

@@ -2,13 +2,16 @@
 
 Pure: builds :class:`AlertFact` from a parsed job event (:mod:`batchpilot.shared.events`, classified by
 :func:`batchpilot.shared.classification.classify`; the fact keeps that :class:`JobFacts` as
-:attr:`AlertFact.job`) or from one of batchpilot's own events (:mod:`batchpilot.shared.own_events`;
-kept as :attr:`AlertFact.own`, an :class:`OwnFacts`). No I/O.
+:attr:`AlertFact.job`), from one of batchpilot's own events (:mod:`batchpilot.shared.own_events`;
+kept as :attr:`AlertFact.own`, an :class:`OwnFacts`) or from a state change of one of the stack's
+CloudWatch alarms (:class:`~batchpilot.shared.events.CloudWatchAlarmStateChange`; kept as
+:attr:`AlertFact.alarm`, an :class:`AlarmFacts`). No I/O.
 
 Exactly once per fact: a fact is identified by ``(subject, fact_id)``: the job ARN (or service
-environment) and, for job events, the status and attempt (``FAILED#3``); for own events their
-natural key (lineage and attempt, or service environment and decision time). Never the envelope
-``id``: EventBridge redelivers and SageMaker repeats events under new ids.
+environment, or alarm ARN) and, for job events, the status and attempt (``FAILED#3``); for own
+events their natural key (lineage and attempt, or service environment and decision time); for an
+alarm its new state and the time it entered it (``ALARM#1795503900123``, epoch ms). Never the
+envelope ``id``: EventBridge redelivers and SageMaker repeats events under new ids.
 """
 
 from __future__ import annotations
@@ -20,16 +23,20 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from batchpilot.alerts.alarms import AlarmRouting, alarm_severity, without_marker
+from batchpilot.alerts.policy import Severity
 from batchpilot.alerts.ports import JobContext
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import RECOVERABLE, Category, EventKind, JobFacts, JobKind, classify
 from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.events import (
+    AlarmStateValue,
     BatchJobQueueBlocked,
     BatchJobStateChange,
     BatchServiceJobPreemptionCompleted,
     BatchServiceJobQueueBlocked,
     BatchServiceJobStateChange,
+    CloudWatchAlarmStateChange,
     JobEvent,
     SageMakerTrainingJobStateChange,
 )
@@ -50,10 +57,12 @@ __all__ = [
     "BATCH_LOG_GROUP",
     "RESTARTS_FROM_STEP_ZERO",
     "TRAINING_LOG_GROUP",
+    "AlarmFacts",
     "AlertFact",
     "FactKind",
     "OwnFacts",
     "ReasonCode",
+    "fact_from_alarm_event",
     "fact_from_event",
     "fact_from_job_event",
     "fact_from_own_event",
@@ -73,7 +82,8 @@ RESTARTS_FROM_STEP_ZERO = "RESTARTS_FROM_STEP_ZERO"
 
 class FactKind(StrEnum):
     """What a fact is about: the four kinds of AWS job events (the values of
-    :class:`batchpilot.shared.classification.EventKind`) and the six own events."""
+    :class:`batchpilot.shared.classification.EventKind`), the six own events and a CloudWatch
+    alarm's state change."""
 
     STATE_CHANGE = "state-change"
     QUEUE_BLOCKED = "queue-blocked"
@@ -85,6 +95,7 @@ class FactKind(StrEnum):
     CAPACITY_ADJUSTED = "capacity-adjusted"
     CAPACITY_LIMITED = "capacity-limited"
     JOB_STARVING = "job-starving"
+    ALARM_STATE_CHANGE = "alarm-state-change"
 
     @classmethod
     def of(cls, kind: EventKind) -> FactKind:
@@ -135,15 +146,54 @@ class OwnFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class AlarmFacts:
+    """What a ``CloudWatch Alarm State Change`` says, with what the deployment knows of the alarm.
+
+    Attributes:
+        name: ``alarmName`` (``batchpilot/<stack>/AlertsErrorsAlarm``).
+        short_name: the name without the stack's prefix (``AlertsErrorsAlarm``).
+        state: the new state; ``changed_at`` when the alarm entered it (``state.timestamp``).
+        previous_state: the state it left (None when the event has no ``previousState``);
+            ``previous_changed_at`` when it had entered that one.
+        reason: CloudWatch's reason for the new state (``Threshold Crossed: ...``).
+        description: the alarm's description without its severity marker (what to do).
+        severity: the severity the description names (:func:`batchpilot.alerts.alarms.alarm_severity`);
+            ``severity_problem`` says why the default was used instead, else None.
+        metrics: the alarm's metrics for people (``AWS/Lambda Errors``, an expression's label).
+        notified_directly: the alarm's own action notifies an SNS topic (chat only here).
+    """
+
+    name: str
+    short_name: str
+    state: AlarmStateValue
+    changed_at: datetime
+    previous_state: AlarmStateValue | None = None
+    previous_changed_at: datetime | None = None
+    reason: str | None = None
+    description: str = ""
+    severity: Severity = Severity.CRITICAL
+    severity_problem: str | None = None
+    metrics: tuple[str, ...] = ()
+    notified_directly: bool = False
+
+    @property
+    def resolved(self) -> bool:
+        """OK after ALARM: the alarm's resolution."""
+        return self.state is AlarmStateValue.OK and self.previous_state is AlarmStateValue.ALARM
+
+
+@dataclass(frozen=True, slots=True)
 class AlertFact:
     """One notifiable fact. Times are timezone-aware UTC datetimes; durations are derived later.
 
     A job event's fact keeps the event's classification (:attr:`job`); an own event's fact keeps
-    what that event says (:attr:`own`). The properties below read whichever the fact has.
+    what that event says (:attr:`own`); an alarm's fact its :class:`AlarmFacts` (:attr:`alarm`).
+    The properties below read whichever the fact has.
 
     Attributes:
         subject: what the fact is about and the key of its state: the job ARN (Batch ``jobArn``,
-            ``TrainingJobArn``) or ``service-environment/<name>`` for capacity events.
+            ``TrainingJobArn``), ``service-environment/<name>`` for capacity events, or the alarm's
+            ARN.
         fact_id: unique per fact within ``subject`` (``FAILED#3``, ``resubmitted#<lineage>#2``).
         detail_type: the event's ``detail-type``.
         event_kind: see :class:`FactKind`.
@@ -152,6 +202,7 @@ class AlertFact:
         job: the classification of a job event (None for own events); for ``Preemption
             Completed`` its ``attempts`` is the preempted attempt count.
         own: what an own event says (None for job events).
+        alarm: what an alarm's state change says (None for other facts).
         job_id: Batch ``jobId`` (the last part of a service job's ARN).
         training_job_arn, training_job_name: the SageMaker training job (standalone, or the
             latest attempt of a service job).
@@ -162,6 +213,9 @@ class AlertFact:
             only checked against a terminal state (queue blocked, preemption, own events).
         thread_subject: the subject whose chat thread this message belongs in.
         related_subjects: other subjects that continue this thread (the new job of a resubmission).
+        starts_thread: the message opens a new thread for ``thread_subject`` even when one was
+            recorded (an alarm entering ALARM: each time it fires is a thread of its own, which
+            its resolution then replies in).
         extra: further labelled values for the message (budget, checkpoint, capacity numbers).
     """
 
@@ -174,6 +228,7 @@ class AlertFact:
     account: str | None = None
     job: JobFacts | None = None
     own: OwnFacts | None = None
+    alarm: AlarmFacts | None = None
     job_id: str | None = None
     training_job_arn: str | None = None
     training_job_name: str | None = None
@@ -182,6 +237,7 @@ class AlertFact:
     progress: str | None = None
     thread_subject: str = ""
     related_subjects: tuple[str, ...] = ()
+    starts_thread: bool = False
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     # ------------------------------------------------------------------ views of job / own
@@ -194,6 +250,16 @@ class AlertFact:
     def is_job_event(self) -> bool:
         """True for an AWS job event (state change, queue blocked, preemption)."""
         return self.job is not None
+
+    @property
+    def is_alarm(self) -> bool:
+        """True for a CloudWatch alarm's state change."""
+        return self.alarm is not None
+
+    @property
+    def notified_directly(self) -> bool:
+        """An alarm whose own action notifies an SNS topic: chat only, never the on-call topic."""
+        return bool(self.alarm and self.alarm.notified_directly)
 
     @property
     def job_kind(self) -> JobKind | None:
@@ -222,7 +288,10 @@ class AlertFact:
 
     @property
     def status(self) -> str | None:
-        """Batch status or SageMaker ``TrainingJobStatus`` (job events only)."""
+        """Batch status or SageMaker ``TrainingJobStatus`` (job events), or an alarm's new state
+        (``ALARM``, ``OK``, ``INSUFFICIENT_DATA``)."""
+        if self.alarm:
+            return self.alarm.state.value
         return self.job.status if self.job else None
 
     @property
@@ -241,7 +310,11 @@ class AlertFact:
 
     @property
     def reason(self) -> str | None:
-        """The most specific reason text (free text, may be long; truncated when rendered)."""
+        """The most specific reason text (free text, may be long; truncated when rendered); for an
+        alarm its description (what to do) and then CloudWatch's reason for the state."""
+        if self.alarm:
+            parts = [self.alarm.description, f"CloudWatch: {self.alarm.reason}" if self.alarm.reason else ""]
+            return "\n\n".join(p for p in parts if p) or None
         return self.job.reason if self.job else (self.own.reason if self.own else None)
 
     @property
@@ -345,6 +418,7 @@ class AlertFact:
             "share_identifier": self.share_identifier,
             "quota_share": self.quota_share,
             "reason_code": str(code) if code is not None else None,
+            "alarm_name": self.alarm.name if self.alarm else None,
         }
 
 
@@ -699,9 +773,83 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
     raise TypeError(f"not an own event: {type(event).__name__}")  # pragma: no cover - exhaustive
 
 
-def fact_from_event(event: JobEvent | OwnEvent, envelope: Mapping[str, Any] | None = None) -> AlertFact:
-    """The fact of a decoded event (:func:`batchpilot.shared.records.decode_any`): a job event's
-    or an own event's (``envelope``: the delivered event, for an own event's region and account)."""
+def _alarm_metrics(event: CloudWatchAlarmStateChange) -> tuple[str, ...]:
+    """``AWS/Lambda Errors`` per plain metric, the label (else the expression) per expression;
+    the metrics an expression only reads (``returnData`` false) are left out."""
+    shown: list[str] = []
+    for metric in event.detail.configuration.metrics:
+        if metric.returnData is False:
+            continue
+        stat = metric.metricStat.metric if metric.metricStat else None
+        if stat and (stat.namespace or stat.name):
+            shown.append(" ".join(x for x in (stat.namespace, stat.name) if x))
+        elif metric.label or metric.expression:
+            shown.append(metric.label or metric.expression or "")
+    return tuple(shown)
+
+
+def fact_from_alarm_event(
+    event: CloudWatchAlarmStateChange, routing: AlarmRouting | None = None
+) -> AlertFact:
+    """The fact a ``CloudWatch Alarm State Change`` states.
+
+    Args:
+        event: the parsed event (:func:`batchpilot.shared.events.parse_alarm_event`).
+        routing: the deployment's alarm wiring (prefix, alarms notified directly); None: no prefix,
+            none notified directly.
+
+    The subject is the alarm's ARN (``resources[0]``, else built from the envelope); the fact id
+    the new state and when the alarm entered it, so a copy of the event is one message. An alarm
+    entering ALARM opens a thread of its own (:attr:`AlertFact.starts_thread`) that its
+    resolution replies in.
+    """
+    routing = routing or AlarmRouting()
+    detail = event.detail
+    name = detail.alarmName
+    arn = next((r for r in event.resources if ":cloudwatch:" in r and ":alarm:" in r), None)
+    subject = arn or f"arn:aws:cloudwatch:{event.region or ''}:{event.account or ''}:alarm:{name}"
+    stated = alarm_severity(detail.configuration.description)
+    previous = detail.previousState
+    alarm = AlarmFacts(
+        name=name,
+        short_name=routing.short_name(name),
+        state=detail.state.value,
+        changed_at=detail.state.timestamp,
+        previous_state=previous.value if previous else None,
+        previous_changed_at=previous.timestamp if previous else None,
+        reason=detail.state.reason,
+        description=without_marker(detail.configuration.description),
+        severity=stated.severity,
+        severity_problem=stated.problem,
+        metrics=_alarm_metrics(event),
+        notified_directly=routing.is_notified_directly(name),
+    )
+    changed = _ms(detail.state.timestamp)
+    return AlertFact(
+        subject=subject,
+        fact_id=f"{detail.state.value.value}#{changed}",
+        detail_type=event.detail_type,
+        event_kind=FactKind.ALARM_STATE_CHANGE,
+        event_time=event.time,
+        region=event.region,
+        account=event.account,
+        alarm=alarm,
+        progress=_progress(False, 0, detail.state.timestamp),
+        thread_subject=subject,
+        starts_thread=detail.state.value is AlarmStateValue.ALARM,
+    )
+
+
+def fact_from_event(
+    event: JobEvent | OwnEvent | CloudWatchAlarmStateChange,
+    envelope: Mapping[str, Any] | None = None,
+    routing: AlarmRouting | None = None,
+) -> AlertFact:
+    """The fact of a decoded event (:func:`batchpilot.shared.records.decode_any`): a job event's,
+    an own event's (``envelope``: the delivered event, for an own event's region and account) or an
+    alarm's (``routing``: the deployment's alarm wiring)."""
+    if isinstance(event, CloudWatchAlarmStateChange):
+        return fact_from_alarm_event(event, routing)
     if isinstance(
         event,
         JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited | JobStarving,

@@ -16,7 +16,8 @@ one per record through :func:`~batchpilot.shared.observability.count_outcome`, `
 ``DuplicateAlertsSuppressed``, ``StaleAlertsSuppressed``, ``DeliveriesNotRecorded`` (channels that
 delivered a fact whose delivery record could not be written), ``NotificationsSent`` by ``Channel`` and
 ``Severity``, ``NotificationsFailed`` by ``Channel`` and ``Reason`` and by ``Channel``. Log lines
-carry ids, severities, channels and reasons, never an event.
+carry ids, severities, channels and reasons, never an event; an alarm whose description names no
+known severity is said once (``alarm severity not stated``, WARNING).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from batchpilot.alerts.ports import TimeLeft
 from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, Suppressed
 from batchpilot.shared.metrics import dimensions
-from batchpilot.shared.observability import count_outcome, logger, metrics
+from batchpilot.shared.observability import count_outcome, log_field, logger, metrics
 
 __all__ = ["NO_CONTEXT_SECONDS", "AlertsProcessor", "NotificationNotDeliveredError", "report"]
 
@@ -69,6 +70,12 @@ def _log_record(record: RecordOutcome) -> None:
     if record.rejected is not None:
         count_outcome(record.rejected)
         return
+    if record.warning:
+        # An alarm whose description names no severity: once per alarm and function instance.
+        logger.warning(
+            "alarm severity not stated",
+            extra={"event_id": record.event_id, "warning": log_field(record.warning)},
+        )
     if record.unrecorded:
         # Delivered, but a later copy of the event may send again: never silent.
         metrics.add_metric(name="DeliveriesNotRecorded", unit=MetricUnit.Count, value=len(record.unrecorded))

@@ -143,6 +143,7 @@ _PATTERN_FIELDS = (
     "share_identifier",
     "quota_share",
     "reason_code",
+    "alarm_name",
 )
 """The fields of :class:`Match` that hold glob patterns, each matched against the fact's value."""
 
@@ -156,7 +157,8 @@ class Match(_Strict):
         detail_type: the event's ``detail-type`` (``Batch Service Job State Change``,
             ``Recovery Skipped``, ...).
         job_kind: ``container-job``, ``service-job`` or ``training-job``.
-        status: Batch status (``FAILED``) or SageMaker ``TrainingJobStatus`` (``Failed``).
+        status: Batch status (``FAILED``), SageMaker ``TrainingJobStatus`` (``Failed``) or a
+            CloudWatch alarm's new state (``ALARM``, ``OK``, ``INSUFFICIENT_DATA``).
         category: ``CAPACITY``, ``SPOT_INTERRUPTION``, ... (the closed set of
             :class:`batchpilot.shared.classification.Category`).
         job_queue: the job queue *name*.
@@ -164,6 +166,7 @@ class Match(_Strict):
         quota_share: the quota share name.
         reason_code: ``skip_reason`` of Recovery Skipped, ``limit_reason`` of Capacity Limited,
             ``error_code`` of Recovery Failed.
+        alarm_name: a CloudWatch alarm's name (``batchpilot/<stack>/JobQueueFailureRateAlarm``).
         severity: the severity decided so far (``critical``, ``warning``, ``info``, ``silent``).
     """
 
@@ -175,6 +178,7 @@ class Match(_Strict):
     share_identifier: Patterns | None = None
     quota_share: Patterns | None = None
     reason_code: Patterns | None = None
+    alarm_name: Patterns | None = None
     severity: list[Severity] | None = None
 
     _check = field_validator(*_PATTERN_FIELDS)(_check_patterns)

@@ -170,8 +170,12 @@ class AlertStore(Protocol):
         """The thread id of ``subject`` in ``channel``, if a message about it was posted before."""
         ...
 
-    def save_thread(self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime) -> None:
-        """Remember ``thread`` for these subjects (a job and the jobs that continue it)."""
+    def save_thread(
+        self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime, *, replace: bool = False
+    ) -> None:
+        """Remember ``thread`` for these subjects (a job and the jobs that continue it): for those
+        that have none yet, or, with ``replace``, in place of the one recorded (an alarm that
+        fires again opens a new thread)."""
         ...
 
 

@@ -11,6 +11,11 @@ or line breaks, fewer than 100 characters (kept at most 99: moto rejects 100); `
 Every channel's headline starts with the severity (``[CRITICAL] <title>`` on the topic,
 ``Critical: <title>`` in chat: :func:`top_text`).
 
+The on-call topic's body is plain text (:attr:`OnCallFormat.TEXT`, the default), or, with
+``OnCallMessageFormat=amazon-q``, JSON in Amazon Q Developer in chat applications' custom
+notification schema (:mod:`batchpilot.alerts.amazon_q`); the subject and the message attributes
+are the same in both.
+
 Two headlines per fact. :func:`title` is the whole sentence (``container job llama3-8b-lora-ft-run-39
 resubmitted as ... from its checkpoint (resubmission 1) (SPOT_INTERRUPTION) on gpu-spot-queue``):
 the SNS body's first line and the chat messages' one-line text, which have room for it.
@@ -31,6 +36,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from urllib.parse import quote
 
 from batchpilot.alerts.facts import AlertFact, FactKind
@@ -46,6 +52,7 @@ __all__ = [
     "SNS_SUBJECT_MAX",
     "TOP_TEXT_MAX",
     "TRUNCATION_MARK",
+    "OnCallFormat",
     "SnsMessage",
     "console_links",
     "digest_headline",
@@ -90,6 +97,16 @@ _KIND_LABEL = {
 }
 
 
+class OnCallFormat(StrEnum):
+    """The on-call topic's message body (template parameter ``OnCallMessageFormat``)."""
+
+    TEXT = "text"
+    """Plain text for email and pager subscribers (the default)."""
+    AMAZON_Q = "amazon-q"
+    """Amazon Q Developer in chat applications' custom notification JSON, which it renders in
+    Slack and Teams (it drops other messages); email subscribers then read JSON."""
+
+
 @dataclass(frozen=True, slots=True)
 class SnsMessage:
     """One SNS ``Publish`` request's content.
@@ -98,9 +115,9 @@ class SnsMessage:
         subject: sanitised subject (ASCII, ≤99 characters).
         body: plain text for email and pager subscribers.
         attributes: SNS ``MessageAttributes`` values (``String``): ``severity``, ``job_queue``,
-            ``category``, ``event_kind``, ``share_identifier``, ``priority`` (and ``fallback_from``
-            when chat channels failed; and ``group_size`` for a digest); empty values are left out
-            (SNS rejects them).
+            ``category``, ``event_kind``, ``share_identifier``, ``priority``, ``alarm_name`` (and
+            ``fallback_from`` when chat channels failed; and ``group_size`` for a digest); empty
+            values are left out (SNS rejects them).
     """
 
     subject: str
@@ -181,8 +198,21 @@ def top_text(severity: Severity, headline: str) -> str:
     return truncate(f"{severity.value.capitalize()}: {plain(headline)}", TOP_TEXT_MAX)
 
 
+def _alarm_title(fact: AlertFact) -> str:
+    alarm = fact.alarm
+    assert alarm is not None
+    if alarm.resolved:
+        return f"resolved: alarm {alarm.name} is OK again"
+    if alarm.state.value == "INSUFFICIENT_DATA":
+        return f"alarm {alarm.name} has insufficient data"
+    return f"alarm {alarm.name} is in {alarm.state.value}"
+
+
 def title(fact: AlertFact) -> str:
-    """A one-line headline, e.g. ``service job llama-pretrain FAILED (CAPACITY) on ml-training-highpri``."""
+    """A one-line headline, e.g. ``service job llama-pretrain FAILED (CAPACITY) on ml-training-highpri``
+    or ``alarm batchpilot/prod/AlertsErrorsAlarm is in ALARM``."""
+    if fact.alarm:
+        return _alarm_title(fact)
     queue = f" on {fact.job_queue}" if fact.job_queue else ""
     category = _category(fact.category)
     job = job_label(fact)
@@ -298,8 +328,30 @@ def headline(fact: AlertFact, limit: int, mark: str = ELISION_MARK) -> str:
     container job llama3-8b-lora-ft-run-39 on gpu-spot-queue`` (see the module docstring): what
     happened, then the job (or the job queue, or the service environment), then its job queue
     when that fits; a name too long is elided in its middle with ``mark``."""
+    if fact.alarm:
+        return _alarm_headline(fact, limit, mark)
     lead, name, where = _headline_parts(fact)
     return _fit(lead, name, where, limit, mark)
+
+
+def _alarm_headline(fact: AlertFact, limit: int, mark: str) -> str:
+    """:func:`_alarm_title` in at most ``limit`` characters: the alarm's state stays, its name (up
+    to 255 characters: PutMetricAlarm ``AlarmName``) is elided in its middle when needed."""
+    alarm = fact.alarm
+    assert alarm is not None
+    if alarm.resolved:
+        lead, suffix = "resolved: alarm ", " is OK again"
+    elif alarm.state.value == "INSUFFICIENT_DATA":
+        lead, suffix = "alarm ", " has insufficient data"
+    else:
+        lead, suffix = "alarm ", f" is in {alarm.state.value}"
+    name = plain(alarm.name)
+    room = limit - len(lead) - len(suffix)
+    if len(name) <= room:
+        return lead + name + suffix
+    if room < _MIN_NAME_ROOM:
+        return truncate(lead + name + suffix, limit, mark)
+    return lead + elide(name, room, mark) + suffix
 
 
 # ----------------------------------------------------------------------------------------- links
@@ -322,13 +374,16 @@ def _job_url(base: str, region: str, arn: str) -> str | None:
 
 
 def console_links(fact: AlertFact) -> list[tuple[str, str]]:
-    """``[(label, url)]``: the Batch job, the SageMaker training job and its CloudWatch logs in the
-    AWS console of the event's region (nothing without a region)."""
+    """``[(label, url)]``: the Batch job, the SageMaker training job and its CloudWatch logs (or
+    the CloudWatch alarm) in the AWS console of the event's region (nothing without a region)."""
     region = fact.region
     if not region:
         return []
     base = f"https://{region}.console.aws.amazon.com"
     links: list[tuple[str, str]] = []
+    if fact.alarm:
+        name = quote(fact.alarm.name, safe="")
+        return [("Alarm", f"{base}/cloudwatch/home?region={region}#alarmsV2:alarm/{name}")]
     if fact.event_kind is FactKind.JOB_RESUBMITTED:
         # Both jobs: the failed one (the subject) and its successor (related_subjects).
         for label, arn in (("Failed job", fact.subject), *(("New job", a) for a in fact.related_subjects)):
@@ -379,9 +434,28 @@ def hint(fact: AlertFact) -> str | None:
     return None
 
 
+def _alarm_rows(fact: AlertFact) -> list[tuple[str, str | None]]:
+    alarm = fact.alarm
+    if alarm is None:
+        return []
+    state = alarm.state.value
+    if alarm.previous_state is not None:
+        state += f" (was {alarm.previous_state.value})"
+    lasted = _span(alarm.previous_changed_at, alarm.changed_at) if alarm.resolved else None
+    return [
+        ("Alarm", alarm.name),
+        ("State", state),
+        ("Since", alarm.changed_at.isoformat(timespec="seconds")),
+        ("In ALARM for", lasted),
+        ("Metrics", ", ".join(alarm.metrics) or None),
+        ("Alarm action", "notifies its SNS topic itself" if alarm.notified_directly else None),
+    ]
+
+
 def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
     """``[(label, value)]`` in display order, without empty values (reason excluded)."""
     rows: list[tuple[str, str | None]] = [
+        *_alarm_rows(fact),
         ("Job", fact.job_name),
         ("Job queue", fact.job_queue),
         ("Share", fact.share_identifier),
@@ -422,6 +496,7 @@ def _attributes(
             "event_kind": fact.event_kind.value,
             "share_identifier": fact.share_identifier,
             "priority": str(fact.priority) if fact.priority is not None else None,
+            "alarm_name": fact.alarm.name if fact.alarm else None,
         }
     values["fallback_from"] = ",".join(channel.value for channel, _ in fallback) or None
     values |= extra
@@ -437,7 +512,14 @@ def _fallback_lines(fallback: Fallback) -> list[str]:
     ]
 
 
-def sns_message(fact: AlertFact, severity: Severity, why: str, *, fallback: Fallback = ()) -> SnsMessage:
+def sns_message(
+    fact: AlertFact,
+    severity: Severity,
+    why: str,
+    *,
+    fallback: Fallback = (),
+    body_format: OnCallFormat = OnCallFormat.TEXT,
+) -> SnsMessage:
     """The on-call topic message for one fact.
 
     Args:
@@ -447,6 +529,9 @@ def sns_message(fact: AlertFact, severity: Severity, why: str, *, fallback: Fall
         fallback: set when the message goes to SNS because chat channels failed (``[(slack,
             "rate_limited")]``): the body says so and ``fallback_from=slack`` (channels
             comma-separated) is added.
+        body_format: plain text, or Amazon Q Developer's custom notification JSON
+            (:func:`batchpilot.alerts.amazon_q.custom_notification`); subject and attributes
+            are the same.
     """
     lines = [f"{severity.value.upper()}: {plain(title(fact))}", "", *_fallback_lines(fallback)]
     table = facts_table(fact)
@@ -469,17 +554,23 @@ def sns_message(fact: AlertFact, severity: Severity, why: str, *, fallback: Fall
         f"Event: {fact.detail_type} at {fact.event_time.isoformat()}" + (f" ({where})" if where else ""),
         "-- batchpilot alerts",
     ]
+    attributes = _attributes(severity, fact, fallback)
+    body = "\n".join(lines)
+    if body_format is OnCallFormat.AMAZON_Q:
+        from batchpilot.alerts.amazon_q import custom_notification  # it reads this module's helpers
+
+        body = custom_notification([fact], severity, why, title(fact), attributes, _fallback_lines(fallback))
     prefix = f"[{severity.value.upper()}] "
     short = headline(fact, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK)
-    return SnsMessage(
-        subject=sanitize_subject(prefix + short),
-        body="\n".join(lines),
-        attributes=_attributes(severity, fact, fallback),
-    )
+    return SnsMessage(subject=sanitize_subject(prefix + short), body=body, attributes=attributes)
 
 
 def _group_parts(facts: Sequence[AlertFact]) -> tuple[str, str]:
+    """``(lead, name)`` of a burst's headline: the job queue is the name :func:`digest_headline`
+    may elide."""
     first = facts[0]
+    if all(f.alarm for f in facts):
+        return f"{len(facts)} alarms: {first.status}", ""
     kinds = {f.job_kind for f in facts}
     kind = _KIND_LABEL.get(first.job_kind, "job") if first.job_kind else "job"
     noun = kind + "s" if len(kinds) == 1 else "jobs"
@@ -489,7 +580,8 @@ def _group_parts(facts: Sequence[AlertFact]) -> tuple[str, str]:
 
 
 def group_headline(facts: Sequence[AlertFact]) -> str:
-    """``40 container jobs: SPOT_INTERRUPTION on ml-training-highpri``: a burst in one line."""
+    """``40 container jobs: SPOT_INTERRUPTION on ml-training-highpri`` (``6 alarms: ALARM``): a
+    burst in one line."""
     lead, queue = _group_parts(facts)
     return lead + queue
 
@@ -502,10 +594,16 @@ def digest_headline(facts: Sequence[AlertFact], limit: int, mark: str = ELISION_
 
 
 def sns_digest(
-    facts: Sequence[AlertFact], severity: Severity, why: str, *, fallback: Fallback = ()
+    facts: Sequence[AlertFact],
+    severity: Severity,
+    why: str,
+    *,
+    fallback: Fallback = (),
+    body_format: OnCallFormat = OnCallFormat.TEXT,
 ) -> SnsMessage:
     """One on-call message for a burst (same job queue, category and severity), listing every job
-    (up to 500 lines; the rest counted). ``fallback``: as for :func:`sns_message`."""
+    (up to 500 lines; the rest counted). ``fallback`` and ``body_format``: as for
+    :func:`sns_message`."""
     lines = [f"{severity.value.upper()}: {plain(group_headline(facts))}", "", *_fallback_lines(fallback)]
     shown = list(facts)[:500]
     for fact in shown:
@@ -515,10 +613,13 @@ def sns_digest(
     if len(facts) > len(shown):
         lines.append(f"... and {len(facts) - len(shown)} more")
     lines += ["", f"Why {severity.value}: {why}.", "-- batchpilot alerts"]
+    attributes = _attributes(severity, facts[0], fallback, group_size=str(len(facts)))
+    body = "\n".join(lines)
+    if body_format is OnCallFormat.AMAZON_Q:
+        from batchpilot.alerts.amazon_q import custom_notification  # it reads this module's helpers
+
+        notes = _fallback_lines(fallback)
+        body = custom_notification(list(facts), severity, why, group_headline(facts), attributes, notes)
     prefix = f"[{severity.value.upper()}] "
     short = digest_headline(facts, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK)
-    return SnsMessage(
-        subject=sanitize_subject(prefix + short),
-        body="\n".join(lines),
-        attributes=_attributes(severity, facts[0], fallback, group_size=str(len(facts))),
-    )
+    return SnsMessage(subject=sanitize_subject(prefix + short), body=body, attributes=attributes)

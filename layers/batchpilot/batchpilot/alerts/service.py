@@ -11,7 +11,9 @@ For one batch (:meth:`AlertService.process`):
    ``invalid``, other detail-types ``ignored``; neither is retried) into an
    :class:`~batchpilot.alerts.facts.AlertFact` and decide its severity and channels; a channel
    the deployment did not configure is left out, and a fact none of whose chat channels is
-   configured goes to the on-call topic instead;
+   configured goes to the on-call topic instead. A CloudWatch alarm that is not the stack's is
+   ``ignored``; one whose own action notifies an SNS topic (:mod:`batchpilot.alerts.alarms`) goes
+   to the configured chat channels only, never to the on-call topic;
 2. drop copies of one fact within the batch (``duplicate``);
 3. record each job's latest state (terminal facts first): a fact older than what is recorded, or a
    non-terminal fact after a terminal one, sends nothing (``stale``);
@@ -22,10 +24,11 @@ For one batch (:meth:`AlertService.process`):
 6. for each chat channel and destination in it (the configured one, or the one a routing rule
    names: :meth:`~batchpilot.alerts.policy.RoutingPolicy.destination`): a burst (more than
    ``digest_threshold`` facts of one job queue, category and severity) as one digest, the rest
-   one by one (replies in the job's thread in that destination when the channel threads);
+   one by one (replies in the job's thread in that destination when the channel threads; an
+   alarm entering ALARM opens a new thread, which its resolution replies in);
 7. a chat failure (any answer but the channel's success, no time left) falls back to the on-call
-   topic, unless the fact went there already; one fallback message per failed group, whichever
-   channels failed it;
+   topic, unless the fact went there already (or is an alarm that notified its topic itself);
+   one fallback message per failed group, whichever channels failed it;
 8. each delivered channel is recorded at once; a record write that fails (after botocore's
    retries) is written again at the end of the batch, and a fact whose delivery still is not
    recorded is reported (``error``, ``unrecorded``) with its claim kept, so no copy of it sends
@@ -51,6 +54,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
 from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
@@ -66,10 +70,11 @@ from batchpilot.alerts.ports import (
     TimeLeft,
 )
 from batchpilot.alerts.registry import ChannelRegistry
-from batchpilot.alerts.render import SnsMessage, sns_digest, sns_message
+from batchpilot.alerts.render import OnCallFormat, SnsMessage, sns_digest, sns_message
 from batchpilot.alerts.severity import Decision, decide
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.errors import is_permanent
+from batchpilot.shared.events import CloudWatchAlarmStateChange
 from batchpilot.shared.own_events import OwnEvent
 from batchpilot.shared.records import Outcome, Rejected, decode_any
 
@@ -97,6 +102,8 @@ CHANNEL_DOWN = "channel_down"
 in the same batch."""
 _DOWN_REASONS = frozenset({"timeout", "connection_error", DEADLINE})
 """Failures after which a channel gets no more requests in the batch."""
+_WARNED_MAX = 1024
+"""Alarm names whose missing or unknown severity was logged, remembered at most (then forgotten)."""
 
 
 class Suppressed(StrEnum):
@@ -126,7 +133,9 @@ class RecordOutcome:
         error: what went wrong (failed records; set too for partial trouble worth a log line).
         unrecorded: channels that delivered the fact but whose delivery record could not be written
             (even when written again at the end of the batch): a later copy of the event may send
-            to them once more (README "Reliability").
+            to them once more (docs/reliability.md).
+        warning: something about the event worth one WARNING line (an alarm whose description
+            names no known severity: said once per alarm and function instance).
     """
 
     message_id: str
@@ -140,6 +149,7 @@ class RecordOutcome:
     failed: bool = False
     error: str | None = None
     unrecorded: list[Channel] = field(default_factory=list)
+    warning: str | None = None
 
 
 @dataclass
@@ -217,6 +227,11 @@ class AlertService:
         lease_margin: seconds a claim outlives the invocation's remaining time.
         directory: looks up the job a preemption event names (name, queue, share, priority:
             DescribeServiceJob); None: preemption alerts name the job by its ARN only.
+        alarms: which CloudWatch alarms are the stack's and which notify an SNS topic themselves
+            (:class:`~batchpilot.alerts.alarms.AlarmRouting`); default: every alarm the rule
+            delivers, none notified directly.
+        oncall_format: the on-call topic's message body (plain text, or Amazon Q Developer's
+            custom notification JSON).
     """
 
     def __init__(
@@ -229,6 +244,8 @@ class AlertService:
         *,
         clock: Clock,
         lease_margin: float = 30.0,
+        alarms: AlarmRouting | None = None,
+        oncall_format: OnCallFormat = OnCallFormat.TEXT,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -237,6 +254,9 @@ class AlertService:
         self.clock = clock
         self.lease_margin = lease_margin
         self.directory = directory
+        self.alarms = alarms or AlarmRouting()
+        self.oncall_format = oncall_format
+        self._warned: set[str] = set()
 
     # ------------------------------------------------------------------------------ entry point
     def process(self, records: Sequence[tuple[str, str | bytes]], time_left: TimeLeft) -> BatchResult:
@@ -298,6 +318,19 @@ class AlertService:
             event_id = envelope.get("id")
             outcome.event_id = event_id if isinstance(event_id, str) else None
             fact = fact_from_event(decoded, envelope)
+        elif isinstance(decoded, CloudWatchAlarmStateChange):
+            outcome.event_id, outcome.detail_type = decoded.id, decoded.detail_type
+            if not self.alarms.ours(decoded.detail.alarmName):
+                outcome.outcome = Outcome.IGNORED
+                outcome.rejected = Rejected(
+                    Outcome.IGNORED,
+                    decoded.id,
+                    decoded.detail_type,
+                    f"not one of this stack's alarms (its name does not start with {self.alarms.prefix})",
+                )
+                return None
+            fact = fact_from_event(decoded, routing=self.alarms)
+            outcome.warning = self._severity_warning(fact)
         else:
             outcome.event_id = decoded.id
             fact = fact_from_event(decoded)
@@ -306,13 +339,27 @@ class AlertService:
                 fact = with_context(fact, context) if context is not None else fact
         decision = decide(fact, self.policy)
         outcome.detail_type, outcome.severity = fact.detail_type, decision.severity
-        return _Entry(outcome, fact, decision, self._requested(decision))
+        return _Entry(outcome, fact, decision, self._requested(decision, fact))
 
-    def _requested(self, decision: Decision) -> frozenset[Channel]:
+    def _severity_warning(self, fact: AlertFact) -> str | None:
+        """Once per alarm (and function instance): why the alarm got the default severity."""
+        alarm = fact.alarm
+        if alarm is None or alarm.severity_problem is None or alarm.name in self._warned:
+            return None
+        if len(self._warned) >= _WARNED_MAX:
+            self._warned.clear()
+        self._warned.add(alarm.name)
+        default = alarm.severity.value
+        return f"alarm {alarm.name}: {alarm.severity_problem}; it gets the default severity, {default}"
+
+    def _requested(self, decision: Decision, fact: AlertFact) -> frozenset[Channel]:
         """The decision's channels that this deployment can deliver; with no configured chat
-        channel among them, the first chat channel stays (its fallback is the on-call topic)."""
+        channel among them, the first chat channel stays (its fallback is the on-call topic). An
+        alarm that notifies its SNS topic itself goes to the configured chat channels only."""
         chat = [c for c in decision.channels if c is not Channel.SNS]
         configured = [c for c in chat if c in self.channels]
+        if fact.notified_directly:
+            return frozenset(configured)
         requested = {c for c in decision.channels if c is Channel.SNS} | set(configured)
         if chat and not configured:
             requested.add(chat[0])
@@ -334,7 +381,9 @@ class AlertService:
         watched = [
             e
             for e in entries
-            if e.fact.is_job_event and not e.fact.created_by_batch and (e.fact.terminal or e.decision.notify)
+            if (e.fact.is_job_event or e.fact.is_alarm)
+            and not e.fact.created_by_batch
+            and (e.fact.terminal or e.decision.notify)
         ]
         watched.sort(key=lambda e: (e.fact.terminal, e.fact.progress or ""), reverse=True)
         now = self.clock()
@@ -348,7 +397,8 @@ class AlertService:
             except Exception as exc:
                 stale.add(id(entry))
                 self._store_failed(entry, exc)
-        return [e for e in entries if e.decision.notify and id(e) not in stale]
+        # Nothing requested: an alarm that notified its topic itself, with no chat configured.
+        return [e for e in entries if e.decision.notify and e.requested and id(e) not in stale]
 
     def _claim(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
         now = self.clock()
@@ -450,15 +500,21 @@ class AlertService:
             paged = {id(group[0]) for group in bursts} | {id(e) for e in singles}
             singles = [e for e in wanted if id(e) in paged]
             bursts = [group[1:] for group in bursts]
+        fmt = self.oncall_format
         units = [
             (
                 group,
-                sns_digest([e.fact for e in group], group[0].severity, group[0].decision.why),
+                sns_digest(
+                    [e.fact for e in group], group[0].severity, group[0].decision.why, body_format=fmt
+                ),
                 [Channel.SNS],
             )
             for group in bursts
         ]
-        pages = [([e], sns_message(e.fact, e.severity, e.decision.why), [Channel.SNS]) for e in singles]
+        pages = [
+            ([e], sns_message(e.fact, e.severity, e.decision.why, body_format=fmt), [Channel.SNS])
+            for e in singles
+        ]
         # page-then-digest: the page goes out before its digest.
         first = self.policy.sns_grouping is SnsGrouping.PAGE_THEN_DIGEST
         units = [*pages, *units] if first else units + pages
@@ -509,7 +565,7 @@ class AlertService:
             elif budget() < MIN_REQUEST_SECONDS:
                 delivery = Delivery(False, DEADLINE)
             else:
-                threaded = notifier.threads and not notice.digest
+                threaded = notifier.threads and not notice.digest and not first.fact.starts_thread
                 thread = self._thread_for(channel, first, destination) if threaded else None
                 delivery = self._post(notifier, notice, thread, budget)
             if delivery.delivered:
@@ -538,9 +594,16 @@ class AlertService:
         result: BatchResult,
         fallbacks: dict[tuple[int, ...], _Fallback],
     ) -> None:
-        """The on-call topic stands in for ``channel``, except for facts it already carries."""
+        """The on-call topic stands in for ``channel``, except for facts it already carries (and
+        alarms whose own action notified their topic: that notification stands in)."""
         if reason != NOT_CONFIGURED:
             result.failed.append((channel, reason))
+        for entry in (e for e in group if e.fact.notified_directly):
+            said = f"{channel.value}: {reason} (the alarm notified its topic)"
+            entry.outcome.error = entry.outcome.error or said
+            entry.satisfied.add(channel)
+            self._record(entry, channel)
+        group = [e for e in group if not e.fact.notified_directly]
         for entry in (e for e in group if Channel.SNS in e.requested):
             if Channel.SNS in entry.satisfied:
                 self._mark(entry, channel, Channel.SNS)
@@ -551,13 +614,16 @@ class AlertService:
             fallback = fallbacks.setdefault(tuple(id(e) for e in rest), _Fallback(rest))
             fallback.reasons.append((channel, reason))
 
-    @staticmethod
-    def _fallback_message(fallback: _Fallback) -> SnsMessage:
-        first = fallback.entries[0]
+    def _fallback_message(self, fallback: _Fallback) -> SnsMessage:
+        first, fmt = fallback.entries[0], self.oncall_format
         if len(fallback.entries) > 1:
             facts = [e.fact for e in fallback.entries]
-            return sns_digest(facts, first.severity, first.decision.why, fallback=fallback.reasons)
-        return sns_message(first.fact, first.severity, first.decision.why, fallback=fallback.reasons)
+            return sns_digest(
+                facts, first.severity, first.decision.why, fallback=fallback.reasons, body_format=fmt
+            )
+        return sns_message(
+            first.fact, first.severity, first.decision.why, fallback=fallback.reasons, body_format=fmt
+        )
 
     def _destination(self, channel: Channel, entry: _Entry) -> str | None:
         """Where in ``channel`` the entry goes when a route of the policy overrides the channel's
@@ -581,7 +647,8 @@ class AlertService:
         self, channel: Channel, entry: _Entry, destination: str | None, thread: str | None, posted: str
     ) -> None:
         # A new top-level message starts the job's thread; a reply only links the jobs that
-        # continue it (the new job of a resubmission) to the existing thread.
+        # continue it (the new job of a resubmission) to the existing thread. An alarm entering
+        # ALARM replaces its previous thread: its resolution replies in this one.
         subjects = list(entry.fact.related_subjects)
         if thread is None:
             subjects.insert(0, entry.fact.thread_subject)
@@ -589,4 +656,6 @@ class AlertService:
             return
         keys = [self._thread_subject(subject, destination) for subject in subjects]
         with contextlib.suppress(Exception):  # cosmetic: later messages start a new thread
-            self.store.save_thread(channel, keys, thread or posted, self.clock())
+            self.store.save_thread(
+                channel, keys, thread or posted, self.clock(), replace=entry.fact.starts_thread
+            )

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, load_policy
+from batchpilot.alerts.render import OnCallFormat
 from batchpilot.shared.settings import FunctionSettings
 
-__all__ = ["AlertsSettings"]
+__all__ = ["AlertsSettings", "ServiceArgs"]
+
+
+class ServiceArgs(TypedDict):
+    """The keyword arguments of :class:`batchpilot.alerts.service.AlertService` that come from
+    the settings (:attr:`AlertsSettings.service_args`)."""
+
+    alarms: AlarmRouting
+    oncall_format: OnCallFormat
+
 
 _ARN_OR_NAME = r"^(arn:aws[a-zA-Z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
 
@@ -33,6 +44,12 @@ class AlertsSettings(FunctionSettings):
             webhook URL (``BATCHPILOT_TEAMS_WEBHOOK_SECRET``); empty: no Teams.
         alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults). A
             policy with ``slack_channels`` routes requires ``slack_bot_token_secret``.
+        alarm_name_prefix: the prefix of the stack's alarm names (``BATCHPILOT_ALARM_NAME_PREFIX``,
+            ``batchpilot/<stack>/``); an alarm event without it is ignored. Empty: any alarm.
+        alarms_notified_directly: comma-separated names of the alarms whose own action notifies an
+            SNS topic, or ``*`` for all (``BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY``): chat only.
+        oncall_message_format: ``text`` (default) or ``amazon-q`` (``BATCHPILOT_ONCALL_MESSAGE_FORMAT``):
+            the on-call topic's message body (:class:`~batchpilot.alerts.render.OnCallFormat`).
     """
 
     function: str = Field(default="alerts", min_length=1, max_length=64)
@@ -49,6 +66,9 @@ class AlertsSettings(FunctionSettings):
     )
     teams_webhook_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
     alert_policy: str = Field(default="", max_length=8192)
+    alarm_name_prefix: str = Field(default="", max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")
+    alarms_notified_directly: str = Field(default="", max_length=8192, pattern=r"^[^\x00-\x1f\x7f]*$")
+    oncall_message_format: OnCallFormat = OnCallFormat.TEXT
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -60,6 +80,9 @@ class AlertsSettings(FunctionSettings):
         "slack_api_url": "BATCHPILOT_SLACK_API_URL",
         "teams_webhook_secret": "BATCHPILOT_TEAMS_WEBHOOK_SECRET",
         "alert_policy": "BATCHPILOT_ALERT_POLICY",
+        "alarm_name_prefix": "BATCHPILOT_ALARM_NAME_PREFIX",
+        "alarms_notified_directly": "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY",
+        "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
     }
 
     @field_validator("slack_channel")
@@ -101,3 +124,13 @@ class AlertsSettings(FunctionSettings):
         """The validated routing policy (defaults when ``alert_policy`` is empty), its default routes
         pointed at :attr:`chat_channels` (:meth:`RoutingPolicy.for_chat`)."""
         return load_policy(self.alert_policy).for_chat(self.chat_channels)
+
+    @property
+    def alarms(self) -> AlarmRouting:
+        """Which CloudWatch alarms are the stack's and which notify an SNS topic themselves."""
+        return AlarmRouting.of(self.alarm_name_prefix, self.alarms_notified_directly)
+
+    @property
+    def service_args(self) -> ServiceArgs:
+        """What the alerts service takes from the settings besides the policy."""
+        return {"alarms": self.alarms, "oncall_format": self.oncall_message_format}

@@ -1,6 +1,6 @@
 """Severity of a fact: the default table, then the routing policy. Pure.
 
-Default table, for job events (the README's "What pages and what posts" shows the same table):
+Default table, for job events (docs/alerts.md, "What pages and what posts", shows the same table):
 
 ================================================================  ==========
 fact                                                              severity
@@ -40,6 +40,16 @@ Capacity Limited AT_MAX, NOT_VALID, UPDATE_FAILED                              w
 Capacity Limited COOLDOWN                                                      silent
 Job Starving (PREEMPTED_REPEATEDLY, WAITING_BELOW_ENTITLEMENT)                 warning
 =============================================================================  ==========
+
+The stack's CloudWatch alarms (:mod:`batchpilot.alerts.alarms`):
+
+=================================================================  ======================================
+ALARM                                                              its description's ``Severity: ...``,
+                                                                   else critical
+OK after ALARM (the alarm resolved)                                info
+OK after INSUFFICIENT_DATA (a new alarm's first evaluation)        silent
+INSUFFICIENT_DATA                                                  silent
+=================================================================  ======================================
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from dataclasses import dataclass
 from batchpilot.alerts.facts import AlertFact, FactKind, recovery_will_handle
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
 from batchpilot.shared.classification import Category
+from batchpilot.shared.events import AlarmStateValue
 from batchpilot.shared.own_events import CapacityLimitReason, SkipReason
 
 __all__ = ["Decision", "decide", "default_severity"]
@@ -181,9 +192,30 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
     return Severity.SILENT, "not a notifiable event"  # pragma: no cover - every own event kind is above
 
 
+def _alarm_default(fact: AlertFact) -> tuple[Severity, str]:
+    alarm = fact.alarm
+    assert alarm is not None
+    name = alarm.short_name
+    match alarm.state:
+        case AlarmStateValue.ALARM:
+            if alarm.severity_problem:
+                return alarm.severity, f"the alarm {name} is in ALARM ({alarm.severity_problem}: the default)"
+            said = alarm.severity.value
+            return alarm.severity, f"the alarm {name} is in ALARM (its description says {said})"
+        case AlarmStateValue.OK if alarm.resolved:
+            return Severity.INFO, f"the alarm {name} is OK again: resolved"
+        case AlarmStateValue.OK:
+            return Severity.SILENT, f"the alarm {name} is OK and was not in ALARM"
+    # Too little data to evaluate (a new alarm, a metric nobody publishes): nothing is known to
+    # be wrong; batchpilot's alarms treat missing data as not breaching.
+    return Severity.SILENT, f"the alarm {name} has insufficient data"
+
+
 def default_severity(fact: AlertFact, policy: RoutingPolicy | None = None) -> tuple[Severity, str]:
     """The default table's severity of ``fact`` and why (see the module docstring)."""
     policy = policy or RoutingPolicy()
+    if fact.is_alarm:
+        return _alarm_default(fact)
     if fact.is_job_event:
         return _job_default(fact, policy)
     return _own_default(fact, policy)

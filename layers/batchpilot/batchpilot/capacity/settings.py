@@ -118,7 +118,7 @@ class ScheduledFloor(_Strict):
 
 
 class PolicyDefaults(_Strict):
-    """Policy values every environment gets unless it sets its own (the README's defaults table).
+    """Policy values every environment gets unless it sets its own (the defaults table of docs/capacity.md).
 
     Attributes:
         headroom: instances added on top of in-use + RUNNABLE demand.

@@ -1,7 +1,7 @@
 """Fleet metrics from the ledger's aggregates and transitions: pure, no I/O.
 
 :func:`fleet_points` turns one run's aggregates (one Query per job queue) into the per service
-environment and per job queue and share gauges of the README's metric catalog;
+environment and per job queue and share gauges of docs/metrics.md's catalog;
 :func:`effect_points` turns one applied transition into its event metrics (queue wait,
 preemptions, lost instance-hours). Every point goes through
 :func:`batchpilot.shared.metrics.dimensions`.
@@ -94,7 +94,7 @@ class _Tally:
 
 
 def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
-    """Every gauge of one run (see the README's metric catalog, "Fleet (ledger function)")."""
+    """Every gauge of one run (see docs/metrics.md, "Fleet metrics (ledger function)")."""
     p = _Points(now)
     env_in_use: dict[str, float] = defaultdict(float)
     env_gpus: dict[str, int] = defaultdict(int)

@@ -1,6 +1,6 @@
 """When recovery acts: the decision table, in one pure function (:func:`decide`).
 
-The table is :class:`Row`; the README's "When it acts" table is made of the same rows
+The table is :class:`Row`; the "When it acts" table of docs/recovery.md is made of the same rows
 (``tests/unit/test_recovery_policy.py`` checks that the two are equal, see :func:`table_markdown`).
 Rows are checked in order and the first that matches decides.
 
@@ -78,7 +78,7 @@ class Step(StrEnum):
 class Row(Enum):
     """The decision table, in the order it is checked.
 
-    Each row has its ``number``, ``when`` it matches and its ``outcome`` (the README's columns, as
+    Each row has its ``number``, ``when`` it matches and its ``outcome`` (the docs table's columns, as
     Markdown), the :class:`Step` the service takes and, for skips, the ``skip_reason`` published.
     """
 
@@ -229,13 +229,13 @@ class Row(Enum):
         return self.number >= Row.ALREADY_HANDLED.number
 
     def markdown(self) -> str:
-        """The row as a line of the README's table."""
+        """The row as a line of the table in docs/recovery.md."""
         reason = f"`{self.skip_reason.value}`" if self.skip_reason else "-"
         return f"| {self.number} | {self.when} | {self.outcome} | {reason} |"
 
 
 def table_markdown() -> list[str]:
-    """The README's decision table, header included, one string per line."""
+    """The decision table of docs/recovery.md, header included, one string per line."""
     return [
         "| # | when | outcome | reason (`skip_reason`) |",
         "|---|---|---|---|",

@@ -44,7 +44,7 @@ DEFAULT_BUDGETS: dict[Category, int] = {
     Category.CAPACITY: 3,
     Category.INTERNAL_ERROR: 2,
 }
-"""Resubmissions allowed per lineage and category (the README's defaults)."""
+"""Resubmissions allowed per lineage and category (the defaults in docs/recovery.md)."""
 
 DEFAULT_CONTAINER_CHECKPOINT_SOURCES = (
     "parameter:checkpoint_uri,environment:CHECKPOINT_URI,tag:checkpoint-uri"

@@ -12,12 +12,18 @@ code can log them.
 
 Entry point: :func:`parse_event`. It raises only :class:`InvalidEventError` (and its subclass
 :class:`UnsupportedEventError`) whatever it is given.
+
+CloudWatch alarm state changes (``CloudWatch Alarm State Change`` from ``aws.cloudwatch``: Amazon
+CloudWatch User Guide, "Alarm events and EventBridge") have their own model,
+:class:`CloudWatchAlarmStateChange`, and entry point, :func:`parse_alarm_event`: they are not job
+events (:data:`JobEvent`), and only the alerts function receives them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -32,7 +38,14 @@ from pydantic import (
 from pydantic_core import from_json
 
 __all__ = [
+    "ALARM_DETAIL_TYPE",
+    "ALARM_SOURCE",
     "DETAIL_TYPES",
+    "AlarmConfiguration",
+    "AlarmDetail",
+    "AlarmMetric",
+    "AlarmState",
+    "AlarmStateValue",
     "BatchAttempt",
     "BatchJobDetail",
     "BatchJobQueueBlocked",
@@ -41,6 +54,7 @@ __all__ = [
     "BatchServiceJobPreemptionStarted",
     "BatchServiceJobQueueBlocked",
     "BatchServiceJobStateChange",
+    "CloudWatchAlarmStateChange",
     "EcsProperties",
     "EksAttempt",
     "EksAttemptContainer",
@@ -56,6 +70,7 @@ __all__ = [
     "Timestamp",
     "TrainingJobDetail",
     "UnsupportedEventError",
+    "parse_alarm_event",
     "parse_event",
     "parse_event_json",
     "to_datetime",
@@ -484,6 +499,84 @@ class SageMakerTrainingJobStateChange(_Envelope):
     detail: TrainingJobDetail
 
 
+# ---------------------------------------------------------------------------- CloudWatch alarms
+ALARM_SOURCE = "aws.cloudwatch"
+"""``source`` of CloudWatch's alarm events."""
+ALARM_DETAIL_TYPE = "CloudWatch Alarm State Change"
+"""``detail-type`` of an alarm's state change (one event per change, on the default bus)."""
+
+
+class AlarmStateValue(StrEnum):
+    """An alarm's state (CloudWatch API Reference, ``MetricAlarm.StateValue``)."""
+
+    OK = "OK"
+    ALARM = "ALARM"
+    INSUFFICIENT_DATA = "INSUFFICIENT_DATA"
+
+
+class AlarmState(_Model):
+    """``detail.state`` / ``detail.previousState``: the value, CloudWatch's reason (a sentence such
+    as ``Threshold Crossed: 1 out of the last 1 datapoints [...]``) and when the alarm entered it.
+    ``reasonData`` (JSON text with the evaluated data points) is not kept."""
+
+    value: AlarmStateValue
+    reason: str | None = None
+    timestamp: Timestamp
+
+
+class AlarmMetricId(_Model):
+    """``metricStat.metric`` of an alarm metric: its namespace and name (dimensions not kept)."""
+
+    namespace: str | None = None
+    name: str | None = None
+
+
+class AlarmMetricStat(_Model):
+    """``metricStat`` of an alarm metric."""
+
+    metric: AlarmMetricId | None = None
+    stat: str | None = None
+    period: int | None = None
+
+
+class AlarmMetric(_Model):
+    """One ``detail.configuration.metrics[]`` entry: a metric (``metricStat``) or a metric math /
+    Metrics Insights ``expression``, with its ``label``."""
+
+    id: str | None = None
+    metricStat: AlarmMetricStat | None = None
+    expression: str | None = None
+    label: str | None = None
+    returnData: bool | None = None
+
+
+class AlarmConfiguration(_Model):
+    """``detail.configuration``: the alarm's ``description`` (``AlarmDescription``, at most 1,024
+    characters) and its metrics; a composite alarm has an ``alarmRule`` instead of metrics."""
+
+    description: str | None = None
+    metrics: list[AlarmMetric] = Field(default_factory=list)
+    alarmRule: str | None = None
+
+
+class AlarmDetail(_Model):
+    """``detail`` of ``CloudWatch Alarm State Change``."""
+
+    alarmName: str = Field(min_length=1)
+    state: AlarmState
+    previousState: AlarmState | None = None
+    configuration: AlarmConfiguration = Field(default_factory=AlarmConfiguration)
+
+
+class CloudWatchAlarmStateChange(_Envelope):
+    """``CloudWatch Alarm State Change`` from ``aws.cloudwatch``: an alarm changed state. The
+    alarm's ARN is ``resources[0]``."""
+
+    source: Literal["aws.cloudwatch"]
+    detail_type: Literal["CloudWatch Alarm State Change"] = Field(alias="detail-type")
+    detail: AlarmDetail
+
+
 JobEvent = (
     BatchJobStateChange
     | BatchJobQueueBlocked
@@ -543,6 +636,35 @@ def parse_event(raw: object) -> JobEvent:
         )
     try:
         return model.model_validate(raw)
+    except ValidationError as exc:
+        raise InvalidEventError(_describe(exc), event_id=event_id, detail_type=detail_type) from None
+    except (RecursionError, OverflowError, TypeError) as exc:  # pathological input
+        raise InvalidEventError(
+            f"unusable event: {type(exc).__name__}", event_id=event_id, detail_type=detail_type
+        ) from None
+
+
+def parse_alarm_event(raw: object) -> CloudWatchAlarmStateChange:
+    """Parse one ``CloudWatch Alarm State Change`` event (a decoded JSON object).
+
+    Raises:
+        UnsupportedEventError: another ``aws.cloudwatch`` event (a configuration change, a
+            contributor's state change).
+        InvalidEventError: anything else is wrong (not an object, ``alarmName``, ``state.value``
+            or ``state.timestamp`` missing or mistyped, a state CloudWatch does not have).
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidEventError(f"event must be a JSON object, got {type(raw).__name__}")
+    event_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    detail_type = raw.get("detail-type")
+    if not isinstance(detail_type, str):
+        raise InvalidEventError("detail-type: missing or not a string", event_id=event_id)
+    if detail_type != ALARM_DETAIL_TYPE:
+        raise UnsupportedEventError(
+            "detail-type is not handled by batchpilot", event_id=event_id, detail_type=detail_type
+        )
+    try:
+        return CloudWatchAlarmStateChange.model_validate(raw)
     except ValidationError as exc:
         raise InvalidEventError(_describe(exc), event_id=event_id, detail_type=detail_type) from None
     except (RecursionError, OverflowError, TypeError) as exc:  # pathological input

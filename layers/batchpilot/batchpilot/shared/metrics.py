@@ -2,7 +2,7 @@
 
 :func:`metric_points` turns :class:`~batchpilot.shared.classification.JobFacts` into
 :class:`MetricPoint` values; an adapter (:mod:`batchpilot.io.emf`) writes them as CloudWatch
-Embedded Metric Format. The README's metric catalog documents every name produced here.
+Embedded Metric Format. docs/metrics.md (the metric catalog) documents every name produced here.
 
 Dimensions come only from :data:`DIMENSIONS`, a fixed allow-list of low-cardinality keys (never job
 names, tags, parameters or free-text reasons); every value is a non-empty string of at most 1024
@@ -77,7 +77,7 @@ class MetricPoint:
     """One metric value.
 
     Attributes:
-        name: metric name from the README catalog.
+        name: metric name from the catalog in docs/metrics.md.
         unit: CloudWatch unit, ``Count``, ``Seconds`` or ``Percent`` (instance-hours are ``Count``).
         value: finite, non-negative.
         dimensions: sorted ``(key, value)`` pairs; keys from :data:`DIMENSIONS`.

@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING
 from pydantic_core import from_json
 
 from batchpilot.shared.events import (
+    ALARM_SOURCE,
+    CloudWatchAlarmStateChange,
     InvalidEventError,
     JobEvent,
     UnsupportedEventError,
+    parse_alarm_event,
     parse_event,
     unreadable,
 )
@@ -81,9 +84,12 @@ def decode(body: str | bytes) -> JobEvent | Rejected:
         return _rejected(exc)
 
 
-def decode_any(body: str | bytes) -> JobEvent | OwnEvent | Rejected:
+def decode_any(body: str | bytes) -> JobEvent | OwnEvent | CloudWatchAlarmStateChange | Rejected:
     """Like :func:`decode`, and an event whose ``source`` is ``batchpilot`` becomes one of
-    batchpilot's own events (:mod:`batchpilot.shared.own_events`). Never raises."""
+    batchpilot's own events (:mod:`batchpilot.shared.own_events`), one whose ``source`` is
+    ``aws.cloudwatch`` a :class:`~batchpilot.shared.events.CloudWatchAlarmStateChange` (other
+    CloudWatch detail-types are ignored; an alarm event without ``alarmName`` or ``state`` is
+    invalid). Never raises."""
     from batchpilot.shared.own_events import SOURCE, parse_own_event
 
     try:
@@ -93,6 +99,8 @@ def decode_any(body: str | bytes) -> JobEvent | OwnEvent | Rejected:
     try:
         if isinstance(raw, dict) and raw.get("source") == SOURCE:
             return parse_own_event(raw)
+        if isinstance(raw, dict) and raw.get("source") == ALARM_SOURCE:
+            return parse_alarm_event(raw)
         return parse_event(raw)
     except InvalidEventError as exc:
         return _rejected(exc)

@@ -185,12 +185,15 @@ def slack_digest(
         f"*{len(facts)}* jobs in one batch of events share job queue *{_mrkdwn(first.job_queue or '-')}*"
     )
     summary += f", category *{_mrkdwn(category)}* and severity *{severity.value}*."
+    if all(f.alarm for f in facts):
+        summary = f"*{len(facts)}* alarms went to *{first.status}* in one batch of events"
+        summary += f" (severity *{severity.value}*)."
     blocks.append(_section(summary))
     lines = []
     for fact in list(facts)[:max_items]:
         links = console_links(fact)
         name = _mrkdwn(plain(fact.job_name or subject_name(fact)))
-        label = _link(fact.job_name or "job", links[0][1]) if links else f"*{name}*"
+        label = _link(fact.job_name or ("job" if fact.job else name), links[0][1]) if links else f"*{name}*"
         reason = truncate(_mrkdwn(plain(fact.reason or "")), DIGEST_REASON_MAX)
         attempt = f", attempt {fact.attempts}" if fact.attempts else ""
         lines.append(truncate(f"• {label} {_mrkdwn(fact.status or '')}{attempt}: {reason}".rstrip(": "), 600))

@@ -239,14 +239,20 @@ def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) ->
     first = facts[0]
     body = _header(severity, digest_headline(facts, TITLE_MAX))
     category = first.category.value if first.category else "-"
-    body.append(
-        _rich(
-            _run(f"{len(facts)} jobs in one batch of events share job queue "),
-            _run(truncate(plain(first.job_queue or "-"), VALUE_MAX), weight="Bolder"),
-            _run(f", category {category} and severity {severity.value}."),
-            separator=True,
+    if all(f.alarm for f in facts):
+        said = (
+            f"{len(facts)} alarms went to {first.status} in one batch of events (severity {severity.value})."
         )
-    )
+        body.append(_rich(_run(said), separator=True))
+    else:
+        body.append(
+            _rich(
+                _run(f"{len(facts)} jobs in one batch of events share job queue "),
+                _run(truncate(plain(first.job_queue or "-"), VALUE_MAX), weight="Bolder"),
+                _run(f", category {category} and severity {severity.value}."),
+                separator=True,
+            )
+        )
     for fact in facts[:shown]:
         links = console_links(fact)
         name = truncate(plain(fact.job_name or subject_name(fact)), 200)

@@ -14,7 +14,7 @@ Items (``pk`` / ``sk``, all with an epoch-seconds ``expires_at`` TTL of 30 days)
   lives; an expired lease (a crash between claim and send) can be claimed again, keeping the
   channels already delivered.
 - ``alerts#<job ARN>`` / ``<channel>-thread`` (``slack-thread``): the chat thread id of a job
-  (Slack ``ts`` in bot token mode).
+  (Slack ``ts`` in bot token mode), or of an alarm's latest time in ALARM (under its ARN).
 
 Times come in as aware datetimes (:mod:`batchpilot.shared.clock`) and are stored as epoch seconds:
 DynamoDB TTL reads ``expires_at`` only as a Number of epoch seconds (DynamoDB developer guide,
@@ -203,15 +203,19 @@ class DynamoAlertStore:
         thread = decode(item.get("Item") or {}).get("ts")
         return str(thread) if thread is not None else None
 
-    def save_thread(self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime) -> None:
-        """Record ``thread`` for each subject that has no thread in ``channel`` yet (the first wins)."""
+    def save_thread(
+        self, channel: Channel, subjects: Sequence[str], thread: str, now: datetime, *, replace: bool = False
+    ) -> None:
+        """Record ``thread`` for each subject that has no thread in ``channel`` yet (the first
+        wins), or, with ``replace``, whatever was recorded (an alarm's new incident)."""
+        condition = {} if replace else {"ConditionExpression": "attribute_not_exists(ts)"}
         for subject in subjects:
             try:
                 self._update(
                     Key=self._key(subject, _thread_sk(channel)),
                     UpdateExpression="SET ts = :ts, expires_at = :exp",
-                    ConditionExpression="attribute_not_exists(ts)",
                     ExpressionAttributeValues=encode({":ts": thread, ":exp": _expires(now)}),
+                    **condition,
                 )
             except Exception as exc:
                 if not is_conditional_failure(exc):
