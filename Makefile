@@ -16,7 +16,9 @@ export SAM_CLI_TELEMETRY := 0
 .PHONY: run test lint typecheck validate security unit bench build clean help simulate report-screenshot
 
 help:
-	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
+	@echo "make run    - set up and replay every sample event in events/ (the main local job), as"
+	@echo "              samconfig.toml's default environment deploys it; RUN_PARAMETERS='K=V ...' adds"
+	@echo "              template parameters, e.g. RUN_PARAMETERS='SlackWebhookSecretArn=<ARN>' for Slack"
 	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
@@ -44,8 +46,12 @@ $(CHECKOV): Makefile
 	$(CHECKOVVENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
+# The replay is the deployment: samconfig.toml's default environment, as `sam deploy` creates it (no
+# chat channel: every message goes to the on-call topic). RUN_PARAMETERS adds parameters on top, as
+# --parameter-overrides (the report's header says what was replayed).
+RUN_PARAMETERS ?=
 run: $(BIN)/.installed
-	$(BIN)/batchpilot replay events/
+	$(BIN)/batchpilot replay --config-env default $(if $(RUN_PARAMETERS),--parameter-overrides '$(RUN_PARAMETERS)') events/
 
 # The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
 # day apart, a resubmission, a page; Teams on), the report's first screens in headless Chromium.

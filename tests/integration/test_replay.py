@@ -25,6 +25,7 @@ from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.template import load_template
+from batchpilot_local.testing.alerts import SLACK_PARAMETERS
 from batchpilot_local.testing.samples import sample_event_paths
 from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES
 
@@ -42,6 +43,7 @@ REPORT_KEYS = [
     "actions",
     "errors",
     "own_events",
+    "batches",
 ]
 JOB_SOURCES = {"aws.batch", "aws.sagemaker"}
 JOB_DETAIL_TYPES = set(METRICS_DETAIL_TYPES)
@@ -482,7 +484,7 @@ def test_a_forged_own_event_on_the_default_bus_reaches_no_function() -> None:
 def test_own_events_reach_the_alerts_function_only_on_batchpilots_bus() -> None:
     app = load_template(TEMPLATE)
     assert app.own_event_bus != "default"
-    [report] = Replayer(TEMPLATE).run([forged_recovery_skipped()], bus=app.own_event_bus)
+    [report] = Replayer(TEMPLATE, SLACK_PARAMETERS).run([forged_recovery_skipped()], bus=app.own_event_bus)
     assert report.functions == ["alerts"] and report.errors == []
     assert sorted(n["channel"] for n in report.notifications) == ["slack", "sns"]  # critical: it pages
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from batchpilot_local.cli import main
+from batchpilot_local.testing.alerts import SLACK_PARAMETER_VALUE
 from batchpilot_local.testing.browser import load_in_chromium, require_chromium
 from batchpilot_local.testing.paths import repo_root
 
@@ -102,11 +103,13 @@ LEDGER = [
 ]
 HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN), *map(str, LEDGER)]
 TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf"
+SLACK = f"SlackWebhookSecretArn={SLACK_PARAMETER_VALUE}"
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """The HTML report of :data:`HTML_INPUTS` (Teams on), its JSON report and what Chromium shows."""
+    """The HTML report of :data:`HTML_INPUTS` (Slack and Teams on), its JSON report and what Chromium
+    shows."""
 
     path: Path
     notes: list[dict[str, Any]]
@@ -141,7 +144,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
                 "--format",
                 "json",
                 "--parameter-overrides",
-                TEAMS,
+                f"{TEAMS} {SLACK}",
                 "--report",
                 str(report),
                 *HTML_INPUTS,
@@ -149,7 +152,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
         )
     assert code == 0
     events = [json.loads(line) for line in out.getvalue().splitlines()]
-    notes = [n for event in events for n in event["notifications"]]
+    notes = [
+        n for event in events for outputs in [event, *event["batches"]] for n in outputs["notifications"]
+    ]
     shares = {
         (m["dimensions"]["JobQueue"], m["dimensions"].get("ShareIdentifier") or m["dimensions"]["QuotaShare"])
         for event in events

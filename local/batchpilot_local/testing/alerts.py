@@ -33,6 +33,8 @@ from batchpilot_local.testing.samples import batch_job, envelope
 __all__ = [
     "ENV",
     "START",
+    "SLACK_PARAMETERS",
+    "SLACK_PARAMETER_VALUE",
     "TEAMS_PARAMETER_VALUE",
     "Clock",
     "Rig",
@@ -202,10 +204,15 @@ def open_rig(bot: bool = False, teams: bool = False) -> Iterator[Rig]:
     """A :class:`Rig` in a fresh embedded AWS and chat endpoint (Slack bot mode with ``bot``,
     Teams configured with ``teams``), closed when the generator ends."""
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=ENV, chat=chat, bot=bot, teams=teams).open()
+        local = LocalAlerts(aws, environment=ENV, chat=chat, slack=True, bot=bot, teams=teams).open()
         yield Rig(aws, chat, local)
 
 
+SLACK_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
+"""A placeholder ``SlackWebhookSecretArn``: any non-empty value wires Slack (its webhook) in a
+replay, as in a deployed stack (the local run points the variable at its own secret)."""
+SLACK_PARAMETERS = {"SlackWebhookSecretArn": SLACK_PARAMETER_VALUE}
+"""``Replayer(parameters=...)`` of a stack with Slack."""
 TEAMS_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-AbCdEf"
 """A placeholder ``TeamsWebhookSecretArn`` (``Replayer(parameters=...)``, ``batchpilot replay
 --parameter-overrides``): any non-empty value turns Teams on in a replay (the local run points the
