@@ -11,6 +11,7 @@ ledger's share metrics when they are emitted).
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -566,7 +567,21 @@ def _share_lines(summary: Summary) -> list[str]:
 
 
 _CHAT_PARAMETERS = "SlackWebhookSecretArn, SlackBotTokenSecretArn and TeamsWebhookSecretArn"
-_SHOWN_VALUE = 60  # characters of a parameter's value in the header (a policy's JSON is long)
+_SHOWN_VALUE = 100  # characters of a parameter's value in the header (a policy's JSON is long)
+_WRAP = 110  # the header's width: it is read first, on a terminal
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    """``text`` in lines of :data:`_WRAP` characters, broken between words only (never inside an
+    option name such as ``--parameter-overrides`` or an ARN)."""
+    return textwrap.wrap(
+        text,
+        _WRAP,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
 
 
 def render_deployment(
@@ -590,6 +605,7 @@ def render_deployment(
         sources: where the parameters came from (``samconfig.toml [default]``,
             ``--parameter-overrides``), in the order they were applied.
     """
+    indent = " " * 14
     lines = [f"Deployment replayed: {template}, as a deploy with these parameters creates it"]
     if parameters:
         shown = []
@@ -597,29 +613,32 @@ def render_deployment(
             text = value if len(value) <= _SHOWN_VALUE else value[: _SHOWN_VALUE - 3] + "..."
             shown.append(f"{name}={text}" if text else f"{name}=''")
         origin = f" (from {', then '.join(sources)})" if sources else ""
-        lines.append(f"  parameters  {' '.join(shown)}{origin}; the others at their Default")
+        said = f"{' '.join(shown)}{origin}; the others at their Default"
     else:
-        lines.append("  parameters  every one at its Default (no --parameter-overrides or --config-env)")
-    wired = []
-    for name, sources_of in functions.items():
-        batching = "; ".join(
-            f"{queue} in batches of up to {size}, {window} s window" for queue, size, window in sources_of
-        )
-        wired.append(f"{name} ({batching})")
-    lines.append("  functions   " + ", ".join(wired))
+        said = "every one at its Default (no --parameter-overrides, no --config-env)"
+    lines += _wrapped(said, "  parameters  ", indent)
     if not channels:
-        lines.append("  messages    none: the template has no alerts function")
+        said = "none: the template has no alerts function"
     elif len(channels) == 1:
-        lines.append(
-            f"  messages    on-call topic (SNS) only: no chat channel is configured ({_CHAT_PARAMETERS} "
-            "are empty), so messages routed to chat go to the on-call topic, as in a stack deployed "
-            "so; to see Slack or Teams messages, set one (--parameter-overrides "
-            "SlackWebhookSecretArn=<secret ARN>): a local endpoint stands in for it"
+        said = (
+            f"on-call topic (SNS) only: no chat channel is configured ({_CHAT_PARAMETERS} are empty), "
+            "so messages routed to chat go to the on-call topic, as in a stack deployed so; to see them "
+            "in Slack or Teams, set one (--parameter-overrides SlackWebhookSecretArn=<secret ARN>): "
+            "a local endpoint stands in for it"
         )
     else:
         names = {"slack": "Slack", "teams": "Microsoft Teams"}
         chats = ", ".join(f"{names.get(c, c)} ({chat.get(c, 'configured')})" for c in channels if c != "sns")
-        lines.append(f"  messages    on-call topic (SNS), {chats}: posted to a local endpoint on 127.0.0.1")
+        said = f"on-call topic (SNS), {chats}: chat posted to a local endpoint on 127.0.0.1"
+    lines += _wrapped(said, "  messages    ", indent)
+    rows = [
+        [name, queue, str(size), str(window)]
+        for name, sources_of in functions.items()
+        for queue, size, window in sources_of
+    ]
+    table = render_table(["function", "reads", "batch size", "batching window (s)"], rows, indent=indent)
+    lines.append("  functions   " + table[0].strip())
+    lines += table[1:]
     return "\n".join(lines) + "\n"
 
 

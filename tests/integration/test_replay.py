@@ -348,6 +348,11 @@ def test_failed_service_job_reports_jobs_failed_with_category_and_queue_name(
     assert set(failed) == {"name", "unit", "value", "dimensions", "timestamp"}
 
 
+def summary_line(text: str) -> str:
+    """The text report's first summary line: the first line after the deployment header."""
+    return text.split("\n\n", 1)[1].splitlines()[0]
+
+
 def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     event = ec2_event()
     path = write_json(tmp_path / "ec2.json", event)
@@ -362,7 +367,8 @@ def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFix
     code, text, _ = run(capsys, "--template", str(TEMPLATE), str(path))
     assert code == 0
     assert "no matching rule: ignored" in text
-    assert text.splitlines()[0] == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
+    assert text.startswith("Deployment replayed: ")  # what was replayed, then the summary
+    assert summary_line(text) == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
 
 
 def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
@@ -404,7 +410,10 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "JobsFailed" in out and "FailureCategory=" in out
     assert "errors" in out and "detail.status" in out
     assert not any(line.lstrip().startswith("{") for line in out.splitlines())
-    assert out.splitlines()[0] == "batchpilot replay: 3 events, 2 routed, 1 ignored, 1 with errors"
+    assert summary_line(out) == "batchpilot replay: 3 events, 2 routed, 1 ignored, 1 with errors"
+    assert out.rstrip().endswith(
+        out.split("\n\n", 1)[1].split("\nEvents\n", 1)[0].rstrip()
+    )  # again at the end
 
 
 def test_handler_stdout_does_not_leak_into_the_report_stream(

@@ -66,7 +66,9 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     code, out = replay("--format", "json", "--report", str(html), str(path))
     text_code, text = replay("--verbose", str(path))
     assert code == text_code
-    return Replayed(code, [json.loads(line) for line in out.splitlines()], text, html, [f"{path}[{i}]" for i in range(3)])
+    return Replayed(
+        code, [json.loads(line) for line in out.splitlines()], text, html, [f"{path}[{i}]" for i in range(3)]
+    )
 
 
 def names(outputs: dict[str, Any]) -> list[str]:
@@ -126,7 +128,9 @@ def test_text_each_event_block_holds_exactly_its_own_outputs(replayed: Replayed)
     assert "errors" not in failed and "InvalidEvents" not in failed
 
     assert malformed.count("event not processed") == 4 and malformed.count("InvalidEvents") == 4
-    assert FAILURE_TITLE not in malformed and "JobsFailed" not in malformed and "notifications" not in malformed
+    assert (
+        FAILURE_TITLE not in malformed and "JobsFailed" not in malformed and "notifications" not in malformed
+    )
 
     assert "JobsSucceeded" in succeeded and FAILURE_TITLE not in succeeded
     assert "errors" not in succeeded and "notifications" not in succeeded and "InvalidEvents" not in succeeded
@@ -135,7 +139,9 @@ def test_text_each_event_block_holds_exactly_its_own_outputs(replayed: Replayed)
 
 def test_text_labels_the_batchs_own_outputs_as_the_batchs(replayed: Replayed) -> None:
     by_number = blocks(replayed.text)
-    labels = re.findall(r"^    batch of (\w+): (\d+) records, events (.+?) \(", replayed.text, flags=re.MULTILINE)
+    labels = re.findall(
+        r"^    batch of (\w+): (\d+) records, events (.+?) \(", replayed.text, flags=re.MULTILINE
+    )
     assert sorted(labels) == [
         ("alerts", "4", "[1]-[3]"),
         ("ledger", "3", "[1]-[3]"),
@@ -155,7 +161,9 @@ def test_html_labels_each_message_and_error_with_its_event(replayed: Replayed) -
     tables = {t["caption"].split(" (")[0]: t for t in page["tables"]}
     [errors] = [t for t in page["tables"] if t["headers"] == ["event", "error"]]
     assert len(errors["rows"]) == 4
-    assert all(row[0] == f"event [2] Batch Job State Change ({replayed.origins[1]})" for row in errors["rows"])
+    assert all(
+        row[0] == f"event [2] Batch Job State Change ({replayed.origins[1]})" for row in errors["rows"]
+    )
     [own] = [t for t in page["tables"] if t["headers"][:2] == ["event", "detail-type"]]
     rows = {row[0]: dict(zip(own["headers"], row, strict=True)) for row in own["rows"]}
     assert list(rows) == ["[1]", "[2]", "[3]"]

@@ -22,6 +22,7 @@ BURST = ROOT / "events/scenarios/capacity/burst.json"
 SPOT_RECLAIM = ROOT / "events/scenarios/recovery/container-job-spot-reclaimed.json"
 CRITICAL = ROOT / "events/service-job/failed-algorithm-error.json"
 INPUTS = [str(BURST), str(SPOT_RECLAIM), str(CRITICAL)]
+SLACK = f"SlackWebhookSecretArn={SLACK_PARAMETER_VALUE}"
 
 
 @pytest.fixture(scope="module")
@@ -30,14 +31,16 @@ def text_report() -> str:
     import io
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["replay", "--template", str(TEMPLATE), *INPUTS])
+    with contextlib.redirect_stdout(out):  # a stack with Slack: the on-call topic gets the pages alone
+        code = main(["replay", "--template", str(TEMPLATE), "--parameter-overrides", SLACK, *INPUTS])
     assert code == 0
     return out.getvalue()
 
 
 def test_the_text_report_opens_with_a_one_screen_summary(text_report: str) -> None:
     lines = text_report.splitlines()
+    assert lines[0].startswith("Deployment replayed: ")  # what was replayed, then the summary
+    lines = lines[lines.index("") + 1 :]
     first_screen = "\n".join(lines[: lines.index("Events")])
     assert lines[0].startswith("batchpilot replay: ") and lines[0].endswith("0 with errors")
     assert "Pages and chat messages" in first_screen
@@ -103,7 +106,6 @@ LEDGER = [
 ]
 HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN), *map(str, LEDGER)]
 TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf"
-SLACK = f"SlackWebhookSecretArn={SLACK_PARAMETER_VALUE}"
 
 
 @dataclass(frozen=True)

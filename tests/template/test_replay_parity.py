@@ -32,7 +32,11 @@ STACKS: dict[str, dict[str, str]] = {
 }
 # One event of each severity the default routes send somewhere: critical pages, warning and info
 # go to chat (to the on-call topic when no chat channel is configured).
-EVENTS = ("service-job/failed-validation", "batch-job/failed-attempt-timeout", "batch-job/failed-spot-reclaim")
+EVENTS = (
+    "service-job/failed-validation",
+    "batch-job/failed-attempt-timeout",
+    "batch-job/failed-spot-reclaim",
+)
 
 
 @pytest.mark.parametrize("stack", list(STACKS))
@@ -41,13 +45,17 @@ def test_the_replay_wires_the_functions_and_batching_a_deploy_creates(
 ) -> None:
     deployed = Deployed(translated, STACKS[stack])
     wiring = Replayer(TEMPLATE_PATH, STACKS[stack]).wiring
-    assert set(deployed.functions().values()) == set(wiring.functions) == {
-        "alerts",
-        "capacity",
-        "ledger",
-        "metrics",
-        "recovery",
-    }
+    assert (
+        set(deployed.functions().values())
+        == set(wiring.functions)
+        == {
+            "alerts",
+            "capacity",
+            "ledger",
+            "metrics",
+            "recovery",
+        }
+    )
     assert wiring.functions == deployed.event_sources()
     assert wiring.functions["alerts"] == [("AlertsQueue", 100, 20)]  # not cut to another function's 10
 

@@ -32,9 +32,9 @@ from batchpilot_local.testing.samples import batch_job, envelope
 
 __all__ = [
     "ENV",
-    "START",
     "SLACK_PARAMETERS",
     "SLACK_PARAMETER_VALUE",
+    "START",
     "TEAMS_PARAMETER_VALUE",
     "Clock",
     "Rig",
