@@ -54,14 +54,16 @@ run: $(BIN)/.installed
 	$(BIN)/batchpilot replay --config-env default $(if $(RUN_PARAMETERS),--parameter-overrides '$(RUN_PARAMETERS)') events/
 
 # The README's screenshot of the replay's HTML report: a few samples replayed (two capacity scenarios a
-# day apart, a resubmission, a page; Teams on), the report's first screens in headless Chromium.
+# day apart, a resubmission, a page; a stack with Slack and Teams), the report's first screens in
+# headless Chromium.
 SCREENSHOT_INPUTS := events/scenarios/capacity/burst.json events/scenarios/capacity/quiet-night.json \
   events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json \
   events/scenarios/ledger/fair-share-fleet.json
-SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf
+SCREENSHOT_CHAT := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf \
+  SlackWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-slack-AbCdEf
 report-screenshot: $(BIN)/.installed
 	@mkdir -p .aws-sam
-	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) \
+	$(BIN)/batchpilot replay --format json --parameter-overrides '$(SCREENSHOT_CHAT)' \
 	  --report .aws-sam/replay-report.html $(SCREENSHOT_INPUTS) > /dev/null
 	$(BIN)/python -m batchpilot_local.testing.browser .aws-sam/replay-report.html docs/replay-report.png 3000
 

@@ -160,9 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--one-by-one",
         action="store_true",
-        help="one record per invocation, so each event's report holds exactly what it caused "
-        "(default: SQS batches over each event source mapping's BatchSize and batching window, "
-        "reported on the event that closed the batch, as Lambda would run them)",
+        help="one record per invocation (default: the batches each function's SQS event source "
+        "mapping forms, BatchSize and batching window from the template, as Lambda runs them; either "
+        "way each event's report holds what its records caused)",
     )
     add_simulate_parser(commands)
     add_lineage_parser(commands)
