@@ -609,9 +609,9 @@ def build_report(
         subtitle += "; parameters: " + ", ".join(sorted(template.overrides))
     page = Page("batchpilot replay", subtitle=subtitle)
     page.markup(_PREVIEW_STYLE)
-    if deployment:
+    if deployment:  # the text report's header, as it is (its table aligned in monospace)
         page.heading("Deployment replayed")
-        page.bullets([line.strip() for line in deployment if line.strip()])
+        page.preformatted("\n".join(deployment))
     page.heading("Summary")
     _summary_tables(page, summary)
     page.heading("Charts")
