@@ -371,17 +371,18 @@ def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFix
     assert summary_line(text) == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
 
 
+@pytest.mark.parametrize("mode", [[], ["--one-by-one"]], ids=["batches", "one-by-one"])
 def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: list[str]
 ) -> None:
     malformed = with_id(batch_job(), "malformed")
     del malformed["detail"]["status"]
     events = [with_id(batch_job(), "before"), malformed, with_id(failed_service_job(), "after")]
     path = write_json(tmp_path / "mixed.json", events)
 
-    # One record per invocation: each report then holds exactly what its own event caused (in SQS
-    # batches, what a batch's invocation printed is reported on the event that closed the batch).
-    code, out, _ = run(capsys, "--format", "json", "--one-by-one", "--template", str(TEMPLATE), str(path))
+    # In SQS batches as in one record per invocation, each report holds exactly what its own event
+    # caused (each output names its record).
+    code, out, _ = run(capsys, "--format", "json", *mode, "--template", str(TEMPLATE), str(path))
 
     assert code == 1
     before, bad, after = json_reports(out)
