@@ -20,7 +20,9 @@ export SAM_CLI_TELEMETRY := 0
 .PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate docs docs-images report-screenshot
 
 help:
-	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in events/"
+	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in"
+	@echo "              events/, as samconfig.toml's default environment deploys it; RUN_PARAMETERS='K=V ...' adds"
+	@echo "              template parameters, e.g. RUN_PARAMETERS='SlackWebhookSecretArn=<ARN>' for Slack"
 	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
@@ -77,30 +79,35 @@ $(CHECKOV): Makefile
 	$(CHECKOVVENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
 	touch $@
 
+# The replay is the deployment: samconfig.toml's default environment, as `sam deploy` creates it (no
+# chat channel: every message goes to the on-call topic). RUN_PARAMETERS adds parameters on top, as
+# --parameter-overrides (the report's header says what was replayed).
+RUN_PARAMETERS ?=
 run: $(BIN)/.installed-run
-	$(BIN)/batchpilot replay events/
+	$(BIN)/batchpilot replay --config-env default $(if $(RUN_PARAMETERS),--parameter-overrides '$(RUN_PARAMETERS)') events/
 
 # The documentation's pictures (docs/img/), drawn by the replay's HTML report in headless Chromium
 # (Debian's chromium; the chat previews' emoji need fonts-noto-color-emoji):
 # - replay-report.png: the report's first screens, from a few samples (two capacity scenarios a day
-#   apart, a resubmission, a page, a fair-share fleet; Teams on);
+#   apart, a resubmission, a page, a fair-share fleet; Slack and Teams on);
 # - dashboard.png: the first widgets of the fleet dashboard, drawn from the same replay;
 # - chat-message.png: the Slack and Teams messages of a failed training job (a routing policy that
 #   sends every severity to both chat channels, so the two previews stand side by side).
 SCREENSHOT_INPUTS := events/scenarios/capacity/burst.json events/scenarios/capacity/quiet-night.json \
   events/scenarios/recovery/container-job-spot-reclaimed.json events/service-job/failed-algorithm-error.json \
   events/scenarios/ledger/fair-share-fleet.json
-SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf
+SCREENSHOT_TEAMS := TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf \
+  SlackWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-slack-AbCdEf
 SCREENSHOT_CHAT := "AlertRoutingPolicy='{\"channels\":{\"critical\":[\"slack\",\"teams\"],\"warning\":[\"slack\",\"teams\"],\"info\":[\"slack\",\"teams\"]}}'"
 SCREENSHOT := $(BIN)/python -m batchpilot_local.testing.browser
 docs-images: $(BIN)/.installed
 	@mkdir -p .aws-sam docs/img
-	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) \
+	$(BIN)/batchpilot replay --format json --parameter-overrides '$(SCREENSHOT_TEAMS)' \
 	  --report .aws-sam/replay-report.html $(SCREENSHOT_INPUTS) > /dev/null
 	$(SCREENSHOT) .aws-sam/replay-report.html docs/img/replay-report.png 3000
 	$(SCREENSHOT) .aws-sam/replay-report.html docs/img/dashboard.png \
 	  --part h3 --containing 'Dashboard FleetDashboard' --siblings 3
-	$(BIN)/batchpilot replay --format json --parameter-overrides $(SCREENSHOT_TEAMS) --parameter-overrides $(SCREENSHOT_CHAT) \
+	$(BIN)/batchpilot replay --format json --parameter-overrides '$(SCREENSHOT_TEAMS)' --parameter-overrides $(SCREENSHOT_CHAT) \
 	  --report .aws-sam/chat-report.html events/service-job/failed-algorithm-error.json > /dev/null
 	$(SCREENSHOT) .aws-sam/chat-report.html docs/img/chat-message.png \
 	  --part .msg.slack --containing phi3-sft-run5 --siblings 1

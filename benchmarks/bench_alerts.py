@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
         local = LocalAlerts(
-            aws, environment=template_environment("alerts"), chat=chat, teams=args.teams
+            aws, environment=template_environment("alerts"), chat=chat, slack=True, teams=args.teams
         ).open()
         calls = Calls()
         session().events.register("before-call.*.*", calls)

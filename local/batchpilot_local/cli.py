@@ -2,12 +2,14 @@
 
 ``batchpilot replay PATH... [--samples] [--format text|json] [--template PATH] [--report FILE.html]
 [--parameter-overrides K=V ...] [--config-env ENV] [--job/--queue/--share/--category PATTERN]
-[--fail-on critical|warning] [--verbose]`` replays events through the functions of
+[--fail-on critical|warning] [--verbose] [--summary]`` replays events through the functions of
 ``template.yaml`` (see :mod:`batchpilot_local.replay`). With ``--format json`` it prints one report
-per event (JSON Lines, as each is ready); with ``text`` (the default) a summary a person reads in
-one screen, a timeline per clock scenario, then the detail of each event
-(:mod:`batchpilot_local.replay_summary`). ``--report`` also writes the HTML report
-(:mod:`batchpilot_local.replay_html`). Inputs of more than 1,000 events show progress on stderr.
+per event (JSON Lines, as each is ready); with ``text`` (the default) first which deployment is
+replayed (at once), then a summary a person reads in one screen, a timeline per clock scenario,
+the detail of each event and the summary again (:mod:`batchpilot_local.replay_summary`);
+``--summary`` prints the deployment, summary and timelines only. ``--report`` also writes the HTML
+report (:mod:`batchpilot_local.replay_html`). Progress goes to stderr
+(:mod:`batchpilot_local.progress`).
 
 ``batchpilot samples`` lists the sample events ``--samples`` replays (:mod:`batchpilot_local.bundle`).
 
@@ -34,7 +36,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -49,6 +50,7 @@ from batchpilot_local.simulate.command import add_parser as add_simulate_parser
 
 if TYPE_CHECKING:
     from batchpilot_local.inputs import ReplayInput
+    from batchpilot_local.progress import Progress
     from batchpilot_local.replay import Replayer
     from batchpilot_local.replay_options import Filters
     from batchpilot_local.report import EventReport
@@ -63,9 +65,6 @@ EXIT_USAGE = 2
 """Bad usage, nothing to replay in the input, or an unreadable template."""
 EXIT_FAIL_ON = 3
 """``--fail-on``: a notification of that severity or worse was sent."""
-PROGRESS_ABOVE = 1_000
-"""Inputs of more events than this show progress on stderr."""
-_PROGRESS_EVERY = 1_000
 
 
 def _version() -> str:
@@ -173,11 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="text report: also list the functions' own counters"
     )
     replay.add_argument(
+        "--summary",
+        action="store_true",
+        help="text report: print only the deployment, the summary and the timelines (not each event)",
+    )
+    replay.add_argument(
         "--one-by-one",
         action="store_true",
-        help="one record per invocation, so each event's report holds exactly what it caused "
-        "(default: SQS batches over each event source mapping's BatchSize and batching window, "
-        "reported on the event that closed the batch, as Lambda would run them)",
+        help="one record per invocation (default: the batches each function's SQS event source "
+        "mapping forms, BatchSize and batching window from the template, as Lambda runs them; either "
+        "way each event's report holds what its records caused)",
     )
     add_simulate_parser(commands)
     add_lineage_parser(commands)
@@ -230,7 +234,9 @@ def _check_writable(path: str) -> None:
     os.unlink(probe)
 
 
-def _parameters(args: argparse.Namespace) -> dict[str, str]:
+def _parameters(args: argparse.Namespace, sources: list[str] | None = None) -> dict[str, str]:
+    """The template parameters of the command line; where they came from is appended to ``sources``
+    (``samconfig.toml [default]``, ``--parameter-overrides``), for the report's header."""
     from batchpilot_local.replay_options import parse_overrides, samconfig_overrides
     from batchpilot_local.template import default_template_path
 
@@ -242,29 +248,28 @@ def _parameters(args: argparse.Namespace) -> dict[str, str]:
             template = Path(args.template) if args.template else default_template_path()
             config = template.parent / "samconfig.toml"
         parameters.update(samconfig_overrides(config, args.config_env))
-    parameters.update(parse_overrides(args.parameter_overrides))
+        if sources is not None:
+            sources.append(f"{config.name} [{args.config_env}]")
+    overrides = parse_overrides(args.parameter_overrides)
+    parameters.update(overrides)
+    if overrides and sources is not None:
+        sources.append("--parameter-overrides")
     return parameters
 
 
-class _Progress:
-    """``replayed N/M events (R/s)`` on stderr every 1,000 reports, for inputs of more than 1,000."""
+def _deployment(replayer: Replayer, sources: list[str]) -> str:
+    """The text report's header: the template, its parameters, functions and channels."""
+    from batchpilot_local.replay_summary import render_deployment
 
-    def __init__(self, stderr: TextIO, total: int) -> None:
-        self._stderr = stderr
-        self._total = total
-        self._done = 0
-        self._started = time.monotonic()
-
-    def step(self) -> None:
-        self._done += 1
-        if self._total <= PROGRESS_ABOVE:
-            return
-        if self._done % _PROGRESS_EVERY == 0 or self._done == self._total:
-            rate = self._done / max(time.monotonic() - self._started, 1e-9)
-            self._stderr.write(
-                f"batchpilot replay: replayed {self._done:,}/{self._total:,} events ({rate:,.0f}/s)\n"
-            )
-            self._stderr.flush()
+    wiring = replayer.wiring
+    path = replayer.template.path
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path)
+    return render_deployment(
+        wiring.functions, wiring.channels, wiring.chat, wiring.overrides, template=shown, sources=sources
+    )
 
 
 def _queue_environments(items: Iterable[Any]) -> dict[str, dict[str, str]]:
@@ -304,14 +309,18 @@ def _input_paths(args: argparse.Namespace) -> list[str]:
 
 def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from batchpilot_local.inputs import InputError, read_inputs, steps_of
+    from batchpilot_local.progress import Progress
     from batchpilot_local.replay import Replayer
     from batchpilot_local.replay_options import Filters, OptionError
     from batchpilot_local.template import TemplateError
 
     filters = Filters(tuple(args.job), tuple(args.queue), tuple(args.share), tuple(args.category))
+    if args.summary and args.format == "json":
+        return _fail(stderr, "--summary prints the text report's summary: it takes no --format json")
+    sources: list[str] = []
     try:
         paths = _input_paths(args)
-        parameters = _parameters(args)
+        parameters = _parameters(args, sources)
         replayer = Replayer(args.template, parameters, batch=not args.one_by_one)
         # Spooled: the input is read once here (every error found before anything runs), held in
         # a temporary file, and read back one item at a time: memory does not grow with it.
@@ -339,11 +348,20 @@ def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             total = sum(steps_of(item.value) for item in replay_input.items if filters.keep(item.value))
         else:
             total = replay_input.steps
-        progress = _Progress(stderr, total)
+        header = _deployment(replayer, sources)
+        if args.format == "text":
+            stdout.write(header + "\n")  # at once: what is being replayed, before the replay runs
+            stdout.flush()
+        progress = Progress(stderr, total)
         # The text report puts the summary first, so each event's block waits in a temporary file
         # until the replay ends: memory stays flat in the number of events (only --report keeps them).
-        with tempfile.TemporaryFile("w+", encoding="utf-8") as spool, _fewer_collections():
-            return _replay_into(args, stdout, stderr, replayer, replay_input, filters, progress, spool)
+        try:
+            with tempfile.TemporaryFile("w+", encoding="utf-8") as spool, _fewer_collections():
+                return _replay_into(
+                    args, stdout, stderr, replayer, replay_input, filters, progress, spool, header
+                )
+        finally:
+            progress.close()
 
 
 @contextlib.contextmanager
@@ -372,11 +390,13 @@ def _replay_into(
     replayer: Replayer,
     replay_input: ReplayInput,
     filters: Filters,
-    progress: _Progress,
+    progress: Progress,
     spool: TextIO,
+    header: str = "",
 ) -> int:
     """:func:`_replay` once its input is read: replay, print, write the HTML report; exit status.
-    ``spool`` holds the text blocks of the events until the summary is printed."""
+    ``spool`` holds the text blocks of the events until the summary is printed; ``header`` is the
+    deployment (for the HTML report)."""
     from batchpilot_local.clock import ClockScenario
     from batchpilot_local.embedded_aws import WorldError
     from batchpilot_local.replay_options import failed_on
@@ -390,12 +410,13 @@ def _replay_into(
     def emit(report: EventReport) -> None:
         progress.step()
         add_report(summary, report, environments)
-        outcome["errors"] = outcome["errors"] or bool(report.errors)
-        outcome["fail_on"] = outcome["fail_on"] or failed_on(args.fail_on, report.notifications)
+        outcome["errors"] = outcome["errors"] or report.has_errors
+        notes = [note for outputs in report.outputs() for note in outputs.notifications]
+        outcome["fail_on"] = outcome["fail_on"] or failed_on(args.fail_on, notes)
         if args.format == "json":
             stdout.write(report.to_json() + "\n")
             stdout.flush()
-        else:
+        elif not args.summary:
             spool.write(render_text(report, verbose=args.verbose) + "\n")
 
     def items() -> Iterator[tuple[Any, str | None, str | None]]:
@@ -418,19 +439,25 @@ def _replay_into(
     except WorldError as exc:
         return _fail(stderr, f"world: {exc}")
     if args.format == "text":
-        stdout.write(render_overview(summary))
+        overview = render_overview(summary)
+        stdout.write(overview)
         timelines = render_timelines(summary)
         if timelines:
             stdout.write("\n" + timelines)
-        stdout.write("\nEvents\n")
-        spool.seek(0)
-        shutil.copyfileobj(spool, stdout)
+        if not args.summary:
+            stdout.write("\nEvents\n")
+            spool.seek(0)
+            shutil.copyfileobj(spool, stdout)
+            # The summary again: after a long list of events it has scrolled away.
+            stdout.write("Summary (as at the top)\n" + overview)
         stdout.flush()
     if args.report is not None:
         from batchpilot_local.replay_html import write_report
 
         try:
-            write_report(args.report, reports, summary, template=replayer.template)
+            write_report(
+                args.report, reports, summary, template=replayer.template, deployment=header.splitlines()
+            )
         except OSError as exc:
             return _fail(
                 stderr, f"--report {args.report}: cannot write: {exc.strerror or type(exc).__name__}"

@@ -54,8 +54,8 @@ h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #d5dae3; pad
 h3 { font-size: 1.05rem; margin-top: 1.4rem; }
 .subtitle { color: #5a6473; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.92rem; }
-th, td { border: 1px solid #d5dae3; padding: 0.3rem 0.6rem; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th, td { border: 1px solid #d5dae3; padding: 0.3rem 0.6rem; text-align: left; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; }
 thead th { background: #f1f4f8; }
 caption { caption-side: top; text-align: left; color: #5a6473; padding-bottom: 0.3rem; }
 figure { margin: 1rem 0; }
@@ -101,11 +101,22 @@ class Page:
     def table(
         self, headers: Sequence[str], rows: Sequence[Sequence[object]], caption: str | None = None
     ) -> None:
-        """A table: one header row, then ``rows`` (cells are escaped; None shows as ``-``)."""
-        head = "".join(f"<th>{_text(h)}</th>" for h in headers)
+        """A table: one header row, then ``rows`` (cells are escaped; None shows as ``-``). A column
+        of numbers (:func:`batchpilot_local.text_table.numeric`) is right-aligned, text left."""
+        from batchpilot_local.text_table import numeric
+
+        shown = [["-" if cell is None else str(cell) for cell in row] for row in rows]
+        right = [
+            bool(shown) and numeric([row[i] for row in shown if i < len(row)]) for i in range(len(headers))
+        ]
+
+        def cls(i: int) -> str:
+            return ' class="num"' if i < len(right) and right[i] else ""
+
+        head = "".join(f"<th{cls(i)}>{_text(h)}</th>" for i, h in enumerate(headers))
         body = "".join(
-            "<tr>" + "".join(f"<td>{_text('-' if cell is None else cell)}</td>" for cell in row) + "</tr>"
-            for row in rows
+            "<tr>" + "".join(f"<td{cls(i)}>{_text(cell)}</td>" for i, cell in enumerate(row)) + "</tr>"
+            for row in shown
         )
         cap = f"<caption>{_text(caption)}</caption>" if caption else ""
         self._blocks.append(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")

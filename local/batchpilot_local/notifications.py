@@ -8,13 +8,15 @@ what the alerts function's environment in ``template.yaml`` points at:
 - the StateTable named by ``BATCHPILOT_STATE_TABLE``, as the template defines it (the replay's
   template, else the repository's), unless it exists (the replay creates it first);
 - a :class:`~batchpilot_local.chat_endpoint.LocalChatEndpoint` (local Slack and Teams) and Secrets
-  Manager secrets holding its webhook URLs. The template's ``SlackWebhookSecretArn`` defaults to
-  empty (no Slack), so a local run always points ``BATCHPILOT_SLACK_WEBHOOK_SECRET`` at the local
-  Slack secret: the replay shows what would go to Slack. ``bot=True`` configures the bot-token mode
-  instead (``chat.postMessage`` with threads, against the same endpoint). Teams is wired the same
-  way when the environment names a Teams secret (the template's ``TeamsWebhookSecretArn`` set, or
-  ``teams=True``): ``BATCHPILOT_TEAMS_WEBHOOK_SECRET`` then points at the local Teams secret;
-  otherwise Teams stays off, as in a stack deployed with the parameter's empty default.
+  Manager secrets holding its webhook URLs and bot token, for exactly the chat channels the
+  deployment configures, as a deploy would: Slack when the environment names a Slack secret (the
+  template's ``SlackWebhookSecretArn``, or ``SlackBotTokenSecretArn`` for the bot-token mode:
+  ``chat.postMessage`` with threads), Teams when it names a Teams secret
+  (``TeamsWebhookSecretArn``). Each named secret is replaced by a local one holding the local
+  endpoint's URL or token (the deployment's own secret is not in the embedded AWS); a channel whose
+  parameter is empty stays off, as in a stack deployed with the parameters' empty defaults, and its
+  messages go to the on-call topic. ``slack=``, ``bot=`` and ``teams=`` force a channel on or off
+  (tests, benchmarks).
 
 :meth:`LocalAlerts.spec_for` gives the alerts function's spec with that environment;
 :meth:`LocalAlerts.collect` returns what was delivered since the previous call, as the replay
@@ -47,6 +49,7 @@ __all__ = [
     "INBOX_QUEUE",
     "Delivery",
     "LocalAlerts",
+    "chat_wiring",
     "markdown_shown",
     "notification_from_slack",
     "notification_from_sns",
@@ -62,13 +65,36 @@ BOT_TOKEN_SECRET_NAME = "batchpilot/local/slack-bot-token"  # noqa: S105 - a sec
 TEAMS_SECRET_NAME = "batchpilot/local/teams-webhook"  # noqa: S105 - a secret's name, not a value
 TEAMS_VARIABLE = "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
 """The alerts function's variable that names the Teams webhook secret (``!Ref TeamsWebhookSecretArn``)."""
+SLACK_WEBHOOK_VARIABLE = "BATCHPILOT_SLACK_WEBHOOK_SECRET"
+"""The alerts function's variable that names the Slack webhook secret (``!Ref SlackWebhookSecretArn``)."""
+SLACK_BOT_VARIABLE = "BATCHPILOT_SLACK_BOT_TOKEN_SECRET"
+"""The alerts function's variable that names the Slack bot token secret (``!Ref SlackBotTokenSecretArn``)."""
+
+
+def chat_wiring(environment: Mapping[str, str] | None) -> dict[str, str]:
+    """The chat channels an alerts function with ``environment`` has, as a deploy gives them:
+    ``{"slack": "webhook" | "bot token" | "webhook and bot token", "teams": "webhook"}``, only the
+    channels whose secret variable is set (empty: on-call topic only)."""
+    env = environment or {}
+    wiring: dict[str, str] = {}
+    slack = [
+        mode
+        for mode, variable in (("webhook", SLACK_WEBHOOK_VARIABLE), ("bot token", SLACK_BOT_VARIABLE))
+        if env.get(variable)
+    ]
+    if slack:
+        wiring["slack"] = " and ".join(slack)
+    if env.get(TEAMS_VARIABLE):
+        wiring["teams"] = "webhook"
+    return wiring
+
 
 _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
-_BODY_PREFIX = re.compile(r"^(CRITICAL|WARNING|INFO): ")
 # CommonMark's backslash escape: a backslash before ASCII punctuation
 # (https://spec.commonmark.org/0.31.2/#backslash-escapes)
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
+_BODY_PREFIX = re.compile(r"^(CRITICAL|WARNING|INFO):\s*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,17 +116,17 @@ class Delivery:
 def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """A report entry from an SNS notification as an SQS subscriber receives it (the JSON
     envelope with ``Subject``, ``Message``, ``MessageAttributes``). The title is the message's
-    first line (``CRITICAL: <title>``: the whole title, as the chat channels' entries have it),
-    else the ``Subject`` (the title made to fit 99 characters) without its ``[CRITICAL]``."""
+    first line (``CRITICAL: <title>``), whole: the subject holds the title made to fit 99
+    characters; a message not shaped so keeps its subject."""
     attributes = envelope.get("MessageAttributes") or {}
     severity = (attributes.get("severity") or {}).get("Value")
-    subject = str(envelope.get("Subject") or "")
-    first_line = str(envelope.get("Message") or "").split("\n", 1)[0]
-    match = _BODY_PREFIX.match(first_line)
+    subject = _SUBJECT_PREFIX.sub("", str(envelope.get("Subject") or ""), count=1)
+    first = str(envelope.get("Message") or "").split("\n", 1)[0]
+    headline = _BODY_PREFIX.match(first)
     return {
         "channel": "sns",
         "severity": severity if isinstance(severity, str) else None,
-        "title": first_line[match.end() :] if match else _SUBJECT_PREFIX.sub("", subject, count=1),
+        "title": first[headline.end() :] if headline and first[headline.end() :].strip() else subject,
     }
 
 
@@ -144,7 +170,11 @@ class LocalAlerts:
             ``environment``) nothing is set up and :meth:`collect` returns nothing.
         environment: the alerts function's environment, instead of the template's.
         chat: a started endpoint to use (else one is started and stopped here).
-        bot: configure Slack's bot-token mode (``chat.postMessage``, threads) instead of the webhook.
+        slack: configure Slack (True), or not (False); None: when the environment names a Slack
+            webhook or bot token secret (the template's ``SlackWebhookSecretArn`` or
+            ``SlackBotTokenSecretArn`` is set).
+        bot: Slack's bot-token mode (``chat.postMessage``, threads) instead of the webhook (True),
+            or the webhook (False); None: the mode the environment names (both when it names both).
         teams: configure Teams (True), or not (False); None: when the environment names a Teams
             secret (the template's ``TeamsWebhookSecretArn`` is set).
 
@@ -160,7 +190,8 @@ class LocalAlerts:
         *,
         environment: Mapping[str, str] | None = None,
         chat: LocalChatEndpoint | None = None,
-        bot: bool = False,
+        slack: bool | None = None,
+        bot: bool | None = None,
         teams: bool | None = None,
     ) -> None:
         self.aws = aws
@@ -172,8 +203,13 @@ class LocalAlerts:
         self.chat = chat or LocalChatEndpoint()
         self.slack = self.chat.slack
         self.teams = self.chat.teams
-        self.bot = bot
-        self.teams_on = bool(teams) if teams is not None else bool((self._base or {}).get(TEAMS_VARIABLE))
+        wiring = chat_wiring(self._base)
+        self.slack_on = bool(slack) if slack is not None else ("slack" in wiring or bool(bot))
+        mode = wiring.get("slack", "")
+        self.bot = self.slack_on and (bool(bot) if bot is not None else "bot token" in mode)
+        self.webhook = self.slack_on and (not bot if bot is not None else ("webhook" in mode or not mode))
+        self.teams_on = bool(teams) if teams is not None else "teams" in wiring
+        self._bot_forced = bot is True
         self.environment: dict[str, str] = {}
         """The alerts function's environment for this run (set by :meth:`open`)."""
         self.topic_arn: str | None = None
@@ -185,6 +221,14 @@ class LocalAlerts:
     def active(self) -> bool:
         """True when there is an alerts function to serve."""
         return self._base is not None
+
+    @property
+    def channels(self) -> list[str]:
+        """The channels wired for this run: ``sns`` (the on-call topic), then ``slack`` and
+        ``teams`` when configured; empty without an alerts function."""
+        if not self.active:
+            return []
+        return ["sns", *(["slack"] if self.slack_on else []), *(["teams"] if self.teams_on else [])]
 
     def __enter__(self) -> LocalAlerts:
         return self.open()
@@ -220,16 +264,20 @@ class LocalAlerts:
             token_arn = secrets.create_secret(
                 Name=BOT_TOKEN_SECRET_NAME, SecretString=json.dumps({"token": self.slack.bot_token})
             )["ARN"]
-            env.pop("BATCHPILOT_SLACK_WEBHOOK_SECRET", None)
-            env["BATCHPILOT_SLACK_BOT_TOKEN_SECRET"] = token_arn
-            env["BATCHPILOT_SLACK_CHANNEL"] = self.slack.channel
+            env[SLACK_BOT_VARIABLE] = token_arn
+            # The deployment's channel (SlackChannel; an empty one fails the function's settings at
+            # cold start, as in AWS); the local endpoint's when the caller forced the bot mode.
+            if self._bot_forced:
+                env["BATCHPILOT_SLACK_CHANNEL"] = self.slack.channel
             env["BATCHPILOT_SLACK_API_URL"] = self.slack.api_url
         else:
-            webhook_arn = secrets.create_secret(
+            env.pop(SLACK_BOT_VARIABLE, None)
+        if self.webhook:
+            env[SLACK_WEBHOOK_VARIABLE] = secrets.create_secret(
                 Name=WEBHOOK_SECRET_NAME, SecretString=self.slack.webhook_url
             )["ARN"]
-            env["BATCHPILOT_SLACK_WEBHOOK_SECRET"] = webhook_arn
-            env.pop("BATCHPILOT_SLACK_BOT_TOKEN_SECRET", None)
+        else:
+            env.pop(SLACK_WEBHOOK_VARIABLE, None)
         if self.teams_on:
             env[TEAMS_VARIABLE] = secrets.create_secret(
                 Name=TEAMS_SECRET_NAME, SecretString=json.dumps({"url": self.teams.webhook_url})

@@ -3,14 +3,20 @@
 For each event, every rule of ``template.yaml`` whose pattern matches (moto's EventBridge matcher)
 delivers the event, unchanged, to its SQS queue in the embedded AWS; the message is received and
 wrapped as Lambda's SQS event, the real handler runs, and the records it does not report in
-``batchItemFailures`` are deleted from the queue. What the handler printed becomes the report's
-metrics and errors.
+``batchItemFailures`` are deleted from the queue.
+
+Each output is reported under the event whose record caused it (see
+:mod:`batchpilot_local.report`): the handlers mark each record's work with its ``messageId`` (the
+correlation id of :mod:`batchpilot.shared.correlation`), so every metric value, log-reported error,
+message sent (matched to the alerts function's ``notification sent`` lines, channel by channel, in
+order), API action and own event is tied to its record, and through the record to its event; an
+output of the batch as a whole is a :class:`~batchpilot_local.report.BatchReport` on the batch's
+last event.
 
 Events a handler publishes itself (``PutEvents`` of batchpilot's own events, source ``batchpilot``)
 travel the way they do in AWS: the template's rules also exist in the embedded EventBridge, with
-their queues as targets, so moto matches and delivers them; after each input event the runner
-drains every function queue (a few rounds, for chains such as recovery → alerts) and adds what those
-invocations did to the same input event's report.
+their queues as targets, so moto matches and delivers them. Each belongs to the event whose record
+made the ``PutEvents`` call, and so does what the functions it reaches do with it.
 
 Input events are put on the default bus, where AWS services publish, except batchpilot's own events
 (source ``batchpilot``, e.g. from a scenario or an archive of batchpilot's bus), which are put on the
@@ -28,9 +34,10 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -42,11 +49,10 @@ from pydantic_core import PydanticSerializationError, to_json
 from batchpilot_local.clock import ClockScenario, run_clock
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
-from batchpilot_local.notifications import Delivery, LocalAlerts
-from batchpilot_local.report import EventReport, JobSummary, parse_output
+from batchpilot_local.notifications import ALERTS_FUNCTION, LocalAlerts, chat_wiring
+from batchpilot_local.report import BatchReport, EventReport, JobSummary, SentNote, parse_attributed
 from batchpilot_local.template import (
     DEFAULT_BUS,
-    OWN_BUS_VARIABLE,
     AppTemplate,
     Route,
     default_template_path,
@@ -54,7 +60,7 @@ from batchpilot_local.template import (
 )
 from batchpilot_local.world import JournalEntry
 
-__all__ = ["ACTION_TYPES", "Replayer", "actions_from_journal", "job_summary"]
+__all__ = ["ACTION_TYPES", "Replayer", "Wiring", "actions_from_journal", "job_summary"]
 
 # Failed records stay in flight for the rest of the run instead of coming back after the default
 # 30 s and being received with a later event (the replay does not simulate SQS retries).
@@ -69,6 +75,9 @@ ACTION_TYPES = {
 # Own events can trigger functions that publish own events (recovery -> alerts): follow the chain
 # this many rounds at most, so a loop in the template cannot hang the replay.
 _MAX_CASCADE_ROUNDS = 5
+
+Owner = EventReport | BatchReport
+"""Where an output is reported: its event's report, or a batch's (outputs of no single record)."""
 
 
 def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
@@ -91,6 +100,16 @@ def job_summary(event: Mapping[str, Any]) -> JobSummary | None:
     )
 
 
+def _action(entry: JournalEntry) -> dict[str, Any] | None:
+    kind = ACTION_TYPES.get(entry.action)
+    if kind is None or not entry.sent:
+        return None
+    action: dict[str, Any] = {"type": kind, "operation": entry.action, "request": entry.params}
+    if not entry.succeeded:
+        action["error"] = entry.error_code or "unknown error"
+    return action
+
+
 def actions_from_journal(entries: Iterable[JournalEntry]) -> list[dict[str, Any]]:
     """The report's ``actions`` from the embedded AWS's API journal, in call order.
 
@@ -98,16 +117,57 @@ def actions_from_journal(entries: Iterable[JournalEntry]) -> list[dict[str, Any]
     "request": {the parameters given to boto3}}``, plus ``"error": <AWS error code>`` when the call
     failed (after botocore's retries). Calls botocore refused to send are not actions.
     """
-    actions = []
-    for entry in entries:
-        kind = ACTION_TYPES.get(entry.action)
-        if kind is None or not entry.sent:
+    return [action for entry in entries if (action := _action(entry)) is not None]
+
+
+def _own_events(entry: JournalEntry) -> list[dict[str, Any]]:
+    """The own events a successful ``PutEvents`` published, as the report lists them: ``{"id",
+    "detail_type", "time", "detail"}`` (the envelope's ``time`` as EventBridge writes it)."""
+    if entry.action != "events:PutEvents" or not entry.succeeded:
+        return []
+    out = []
+    for item, event_id in zip(entry.params.get("Entries") or [], entry.event_ids, strict=False):
+        if event_id is None or not isinstance(item, Mapping) or item.get("Source") != OWN_SOURCE:
             continue
-        action: dict[str, Any] = {"type": kind, "operation": entry.action, "request": entry.params}
-        if not entry.succeeded:
-            action["error"] = entry.error_code or "unknown error"
-        actions.append(action)
-    return actions
+        moment = item.get("Time")
+        if isinstance(moment, datetime):
+            aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            moment = aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            detail = json.loads(item.get("Detail") or "null")
+        except ValueError:
+            detail = None
+        out.append({"id": event_id, "detail_type": item.get("DetailType"), "time": moment, "detail": detail})
+    return out
+
+
+def _report_of(owner: Owner) -> EventReport:
+    """The event report an owner is reported on."""
+    if isinstance(owner, EventReport):
+        return owner
+    if owner.report is None:  # pragma: no cover - every batch report is made with its report
+        raise RuntimeError("a batch report without its event")
+    return owner.report
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a replay wires: the functions, their batching and the channels, as a deploy of the
+    template with the same parameters creates them.
+
+    Attributes:
+        functions: per function (short name), its SQS event sources: ``(queue, BatchSize,
+            MaximumBatchingWindowInSeconds)``, sorted.
+        channels: where messages go: ``sns`` (the on-call topic), then ``slack`` and ``teams`` when
+            their parameters are set.
+        chat: per chat channel wired, how (``webhook``, ``bot token``).
+        overrides: the parameters given (name → value); the rest are at their ``Default``.
+    """
+
+    functions: dict[str, list[tuple[str, int, int]]]
+    channels: list[str]
+    chat: dict[str, str]
+    overrides: dict[str, str]
 
 
 def _receive(aws: EmbeddedAws, queue: str, count: int) -> dict[str, Any]:
@@ -122,32 +182,14 @@ def _receive(aws: EmbeddedAws, queue: str, count: int) -> dict[str, Any]:
     return {"Records": records}
 
 
-def _add_deliveries(report: EventReport, deliveries: Sequence[Delivery]) -> None:
-    """Add what people were told to the report: the notification entries and their messages."""
-    report.notifications.extend(delivery.note for delivery in deliveries)
-    report.deliveries.extend(deliveries)
-
-
-def _record_own_events(records: Sequence[Mapping[str, Any]], report: EventReport) -> None:
-    """Add the batchpilot events among SQS ``records`` to ``report.own_events`` (once per event id):
-    ``{"detail_type", "time", "detail"}``, what the recovery and capacity functions published."""
-    seen = {entry.get("id") for entry in report.own_events}
-    for record in records:
-        try:
-            event = json.loads(record.get("body") or "")
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("source") != OWN_SOURCE or event.get("id") in seen:
-            continue
-        seen.add(event.get("id"))
-        report.own_events.append(
-            {
-                "id": event.get("id"),
-                "detail_type": event.get("detail-type"),
-                "time": event.get("time"),
-                "detail": event.get("detail"),
-            }
-        )
+def _event_id(body: str) -> str | None:
+    """The ``id`` of the event an SQS body carries, or None."""
+    try:
+        event = json.loads(body)
+    except ValueError:
+        return None
+    value = event.get("id") if isinstance(event, dict) else None
+    return value if isinstance(value, str) else None
 
 
 _UNSENDABLE = (
@@ -186,9 +228,9 @@ class Replayer:
         parameters: template parameter overrides for every event (name → text, as ``sam deploy
             --parameter-overrides`` gives them); a scenario's own ``parameters`` win over these.
         batch: hand records to each function in SQS batches, as Lambda's event source mapping
-            does (see :class:`_Batcher`): digests and threads appear, and what a batch's
-            invocation emitted is reported on the event that closed the batch. False: one record
-            per invocation, so each report holds exactly what its event caused.
+            does (see :class:`_Batcher`): digests and threads appear; each output is still
+            reported on the event whose record caused it, and what an invocation did for its batch
+            as a whole on the batch's last event. False: one record per invocation.
         direct_calls: answer the functions' DynamoDB calls and the emulator's Batch and SageMaker
             reads without botocore's HTTP hop (see :class:`~batchpilot_local.embedded_aws.EmbeddedAws`;
             the same answers, in less time). False: every call takes botocore's whole path to moto.
@@ -213,8 +255,28 @@ class Replayer:
         self.batch = batch
         self.direct_calls = direct_calls
         self._templates: dict[tuple[tuple[str, str], ...], AppTemplate] = {}
-        self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and Slack
+        self._alerts: LocalAlerts | None = None  # the alerts function's topic, table and chat
         self._bus: str | None = None  # run(bus=...): the bus input events are put on
+        # Own events published and not yet taken from their queues: event id -> (owner, record).
+        self._own_owners: dict[str, tuple[Owner, str | None]] = {}
+
+    @property
+    def wiring(self) -> Wiring:
+        """What this replay wires with its parameters (scenarios' own parameters aside)."""
+        functions: dict[str, set[tuple[str, int, int]]] = {}
+        for route in self.template.routes:
+            functions.setdefault(route.function.short_name, set()).add(
+                (route.queue, route.batch_size, route.batching_window_s)
+            )
+        alerts = self.template.functions.get(ALERTS_FUNCTION)
+        chat = chat_wiring(alerts.environment if alerts else None)
+        channels = (["sns"] if alerts else []) + [c for c in ("slack", "teams") if c in chat]
+        return Wiring(
+            {name: sorted(sources) for name, sources in sorted(functions.items())},
+            channels,
+            chat,
+            dict(self.template.overrides),
+        )
 
     def run(
         self,
@@ -355,16 +417,18 @@ class Replayer:
                         aws.create_queue(queue, attributes=_QUEUE_ATTRIBUTES)
                     self._install_rules(aws)
                     aws.drain_journal()  # calls made while seeding are no event's actions
-                    batcher = _Batcher(self, aws, runtime, alerts, on_report) if self.batch else None
+                    alerts.deliveries()
+                    batcher = _Batcher(self, aws, runtime, on_report) if self.batch else None
                     for event, origin in events:
                         if isinstance(event, ClockScenario):  # scheduled runs, tick by tick (clock.py)
                             if batcher is not None:
                                 batcher.flush_all()
 
                             def finish(tick: EventReport) -> None:
+                                # The tick's invocation is the clock's: its journal and messages are
+                                # the tick's, then its own events run through their functions.
+                                self._settle_calls(aws, lambda record: tick, tick)
                                 self._drain_own_events(aws, runtime, tick)
-                                _add_deliveries(tick, alerts.deliveries())
-                                tick.actions.extend(actions_from_journal(aws.drain_journal()))
 
                             for tick in run_clock(
                                 event, self.template, aws, sink, first_index=reports.count, finish=finish
@@ -376,10 +440,7 @@ class Replayer:
                         if batcher is not None:
                             batcher.add(event, origin, reports)
                             continue
-                        aws.drain_journal()  # calls made while seeding are not this event's actions
                         report = self._replay_one(aws, runtime, reports.count, event, origin)
-                        _add_deliveries(report, alerts.deliveries())
-                        report.actions.extend(actions_from_journal(aws.drain_journal()))
                         reports.append(report)
                         if on_report is not None:
                             on_report(report)
@@ -388,6 +449,7 @@ class Replayer:
         finally:
             sys.stdout = real_stdout
             self._alerts = None
+            self._own_owners.clear()
 
     def _report_for(self, index: int, event: Any, origin: str | None) -> tuple[EventReport, str]:
         """A new report for an input event, and the event as an SQS message body.
@@ -484,28 +546,40 @@ class Replayer:
                 Targets=[{"Id": route.queue, "Arn": aws.queue_arn(route.queue)}],
             )
 
-    def _drain_own_events(self, aws: EmbeddedAws, runtime: LambdaRuntime, report: EventReport) -> None:
-        """Run the functions whose queues received events published while handling this event."""
+    def _drain_own_events(self, aws: EmbeddedAws, runtime: LambdaRuntime, owner: Owner) -> None:
+        """Run the functions whose queues received own events published while handling ``owner``'s
+        event (one record per event, or a tick), round after round for chains such as recovery →
+        alerts: each record is its own event's (the one whose record published it), the
+        invocations' batch-level outputs ``owner``'s."""
         readers = {route.queue: route for route in self.template.routes}
-        for _ in range(_MAX_CASCADE_ROUNDS):
-            delivered = False
-            for queue in sorted(readers):
-                if not aws.has_messages(queue):
-                    continue
-                sqs_event = _receive(aws, queue, readers[queue].batch_size if self.batch else 10)
-                if not sqs_event["Records"]:
-                    continue
-                delivered = True
-                _record_own_events(sqs_event["Records"], report)
-                route = readers[queue]
-                if route.function.short_name not in report.functions:
-                    report.functions = sorted({*report.functions, route.function.short_name})
-                self._invoke(aws, runtime, route, sqs_event, report)
-            if not delivered:
-                return
-        report.errors.append(
-            f"replay: own events were still queued after {_MAX_CASCADE_ROUNDS} rounds (a rule loop?)"
-        )
+        report = _report_of(owner)
+        try:
+            for _ in range(_MAX_CASCADE_ROUNDS):
+                delivered = False
+                for queue in sorted(readers):
+                    if not aws.has_messages(queue):
+                        continue
+                    sqs_event = _receive(aws, queue, readers[queue].batch_size if self.batch else 10)
+                    if not sqs_event["Records"]:
+                        continue
+                    delivered = True
+                    route = readers[queue]
+                    owners = {
+                        r["messageId"]: self._own_owners.get(
+                            _event_id(r.get("body") or "") or "", (owner, None)
+                        )[0]
+                        for r in sqs_event["Records"]
+                    }
+                    for each in {id(o): o for o in owners.values()}.values():
+                        _add_function(_report_of(each), route.function.short_name)
+                    self._invoke(aws, runtime, route, sqs_event, owners, owner)
+                if not delivered:
+                    return
+            report.errors.append(
+                f"replay: own events were still queued after {_MAX_CASCADE_ROUNDS} rounds (a rule loop?)"
+            )
+        finally:
+            self._own_owners.clear()
 
     def _deliver(
         self, aws: EmbeddedAws, runtime: LambdaRuntime, route: Route, body: str, report: EventReport
@@ -517,7 +591,7 @@ class Replayer:
         if [r["messageId"] for r in records] != [message_id]:
             report.errors.append(f"{name}: record failed: the queued message was not received back")
             return
-        self._invoke(aws, runtime, route, sqs_event, report)
+        self._invoke(aws, runtime, route, sqs_event, {message_id: report}, report)
 
     def _invoke(
         self,
@@ -525,32 +599,87 @@ class Replayer:
         runtime: LambdaRuntime,
         route: Route,
         sqs_event: dict[str, Any],
-        report: EventReport,
+        owners: Mapping[str, Owner],
+        batch: Owner,
     ) -> set[str]:
-        """Run the route's handler on ``sqs_event``; add its output to the report; settle the queue.
-        Returns the ids of the records that failed (left on the queue)."""
+        """Run the route's handler on ``sqs_event``; report each output under the owner of the
+        record that caused it (``owners``: messageId → owner), the rest under ``batch``; settle the
+        queue. Returns the ids of the records that failed (left on the queue)."""
         records = sqs_event["Records"]
         spec = self._alerts.spec_for(route.function) if self._alerts is not None else route.function
         invocation = runtime.invoke(spec, sqs_event)
-        metrics, errors = parse_output(route.function.short_name, invocation.output)
-        report.metrics.extend(metrics)
-        report.errors.extend(errors)
-        failed = self._failures(invocation, records, report)
+        parsed = parse_attributed(route.function.short_name, invocation.output)
+
+        def owner_of(record: str | None) -> Owner:
+            return owners.get(record, batch) if record is not None else batch
+
+        for record, metric in parsed.metrics:
+            owner_of(record).metrics.append(metric)
+        for record, error in parsed.errors:
+            owner_of(record).errors.append(error)
+        self._settle_calls(aws, owner_of, batch, parsed.sent, owners)
+        failed = self._failures(invocation, records, owners, batch)
         aws.delete_processed(route.queue, records, failed)
         return failed
 
+    def _settle_calls(
+        self,
+        aws: EmbeddedAws,
+        owner_of: Callable[[str | None], Owner],
+        batch: Owner,
+        sent: Sequence[SentNote] = (),
+        owners: Mapping[str, Owner] | None = None,
+    ) -> None:
+        """After an invocation: its API calls (the journal: actions and own events, each under the
+        record that made it) and the messages people received (each matched to its ``notification
+        sent`` line, channel by channel in order: under the record it tells about; a digest, or a
+        message no line explains, under ``batch``)."""
+        for entry in aws.drain_journal():
+            owner = owner_of(entry.record)
+            action = _action(entry)
+            if action is not None:
+                owner.actions.append(action)
+            for own in _own_events(entry):
+                owner.own_events.append(own)
+                self._own_owners[own["id"]] = (owner, entry.record)
+        if self._alerts is None:
+            return
+        notes: dict[str, deque[SentNote]] = {}
+        for each in sent:
+            notes.setdefault(each.channel, deque()).append(each)
+        for delivery in self._alerts.deliveries():
+            queue = notes.get(str(delivery.note.get("channel")))
+            note = queue.popleft() if queue else None
+            target = owner_of(note.record) if note is not None else batch
+            if note is not None and note.records and isinstance(target, BatchReport) and owners:
+                covered = {_report_of(owners[r]).number for r in note.records if r in owners}
+                delivery.note["events"] = sorted(covered)
+            target.notifications.append(delivery.note)
+            target.deliveries.append(delivery)
+
     @staticmethod
-    def _failures(invocation: Invocation, records: list[dict[str, Any]], report: EventReport) -> set[str]:
-        """Record ids Lambda would leave on the queue; adds the matching errors to the report."""
+    def _failures(
+        invocation: Invocation, records: list[dict[str, Any]], owners: Mapping[str, Owner], batch: Owner
+    ) -> set[str]:
+        """Record ids Lambda would leave on the queue; each failed record's owner gets the error."""
         name = invocation.function
         all_ids = {r["messageId"] for r in records}
+
+        def fail(ids: Iterable[str], text: str) -> None:
+            told: set[int] = set()
+            for message_id in sorted(ids):
+                owner = owners.get(message_id, batch)
+                if id(owner) not in told:
+                    told.add(id(owner))
+                    owner.errors.append(text)
+
         if invocation.error is not None:
             stage = "init failed" if invocation.init_error else "record failed"
-            report.errors.append(f"{name}: {stage}: {invocation.error}")
+            fail(all_ids, f"{name}: {stage}: {invocation.error}")
             return all_ids
         if invocation.timed_out:
-            report.errors.append(
-                f"{name}: record failed: ran {invocation.duration_s:.1f} s, longer than its timeout"
+            fail(
+                all_ids, f"{name}: record failed: ran {invocation.duration_s:.1f} s, longer than its timeout"
             )
             return all_ids
         # Lambda's rules for ReportBatchItemFailures: null or {} is success; an unusable response or
@@ -560,11 +689,17 @@ class Replayer:
             return set()
         failures = result.get("batchItemFailures") if isinstance(result, Mapping) else None
         if not isinstance(failures, list):
-            report.errors.append(f"{name}: record failed: the handler did not return a batch response")
+            fail(all_ids, f"{name}: record failed: the handler did not return a batch response")
             return all_ids
         failed = {f.get("itemIdentifier") if isinstance(f, Mapping) else None for f in failures}
-        report.errors.append(f"{name}: record failed: reported in batchItemFailures")
-        return all_ids if not failed <= all_ids else {str(f) for f in failed}
+        chosen = all_ids if not failed <= all_ids else {str(f) for f in failed}
+        fail(chosen, f"{name}: record failed: reported in batchItemFailures")
+        return chosen
+
+
+def _add_function(report: EventReport, name: str) -> None:
+    if name not in report.functions:
+        report.functions = sorted({*report.functions, name})
 
 
 def _event_time(event: Mapping[str, Any]) -> datetime | None:
@@ -595,27 +730,46 @@ class _Reports:
 
 
 @dataclass
+class _Item:
+    """One record waiting in a queue: its body, whose it is, and how many own events led to it."""
+
+    body: str
+    owner: Owner
+    depth: int = 0
+
+
+@dataclass
 class _Pending:
-    """Records waiting for one queue's batch to close: ``(body, report)`` and the first one's time."""
+    """A queue's batch being gathered: its records and when its first one arrived."""
 
     route: Route
     first: datetime
-    items: list[tuple[str, EventReport]] = field(default_factory=list)
+    items: list[_Item] = field(default_factory=list)
+
+    @property
+    def closes(self) -> datetime:
+        """When the batching window ends (``MaximumBatchingWindowInSeconds`` after the first)."""
+        return self.first + timedelta(seconds=self.route.batching_window_s)
 
 
 class _Batcher:
-    """Hands input events to each function in batches, as an SQS event source mapping does.
+    """Hands records to each function in the batches its SQS event source mapping forms.
 
-    Per queue, records gather until the mapping's ``BatchSize`` is reached or an event's ``time``
-    is more than ``MaximumBatchingWindowInSeconds`` after the batch's first (the events' own clock:
-    an archive replays as it happened); the batch is then sent, received and handed to the
-    function at once. What the invocation printed, the own events it caused (delivered right
-    after, as in AWS) and the notifications and actions that followed are reported on the event
-    that closed the batch; a record the function reported failed is an error on its own event.
-    Before a function that publishes batchpilot's own events (its environment names the own
-    bus) runs, every other pending batch is handed over first, so a failure's alert precedes the
-    alert about its resubmission. Reports are passed to ``on_report`` in input order, each once
-    every batch holding its event has run.
+    Per queue, independently of the other queues, records gather until the mapping's
+    ``BatchSize`` is reached or its ``MaximumBatchingWindowInSeconds`` has passed since the first
+    (both from the template): then the function is invoked with the batch. Time is the events'
+    own clock (an archive replays as it happened): a record arrives at its event's ``time``, never
+    before the previous arrival (events arrive in input order), and each batch whose window ended
+    before an arrival runs first, earliest first. Own events a function publishes arrive in their
+    queues when its batch runs and join those queues' batches like any record (so a failure's
+    alert and its resubmission's are gathered by the alerts function's own window). At the end of
+    the input every batch runs when its window ends.
+
+    Each record's outputs go to its owner (its event's report; an own event's, the owner of the
+    record that published it); an invocation's outputs of no single record go to its batch: the
+    records' single owner, or a :class:`~batchpilot_local.report.BatchReport` on the batch's last
+    event. Reports are passed to ``on_report`` in input order, each once every record it owns
+    has run.
     """
 
     def __init__(
@@ -623,18 +777,16 @@ class _Batcher:
         replayer: Replayer,
         aws: EmbeddedAws,
         runtime: LambdaRuntime,
-        alerts: LocalAlerts,
         on_report: Callable[[EventReport], None] | None,
     ) -> None:
         self._replayer = replayer
         self._aws = aws
         self._runtime = runtime
-        self._alerts = alerts
         self._on_report = on_report
         self._pending: dict[str, _Pending] = {}
-        self._waiting: dict[int, int] = {}  # id(report) -> batches still holding its event
-        self._unsent: list[EventReport] = []
-        self._clock: datetime | None = None
+        self._waiting: dict[int, int] = {}  # id(report) -> records it owns still to run
+        self._unsent: deque[EventReport] = deque()
+        self._now: datetime | None = None
 
     def add(self, event: Any, origin: str | None, reports: _Reports) -> None:
         """Queue one input event for the functions its rules route it to; append its report."""
@@ -643,58 +795,117 @@ class _Batcher:
         reports.append(report)
         self._unsent.append(report)
         if report.is_event:
-            moment = _event_time(event) or self._clock or datetime.now(UTC)
-            self._clock = moment
-            routes = replayer._routes_of(event, report)
-            for route in routes:
-                pending = self._pending.get(route.queue)
-                if pending is not None and (moment - pending.first).total_seconds() > route.batching_window_s:
-                    self._flush(route.queue)
-                pending = self._pending.setdefault(route.queue, _Pending(route, moment))
-                pending.items.append((body, report))
-                self._waiting[id(report)] = self._waiting.get(id(report), 0) + 1
-                if len(pending.items) >= route.batch_size:
-                    self._flush(route.queue)
+            moment = _event_time(event) or self._now or datetime.now(UTC)
+            now = max(moment, self._now) if self._now is not None else moment
+            self._advance(now)
+            for route in replayer._routes_of(event, report):
+                self._enqueue(route, _Item(body, report), now)
         self._emit_ready()
 
     def flush_all(self) -> None:
-        """Hand every pending batch over (end of input, or before a clock scenario runs)."""
+        """Run every pending batch, each when its window ends (end of input, or before a clock
+        scenario runs), own events they publish included."""
         while self._pending:
-            self._flush(next(iter(self._pending)))
+            pending = min(self._pending.values(), key=lambda p: (p.closes, p.route.queue))
+            self._now = max(pending.closes, self._now) if self._now is not None else pending.closes
+            self._run(pending.route.queue, pending.closes)
         self._emit_ready()
 
-    def _publishes_own_events(self, route: Route) -> bool:
-        return bool(route.function.environment.get(OWN_BUS_VARIABLE))
+    def _advance(self, now: datetime) -> None:
+        """Run the batches whose window ended before ``now``, earliest first."""
+        while True:
+            due = [
+                p
+                for p in self._pending.values()
+                if (now - p.first).total_seconds() > p.route.batching_window_s
+            ]
+            if not due:
+                break
+            first = min(due, key=lambda p: (p.closes, p.route.queue))
+            self._run(first.route.queue, first.closes)
+        self._now = now
 
-    def _flush(self, queue: str) -> None:
+    def _enqueue(self, route: Route, item: _Item, at: datetime) -> None:
+        pending = self._pending.get(route.queue)
+        if pending is None:
+            pending = self._pending[route.queue] = _Pending(route, at)
+        pending.items.append(item)
+        key = id(_report_of(item.owner))
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        if len(pending.items) >= route.batch_size:
+            self._run(route.queue, at)
+
+    def _batch_owner(self, pending: _Pending) -> Owner:
+        owners = {id(item.owner): item.owner for item in pending.items}
+        if len(owners) == 1:
+            return next(iter(owners.values()))
+        reports = {id(r): r for r in (_report_of(o) for o in owners.values())}.values()
+        last = max(reports, key=lambda r: r.index)
+        return BatchReport(
+            function=pending.route.function.short_name,
+            records=len(pending.items),
+            events=sorted(r.number for r in reports),
+            report=last,
+        )
+
+    def _run(self, queue: str, at: datetime) -> None:
         pending = self._pending.pop(queue, None)
         if pending is None:
             return
-        if self._publishes_own_events(pending.route):
-            for other in list(self._pending):
-                if not self._publishes_own_events(self._pending[other].route):
-                    self._flush(other)
         aws, replayer = self._aws, self._replayer
-        last = pending.items[-1][1]
-        by_id = {aws.send(queue, body): report for body, report in pending.items}
+        name = pending.route.function.short_name
+        by_id = {aws.send(queue, item.body): item for item in pending.items}
         sqs_event = _receive(aws, queue, len(by_id))
-        if {r["messageId"] for r in sqs_event["Records"]} != set(by_id):
-            last.errors.append(f"{pending.route.function.short_name}: a queued batch was not received back")
+        received = {r["messageId"] for r in sqs_event["Records"]}
+        for message_id, item in by_id.items():
+            if message_id not in received:
+                item.owner.errors.append(f"{name}: record failed: the queued message was not received back")
+        batch = self._batch_owner(pending)
         if sqs_event["Records"]:
-            failed = replayer._invoke(aws, self._runtime, pending.route, sqs_event, last)
-            for message_id in failed:
-                report = by_id.get(message_id)
-                if report is not None and report is not last:
-                    report.errors.append(f"{pending.route.function.short_name}: record failed")
-        replayer._drain_own_events(aws, self._runtime, last)
-        _add_deliveries(last, self._alerts.deliveries())
-        last.actions.extend(actions_from_journal(aws.drain_journal()))
-        for _, report in pending.items:
-            self._waiting[id(report)] -= 1
+            owners = {message_id: item.owner for message_id, item in by_id.items()}
+            replayer._invoke(aws, self._runtime, pending.route, sqs_event, owners, batch)
+        depth = {message_id: item.depth for message_id, item in by_id.items()}
+        self._take_own_events(at, batch, depth, max(depth.values(), default=0))
+        if isinstance(batch, BatchReport) and not batch.empty and batch.report is not None:
+            batch.report.batches.append(batch)
+        for item in pending.items:
+            self._waiting[id(_report_of(item.owner))] -= 1
+
+    def _take_own_events(
+        self, at: datetime, batch: Owner, depth: Mapping[str, int], batch_depth: int
+    ) -> None:
+        """Take the own events a run published off their queues and queue them again as records of
+        their queues' batches, arriving at ``at``, each owned as its publisher's record was."""
+        aws, replayer = self._aws, self._replayer
+        readers = {route.queue: route for route in replayer.template.routes}
+        arrived: list[tuple[Route, _Item]] = []
+        for queue in sorted(readers):
+            while aws.has_messages(queue):
+                records = aws.receive_as_lambda_event(queue, max_records=10)["Records"]
+                if not records:
+                    break
+                aws.delete_processed(queue, records, set())
+                for record in records:
+                    body = str(record.get("body") or "")
+                    owner, source = replayer._own_owners.get(_event_id(body) or "", (batch, None))
+                    level = (depth.get(source, batch_depth) if source is not None else batch_depth) + 1
+                    arrived.append((readers[queue], _Item(body, owner, level)))
+        replayer._own_owners.clear()
+        for route, item in arrived:
+            if item.depth > _MAX_CASCADE_ROUNDS:
+                message = (
+                    f"replay: own events were still being published after {_MAX_CASCADE_ROUNDS} "
+                    "rounds (a rule loop?)"
+                )
+                if message not in item.owner.errors:
+                    item.owner.errors.append(message)
+                continue
+            _add_function(_report_of(item.owner), route.function.short_name)
+            self._enqueue(route, item, at)
 
     def _emit_ready(self) -> None:
         while self._unsent and self._waiting.get(id(self._unsent[0]), 0) == 0:
-            report = self._unsent.pop(0)
+            report = self._unsent.popleft()
             self._waiting.pop(id(report), None)
             if self._on_report is not None:
                 self._on_report(report)

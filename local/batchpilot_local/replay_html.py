@@ -13,8 +13,10 @@ inline styles, charts drawn by matplotlib as inline SVG, no script, nothing fetc
 - the dashboards' widgets (each ``AWS::CloudWatch::Dashboard`` of the template), drawn from the
   replayed metrics (:func:`dashboard_charts`);
 - the messages as people would see them: Slack Block Kit and Teams Adaptive Card previews, and
-  the on-call topic's subject and text;
-- errors, if any.
+  the on-call topic's subject and text, each labelled with the event that caused it (or, for a
+  digest, the batch whose events it tells about);
+- each event's own outputs (metrics, messages, actions, errors), one row per event;
+- errors, each with its event (or batch), if any.
 """
 
 from __future__ import annotations
@@ -52,15 +54,16 @@ from batchpilot_local.replay_summary import (
     percentile,
     share_table,
 )
-from batchpilot_local.report import EventReport, MetricRecord
+from batchpilot_local.report import OWN_COUNTERS, BatchReport, EventReport, MetricRecord, event_numbers
 from batchpilot_local.template import AppTemplate
 
 if TYPE_CHECKING:
     from batchpilot_local.dashboards import Line
 
-__all__ = ["build_report", "short_labels", "write_report"]
+__all__ = ["batch_label", "build_report", "event_label", "short_labels", "write_report"]
 
 _MAX_PREVIEWS = 60  # messages previewed; the rest are counted
+_MAX_EVENT_ROWS = 500  # rows of the per-event table; the rest are counted
 _MAX_TIMELINE_CHARTS = 12
 _PREVIEW_STYLE = """
 <style>
@@ -68,6 +71,7 @@ _PREVIEW_STYLE = """
 .msg { border: 1px solid #d5dae3; border-radius: 8px; padding: 0.7rem 0.9rem; background: #fff;
        font-size: 0.9rem; }
 .msg .chan { font-size: 0.75rem; color: #5a6473; text-transform: uppercase; letter-spacing: 0.04em; }
+.msg .from { font-size: 0.8rem; color: #5a6473; margin-bottom: 0.2rem; }
 .msg.slack { border-left: 4px solid #4a154b; }
 .msg.teams { border-left: 4px solid #464eb8; }
 .msg.sns { border-left: 4px solid #d13212; }
@@ -196,7 +200,7 @@ def sns_preview(payload: Mapping[str, Any]) -> str:
     return f'<div class="hdr">{subject}</div><pre>{_e(payload.get("Message") or "")}</pre>'
 
 
-def _preview(delivery: Delivery) -> str:
+def _preview(delivery: Delivery, source: str = "") -> str:
     channel = str(delivery.note.get("channel"))
     severity = str(delivery.note.get("severity"))
     label = {"sns": "on-call topic (SNS)", "slack": "Slack", "teams": "Microsoft Teams"}.get(channel, channel)
@@ -207,7 +211,48 @@ def _preview(delivery: Delivery) -> str:
     else:
         body = sns_preview(delivery.payload)
     head = f'<div class="chan">{_e(label)} · <span class="sev-{_e(severity)}">{_e(severity)}</span></div>'
-    return f'<div class="msg {_e(channel)}">{head}{body}</div>'
+    origin = f'<div class="from">{_e(source)}</div>' if source else ""
+    return f'<div class="msg {_e(channel)}">{head}{origin}{body}</div>'
+
+
+def event_label(report: EventReport) -> str:
+    """``event [5] Batch Job State Change (events/batch-job/x.json)``: where an output comes from."""
+    where = f" ({report.origin})" if report.origin else ""
+    return f"event [{report.number}] {report.detail_type or '(no detail-type)'}{where}"
+
+
+def batch_label(batch: BatchReport) -> str:
+    """``batch of alerts: 7 records, events [1]-[7]``: an output of a batch as a whole."""
+    noun = "record" if batch.records == 1 else "records"
+    return f"batch of {batch.function}: {batch.records} {noun}, events {event_numbers(batch.events)}"
+
+
+def _label(outputs: EventReport | BatchReport) -> str:
+    return event_label(outputs) if isinstance(outputs, EventReport) else batch_label(outputs)
+
+
+def _event_rows(reports: Sequence[EventReport]) -> list[list[str]]:
+    """One row per event: its own metrics, messages, actions, own events and errors (counted and
+    named); its batches' outputs are not in it (they are labelled as the batch's)."""
+    rows = []
+    for report in reports:
+        shown = [m.name for m in report.metrics if m.name not in OWN_COUNTERS]
+        names = sorted(set(shown))
+        messages = [f"{n.get('channel')} {n.get('severity')}" for n in report.notifications]
+        rows.append(
+            [
+                f"[{report.number}]",
+                report.detail_type or "-",
+                (report.job.name or report.job.arn) if report.job else "-",
+                ", ".join(report.functions) or "-",
+                f"{len(shown)}: {', '.join(names)}" if shown else "-",
+                ", ".join(messages) or "-",
+                ", ".join(str(a.get("type")) for a in report.actions) or "-",
+                ", ".join(str(e.get("detail_type")) for e in report.own_events) or "-",
+                str(len(report.errors)) if report.errors else "-",
+            ]
+        )
+    return rows
 
 
 # ------------------------------------------------------------------------------------ charts
@@ -552,8 +597,10 @@ def build_report(
     *,
     template: AppTemplate | None = None,
     namespace: str = "BatchPilot",
+    deployment: Sequence[str] = (),
 ) -> str:
-    """The replay's HTML document (see the module docstring)."""
+    """The replay's HTML document (see the module docstring). ``deployment``: the lines saying
+    what was replayed (template, parameters, functions, channels), shown first."""
     subtitle = (
         f"{summary.events:,} events, {summary.routed:,} routed, {summary.ignored:,} ignored, "
         f"{summary.with_errors:,} with errors"
@@ -562,26 +609,51 @@ def build_report(
         subtitle += "; parameters: " + ", ".join(sorted(template.overrides))
     page = Page("batchpilot replay", subtitle=subtitle)
     page.markup(_PREVIEW_STYLE)
+    if deployment:  # the text report's header, as it is (its table aligned in monospace)
+        page.heading("Deployment replayed")
+        page.preformatted("\n".join(deployment))
     page.heading("Summary")
     _summary_tables(page, summary)
     page.heading("Charts")
     drawn = _timeline_charts(page, summary) + _share_charts(page, summary)
     if not drawn:
         page.paragraph("No clock scenario or share in this replay: nothing to chart.")
-    all_metrics = [m for r in reports for m in r.metrics]
+    outputs = [o for r in reports for o in r.outputs()]
+    all_metrics = [m for o in outputs for m in o.metrics]
     if _dashboard_bodies(template):
         page.heading("Dashboards, drawn from the replayed metrics")
         dashboard_charts(page, template, all_metrics, namespace)
-    deliveries: list[Delivery] = [d for r in reports for d in r.deliveries]
+    deliveries = [(d, _label(o)) for o in outputs for d in o.deliveries]
     page.heading(f"Messages ({len(deliveries)})")
     if deliveries:
-        shown = "".join(_preview(d) for d in deliveries[:_MAX_PREVIEWS])
+        shown = "".join(_preview(d, label) for d, label in deliveries[:_MAX_PREVIEWS])
         page.markup(f'<div class="previews">{shown}</div>')
         if len(deliveries) > _MAX_PREVIEWS:
             page.paragraph(
                 f"... and {len(deliveries) - _MAX_PREVIEWS} more (the text report lists them all)."
             )
-    errors = [(r.origin or f"event {r.index + 1}", e) for r in reports for e in r.errors]
+    page.heading(f"Each event's own outputs ({len(reports)})")
+    page.table(
+        [
+            "event",
+            "detail-type",
+            "job",
+            "functions",
+            "metrics",
+            "messages",
+            "actions",
+            "own events",
+            "errors",
+        ],
+        _event_rows(reports[:_MAX_EVENT_ROWS]),
+        caption="What each event caused (the functions' own counters left out); what a batch did "
+        "as a whole is labelled as the batch's in the messages and errors",
+    )
+    if len(reports) > _MAX_EVENT_ROWS:
+        page.paragraph(
+            f"... and {len(reports) - _MAX_EVENT_ROWS} more events (the text report lists them all)."
+        )
+    errors = [(_label(o), e) for o in outputs for e in o.errors]
     if errors:
         page.heading(f"Errors ({len(errors)})")
         page.table(["event", "error"], errors[:200])
@@ -594,6 +666,7 @@ def write_report(
     summary: Summary,
     *,
     template: AppTemplate | None = None,
+    deployment: Sequence[str] = (),
 ) -> None:
     """Write :func:`build_report` to ``path`` atomically (a temporary file beside it, then a rename):
     a failure leaves no half-written file.
@@ -611,5 +684,5 @@ def write_report(
             ),
             namespace,
         )
-    text = build_report(reports, summary, template=template, namespace=namespace)
+    text = build_report(reports, summary, template=template, namespace=namespace, deployment=deployment)
     write_page(path, text)

@@ -11,6 +11,7 @@ ledger's share metrics when they are emitted).
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from batchpilot_local.report import OWN_COUNTERS, EventReport, MetricRecord
+from batchpilot_local.text_table import render_table
 
 __all__ = [
     "FLEET_TITLE",
@@ -33,6 +35,7 @@ __all__ = [
     "fleet_table",
     "has_ledger_shares",
     "percentile",
+    "render_deployment",
     "render_overview",
     "render_timelines",
     "scenario_of",
@@ -235,9 +238,8 @@ def _resubmission(detail: Mapping[str, Any], stopped_at: str | None) -> Resubmis
     )
 
 
-def _own_events(summary: Summary, report: EventReport) -> None:
-    stopped_at = report.job.stopped_at if report.job else None
-    for event in report.own_events:
+def _own_events(summary: Summary, own_events: Iterable[Mapping[str, Any]], stopped_at: str | None) -> None:
+    for event in own_events:
         raw = event.get("detail")
         detail: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         kind = event.get("detail_type")
@@ -366,15 +368,16 @@ def add_report(
     summary.events += 1
     summary.routed += report.routed
     summary.ignored += report.ignored
-    summary.with_errors += bool(report.errors)
-    for note in report.notifications:
-        channel, severity = str(note.get("channel")), str(note.get("severity"))
-        summary.notifications[(channel, severity)] += 1
-        if channel == "sns" and severity == "critical":
-            summary.pages.append(str(note.get("title")))
-    _own_events(summary, report)
-    _share_metrics(summary, report.metrics)
-    _fleet_metrics(summary, report.metrics)
+    summary.with_errors += report.has_errors
+    for outputs in report.outputs():  # the event's own, then its batches': each output once
+        for note in outputs.notifications:
+            channel, severity = str(note.get("channel")), str(note.get("severity"))
+            summary.notifications[(channel, severity)] += 1
+            if channel == "sns" and severity == "critical":
+                summary.pages.append(str(note.get("title")))
+        _own_events(summary, outputs.own_events, report.job.stopped_at if report.job else None)
+        _share_metrics(summary, outputs.metrics)
+        _fleet_metrics(summary, outputs.metrics)
     tick = scenario_of(report)
     if tick is not None:
         scenario, at = tick
@@ -387,8 +390,8 @@ _MAX_ROWS = 10  # per list on the first screen; the rest is counted
 
 
 def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [(indent + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row))).rstrip() for row in rows]
+    """``rows[0]`` the headers, the rest the cells: aligned by rich (numbers to the right)."""
+    return render_table(list(rows[0]), [list(row) for row in rows[1:]], indent=indent)
 
 
 def _number(value: float | None, digits: int = 0) -> str:
@@ -561,6 +564,82 @@ def _share_lines(summary: Summary) -> list[str]:
     if not has_ledger_shares(summary):
         lines.append(f"  ({SHARES_NO_LEDGER})")
     return lines
+
+
+_CHAT_PARAMETERS = "SlackWebhookSecretArn, SlackBotTokenSecretArn and TeamsWebhookSecretArn"
+_SHOWN_VALUE = 100  # characters of a parameter's value in the header (a policy's JSON is long)
+_WRAP = 110  # the header's width: it is read first, on a terminal
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    """``text`` in lines of :data:`_WRAP` characters, broken between words only (never inside an
+    option name such as ``--parameter-overrides`` or an ARN)."""
+    return textwrap.wrap(
+        text,
+        _WRAP,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def render_deployment(
+    functions: Mapping[str, Sequence[tuple[str, int, int]]],
+    channels: Sequence[str],
+    chat: Mapping[str, str],
+    parameters: Mapping[str, str],
+    *,
+    template: str,
+    sources: Sequence[str] = (),
+) -> str:
+    """The header of the text report: which deployment the replay is (lines ending with a newline).
+
+    Args:
+        functions: per function, its SQS event sources ``(queue, BatchSize, window s)``
+            (:attr:`batchpilot_local.replay.Replayer.wiring`).
+        channels: where messages go (``sns``, ``slack``, ``teams``); chat: how each chat channel
+            is wired (``webhook``, ``bot token``).
+        parameters: the parameters given; the rest are at their ``Default``.
+        template: the template's path as shown.
+        sources: where the parameters came from (``samconfig.toml [default]``,
+            ``--parameter-overrides``), in the order they were applied.
+    """
+    indent = " " * 14
+    lines = [f"Deployment replayed: {template}, as a deploy with these parameters creates it"]
+    if parameters:
+        shown = []
+        for name, value in sorted(parameters.items()):
+            text = value if len(value) <= _SHOWN_VALUE else value[: _SHOWN_VALUE - 3] + "..."
+            shown.append(f"{name}={text}" if text else f"{name}=''")
+        origin = f" (from {', then '.join(sources)})" if sources else ""
+        said = f"{' '.join(shown)}{origin}; the others at their Default"
+    else:
+        said = "every one at its Default (no --parameter-overrides, no --config-env)"
+    lines += _wrapped(said, "  parameters  ", indent)
+    if not channels:
+        said = "none: the template has no alerts function"
+    elif len(channels) == 1:
+        said = (
+            f"on-call topic (SNS) only: no chat channel is configured ({_CHAT_PARAMETERS} are empty), "
+            "so messages routed to chat go to the on-call topic, as in a stack deployed so; to see them "
+            "in Slack or Teams, set one (--parameter-overrides SlackWebhookSecretArn=<secret ARN>): "
+            "a local endpoint stands in for it"
+        )
+    else:
+        names = {"slack": "Slack", "teams": "Microsoft Teams"}
+        chats = ", ".join(f"{names.get(c, c)} ({chat.get(c, 'configured')})" for c in channels if c != "sns")
+        said = f"on-call topic (SNS), {chats}: chat posted to a local endpoint on 127.0.0.1"
+    lines += _wrapped(said, "  messages    ", indent)
+    rows = [
+        [name, queue, str(size), str(window)]
+        for name, sources_of in functions.items()
+        for queue, size, window in sources_of
+    ]
+    table = render_table(["function", "reads", "batch size", "batching window (s)"], rows, indent=indent)
+    lines.append("  functions   " + table[0].strip())
+    lines += table[1:]
+    return "\n".join(lines) + "\n"
 
 
 def render_timelines(summary: Summary) -> str:

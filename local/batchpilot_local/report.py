@@ -3,28 +3,44 @@
 The JSON form (:meth:`EventReport.to_json`) is a stable interface read by tests, benchmarks and
 users' own checks: one object per input event, in input order, with the keys
 ``event_id, detail_type, source, functions, job, metrics, notifications, actions, errors`` and,
-added later (keys are only ever added at the end), ``own_events``.
+added later (keys are only ever added at the end), ``own_events`` and ``batches``.
 
-:func:`parse_output` turns what a handler printed (EMF blobs and Powertools JSON log lines) into
-:class:`MetricRecord` s and error strings.
+Each report holds exactly what its event caused: in a batch, an output is tied to the SQS record
+that caused it by the record's ``messageId`` (its correlation id, :mod:`batchpilot.shared.correlation`):
+log lines carry it as ``correlation_id``, EMF blobs list it per value in ``correlation_ids``, the
+alerts function logs each message it sent in its record's scope, and the embedded AWS's API journal
+notes it per call. What an invocation did for its batch as a whole (a digest, a flush without a
+record) is a :class:`BatchReport`, reported once, on the batch's last event (``batches``).
+
+:func:`parse_attributed` turns what a handler printed (EMF blobs and Powertools JSON log lines) into
+:class:`MetricRecord` s, error strings and sent messages, each with its record; :func:`parse_output`
+is the same without the records.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from batchpilot.shared.correlation import CORRELATION_KEY, CORRELATION_PROPERTY, SENT_MESSAGE
 from pydantic_core import PydanticSerializationError, from_json, to_json
+
+from batchpilot_local.text_table import render_table
 
 __all__ = [
     "OWN_COUNTERS",
+    "BatchReport",
     "EventReport",
     "JobSummary",
     "MetricRecord",
+    "ParsedOutput",
+    "SentNote",
+    "event_numbers",
+    "parse_attributed",
     "parse_output",
     "render_summary",
     "render_text",
@@ -129,6 +145,68 @@ class JobSummary:
         }
 
 
+def event_numbers(numbers: Iterable[int]) -> str:
+    """1-based event numbers as the text report shows them: ``[1]-[4], [9]`` (sorted, ranges)."""
+    ordered = sorted(set(numbers))
+    parts: list[str] = []
+    start = previous = None
+    for number in [*ordered, None]:
+        if number is not None and previous is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None and previous is not None:
+            parts.append(f"[{start}]" if start == previous else f"[{start}]-[{previous}]")
+        start = previous = number
+    return ", ".join(parts)
+
+
+@dataclass
+class BatchReport:
+    """What one invocation did for its batch as a whole: outputs that belong to no single record
+    (a digest about several records, metric values or log lines written outside any record's scope,
+    own events and API calls of batch-level work), reported once.
+
+    Attributes:
+        function: the function's short name.
+        records: how many records the batch had.
+        events: 1-based numbers of the input events whose records (or whose own events' records)
+            were in the batch, sorted.
+        metrics, notifications, actions, errors, own_events, deliveries: as in :class:`EventReport`;
+            a digest's notification has ``events`` too: the numbers of the events it tells about.
+        report: the report it is attached to (the batch's last event), set by the replay.
+    """
+
+    function: str
+    records: int
+    events: list[int] = field(default_factory=list)
+    metrics: list[MetricRecord] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    own_events: list[dict[str, Any]] = field(default_factory=list)
+    deliveries: list[Any] = field(default_factory=list)
+    report: EventReport | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to report."""
+        return not (self.metrics or self.notifications or self.actions or self.errors or self.own_events)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"function", "records", "events", "metrics", "notifications", "actions", "errors",
+        "own_events"}``."""
+        return {
+            "function": self.function,
+            "records": self.records,
+            "events": list(self.events),
+            "metrics": [m.to_dict() for m in self.metrics],
+            "notifications": list(self.notifications),
+            "actions": list(self.actions),
+            "errors": list(self.errors),
+            "own_events": list(self.own_events),
+        }
+
+
 @dataclass
 class EventReport:
     """What happened to one input event.
@@ -154,6 +232,8 @@ class EventReport:
         deliveries: the notifications' messages as sent
             (:class:`batchpilot_local.notifications.Delivery`), for the HTML report's previews; not
             in the JSON report (a Block Kit payload is kilobytes per message).
+        batches: what the invocations of batches whose last event this is did for the batch as a
+            whole (:class:`BatchReport`); each of those outputs is in no event's own lists.
     """
 
     index: int
@@ -170,6 +250,12 @@ class EventReport:
     is_event: bool = True
     own_events: list[dict[str, Any]] = field(default_factory=list)
     deliveries: list[Any] = field(default_factory=list)
+    batches: list[BatchReport] = field(default_factory=list)
+
+    @property
+    def number(self) -> int:
+        """1-based position in the input (the text report's ``[n]``)."""
+        return self.index + 1
 
     @property
     def routed(self) -> bool:
@@ -183,8 +269,17 @@ class EventReport:
 
     @property
     def ok(self) -> bool:
-        """No errors."""
+        """No errors of its own (see :attr:`has_errors` for its batches' too)."""
         return not self.errors
+
+    @property
+    def has_errors(self) -> bool:
+        """An error of its own, or of a batch reported on it."""
+        return bool(self.errors) or any(batch.errors for batch in self.batches)
+
+    def outputs(self) -> list[EventReport | BatchReport]:
+        """Itself and its batches: everything reported on this event, each output once."""
+        return [self, *self.batches]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report object (exactly the documented keys, in a fixed order)."""
@@ -199,6 +294,7 @@ class EventReport:
             "actions": list(self.actions),
             "errors": list(self.errors),
             "own_events": list(self.own_events),
+            "batches": [batch.to_dict() for batch in self.batches],
         }
 
     def to_json(self) -> str:
@@ -235,13 +331,26 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _emf_metrics(function: str, blob: dict[str, Any], errors: list[str]) -> list[MetricRecord]:
+def _records_of(blob: dict[str, Any], name: str, count: int) -> list[str | None]:
+    """The record of each of metric ``name``'s ``count`` values (the blob's ``correlation_ids``);
+    all None when the blob lists none, or not one per value."""
+    listed = blob.get(CORRELATION_PROPERTY)
+    ids = listed.get(name) if isinstance(listed, dict) else None
+    if isinstance(ids, list) and len(ids) == count:
+        return [i if isinstance(i, str) else None for i in ids]
+    return [None] * count
+
+
+def _emf_metrics(
+    function: str, blob: dict[str, Any], errors: list[str]
+) -> list[tuple[str | None, MetricRecord]]:
+    """The blob's metrics, one :class:`MetricRecord` per metric and record (its values in order)."""
     aws = blob["_aws"]
     directives = aws.get("CloudWatchMetrics")
     timestamp = _iso(aws.get("Timestamp"))
     if timestamp is None:
         errors.append(f"{function}: EMF blob without a valid _aws.Timestamp")
-    out: list[MetricRecord] = []
+    out: list[tuple[str | None, MetricRecord]] = []
     if not isinstance(directives, list):
         errors.append(f"{function}: EMF blob whose _aws.CloudWatchMetrics is not a list")
         return out
@@ -266,16 +375,21 @@ def _emf_metrics(function: str, blob: dict[str, Any], errors: list[str]) -> list
                 errors.append(f"{function}: EMF metric without a Name")
                 continue
             raw = blob.get(name)
-            value: float | list[float]
+            values: list[float]
             if isinstance(raw, int | float) and not isinstance(raw, bool):
-                value = float(raw)
+                values = [float(raw)]
             elif isinstance(raw, list) and raw and all(_number(v) for v in raw):
-                value = float(raw[0]) if len(raw) == 1 else [float(v) for v in raw]
+                values = [float(v) for v in raw]
             else:
                 errors.append(f"{function}: EMF metric {name} has no numeric value")
                 continue
-            unit = metric.get("Unit", "None")
-            out.append(MetricRecord(name, str(unit), value, dimensions, timestamp))
+            unit = str(metric.get("Unit", "None"))
+            by_record: dict[str | None, list[float]] = {}
+            for record, value in zip(_records_of(blob, name, len(values)), values, strict=True):
+                by_record.setdefault(record, []).append(value)
+            for record, own in by_record.items():
+                shown = own[0] if len(own) == 1 else own
+                out.append((record, MetricRecord(name, unit, shown, dimensions, timestamp)))
     return out
 
 
@@ -297,6 +411,7 @@ def _log_error(function: str, record: dict[str, Any]) -> str | None:
 _QUIET_PREFIXES = ('{"level":"INFO"', '{"level":"DEBUG"')
 """How Powertools' Logger starts a JSON log line below WARNING: most of a handler's output, which
 :func:`parse_output` skips unread (decoding each line was a few percent of a replay)."""
+_SENT_TEXT = f'"{SENT_MESSAGE}"'
 
 
 def _decoded(text: str) -> Any:
@@ -313,27 +428,81 @@ def _decoded(text: str) -> Any:
         return json.loads(text)
 
 
-def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[str]]:
-    """Read what a handler wrote to stdout.
+@dataclass(frozen=True)
+class SentNote:
+    """One ``notification sent`` line of the alerts function.
+
+    Attributes:
+        channel, severity: the message's.
+        record: the ``correlation_id`` of the record it tells about; None for a digest.
+        records: a digest's records (``record_ids``, as logged), else empty.
+    """
+
+    channel: str
+    severity: str | None
+    record: str | None
+    records: tuple[str, ...] = ()
+
+
+@dataclass
+class ParsedOutput:
+    """What one invocation printed, each item with the record it belongs to (its ``messageId``,
+    None for the batch's).
+
+    Attributes:
+        metrics: ``(record, metric)`` in emission order.
+        errors: ``(record, error line)`` in order.
+        sent: the alerts function's messages, in the order each channel received them.
+    """
+
+    metrics: list[tuple[str | None, MetricRecord]] = field(default_factory=list)
+    errors: list[tuple[str | None, str]] = field(default_factory=list)
+    sent: list[SentNote] = field(default_factory=list)
+
+
+def _record_of(line: dict[str, Any]) -> str | None:
+    value = line.get(CORRELATION_KEY)
+    return value if isinstance(value, str) else None
+
+
+def _sent_note(line: dict[str, Any]) -> SentNote | None:
+    if line.get("message") != SENT_MESSAGE or not isinstance(line.get("channel"), str):
+        return None
+    severity = line.get("severity")
+    ids = line.get("record_ids")
+    records = tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ()
+    return SentNote(
+        str(line["channel"]), severity if isinstance(severity, str) else None, _record_of(line), records
+    )
+
+
+def parse_attributed(function: str, output: str) -> ParsedOutput:
+    """Read what a handler wrote to stdout, each output with its record.
 
     Args:
         function: the function's short name (prefix of every error).
         output: the captured text; one JSON document per line, other lines ignored.
 
     Returns:
-        ``(metrics, errors)``: a metric per name in each EMF blob (objects with
-        ``_aws.CloudWatchMetrics``), in order; and an error per JSON log line whose ``level`` is
-        ERROR/CRITICAL, or WARNING with ``"outcome": "invalid"``
-        (``"<function>: <message>: <error>"``), plus one per malformed EMF blob.
+        A metric per name and record in each EMF blob (objects with ``_aws.CloudWatchMetrics``;
+        the values a blob's ``correlation_ids`` lists under one record become that record's, the
+        rest the batch's), in order; an error per JSON log line whose ``level`` is ERROR/CRITICAL,
+        or WARNING with ``"outcome": "invalid"`` (``"<function>: <message>: <error>"``, the line's
+        ``correlation_id`` its record), plus one per malformed EMF blob (the batch's); and each
+        ``notification sent`` line.
     """
-    metrics: list[MetricRecord] = []
-    errors: list[str] = []
+    parsed = ParsedOutput()
     for line in output.splitlines():
         text = line.strip()
         if not text.startswith("{"):
             continue
-        if text.startswith(_QUIET_PREFIXES) and '"_aws"' not in text and text.count('"level"') == 1:
-            continue  # an INFO/DEBUG log line without EMF: neither a metric nor an error
+        if (
+            text.startswith(_QUIET_PREFIXES)
+            and '"_aws"' not in text
+            and text.count('"level"') == 1
+            and _SENT_TEXT not in text
+        ):
+            continue  # an INFO/DEBUG log line without EMF: neither a metric nor an error nor a message
         try:
             record = _decoded(text)
         except (ValueError, RecursionError):
@@ -341,12 +510,25 @@ def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[s
         if not isinstance(record, dict):
             continue
         if isinstance(record.get("_aws"), dict) and "CloudWatchMetrics" in record["_aws"]:
-            metrics.extend(_emf_metrics(function, record, errors))
+            errors: list[str] = []
+            parsed.metrics.extend(_emf_metrics(function, record, errors))
+            parsed.errors.extend((None, error) for error in errors)
+            continue
+        note = _sent_note(record)
+        if note is not None:
+            parsed.sent.append(note)
             continue
         error = _log_error(function, record)
         if error is not None:
-            errors.append(error)
-    return metrics, errors
+            parsed.errors.append((_record_of(record), error))
+    return parsed
+
+
+def parse_output(function: str, output: str) -> tuple[list[MetricRecord], list[str]]:
+    """:func:`parse_attributed` without the records: ``(metrics, errors)``. A metric whose values
+    belong to several records is one :class:`MetricRecord` per record."""
+    parsed = parse_attributed(function, output)
+    return [m for _, m in parsed.metrics], [e for _, e in parsed.errors]
 
 
 # ------------------------------------------------------------------------------- rendering
@@ -359,12 +541,54 @@ def _format_value(value: float | list[float]) -> str:
     return one(value)
 
 
-def _table(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append((indent + "  ".join(cells)).rstrip())
+def _outputs_lines(
+    outputs: EventReport | BatchReport, indent: str, *, verbose: bool, notes_events: bool = False
+) -> list[str]:
+    """The metrics, notifications, actions, own events and errors of one report or batch."""
+    lines: list[str] = []
+    inner = indent + "    "
+    shown = [m for m in outputs.metrics if verbose or m.name not in OWN_COUNTERS]
+    if shown:
+        lines.append(f"{indent}metrics")
+        rows = []
+        for m in shown:
+            dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items() if k != "service")
+            rows.append([m.name, _format_value(m.value), m.unit, m.timestamp or "-", dims])
+        lines.extend(render_table(["name", "value", "unit", "timestamp", "dimensions"], rows, indent=inner))
+    if outputs.notifications:
+        lines.append(f"{indent}notifications")
+        headers = ["channel", "severity", "title"]
+        notes = [
+            [str(n.get("channel")), str(n.get("severity")), str(n.get("title"))]
+            for n in outputs.notifications
+        ]
+        if notes_events:
+            headers.append("events")
+            for row, n in zip(notes, outputs.notifications, strict=True):
+                row.append(event_numbers(n.get("events") or []) or "-")
+        lines.extend(render_table(headers, notes, indent=inner))
+    if outputs.actions:
+        lines.append(f"{indent}actions")
+        acts = [
+            [
+                str(a.get("type")),
+                str(a.get("operation")) + (f" FAILED: {a['error']}" if a.get("error") else ""),
+                _request_summary(a.get("request") or {}),
+            ]
+            for a in outputs.actions
+        ]
+        lines.extend(render_table(["type", "operation", "request"], acts, indent=inner))
+    if outputs.own_events:
+        lines.append(f"{indent}batchpilot events")
+        for own in outputs.own_events:
+            raw = own.get("detail")
+            detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            text = detail.get("message") or detail.get("skip_reason") or detail.get("new_job_name") or ""
+            said = " ".join(str(text).split())[:200]
+            lines.append(f"{inner}{own.get('detail_type')}: {said}".rstrip())
+    if outputs.errors:
+        lines.append(f"{indent}errors")
+        lines.extend(f"{inner}{error}" for error in outputs.errors)
     return lines
 
 
@@ -375,7 +599,9 @@ def render_text(report: EventReport, *, verbose: bool = False) -> str:
     and its failure reason, the functions it went to (or ``no matching rule: ignored``), a metrics
     table (name, value, unit, timestamp, dimensions as ``k=v``; the functions' own counters,
     :data:`OWN_COUNTERS`, only when ``verbose``), notifications, actions and own events when there
-    are any, and errors.
+    are any, and errors: each only what this event caused. Then, for each batch whose last event
+    it is, what the invocation did for the batch as a whole (``batch of <function>: N records,
+    events [a]-[b]``), when it did anything. Tables are aligned by rich (numbers to the right).
     """
     indent = "    "
     title = report.detail_type or "(no detail-type)"
@@ -400,44 +626,17 @@ def render_text(report: EventReport, *, verbose: bool = False) -> str:
         lines.append(f"{indent}functions  " + ", ".join(report.functions))
     elif report.is_event:
         lines.append(f"{indent}functions  no matching rule: ignored")
-    shown = [m for m in report.metrics if verbose or m.name not in OWN_COUNTERS]
-    if shown:
-        lines.append(f"{indent}metrics")
-        rows = [("name", "value", "unit", "timestamp", "dimensions")]
-        for m in shown:
-            dims = " ".join(f"{k}={v}" for k, v in m.dimensions.items() if k != "service")
-            rows.append((m.name, _format_value(m.value), m.unit, m.timestamp or "-", dims))
-        lines.extend(_table(rows, indent * 2))
-    if report.notifications:
-        lines.append(f"{indent}notifications")
-        notes: list[tuple[str, ...]] = [("channel", "severity", "title")]
-        notes += [
-            (str(n.get("channel")), str(n.get("severity")), str(n.get("title"))) for n in report.notifications
-        ]
-        lines.extend(_table(notes, indent * 2))
-    if report.actions:
-        lines.append(f"{indent}actions")
-        acts: list[tuple[str, ...]] = [("type", "operation", "request")]
-        acts += [
-            (
-                str(a.get("type")),
-                str(a.get("operation")) + (f" FAILED: {a['error']}" if a.get("error") else ""),
-                _request_summary(a.get("request") or {}),
-            )
-            for a in report.actions
-        ]
-        lines.extend(_table(acts, indent * 2))
-    if report.own_events:
-        lines.append(f"{indent}batchpilot events")
-        for own in report.own_events:
-            raw = own.get("detail")
-            detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            text = detail.get("message") or detail.get("skip_reason") or detail.get("new_job_name") or ""
-            said = " ".join(str(text).split())[:200]
-            lines.append(f"{indent * 2}{own.get('detail_type')}: {said}".rstrip())
-    if report.errors:
-        lines.append(f"{indent}errors")
-        lines.extend(f"{indent * 2}{error}" for error in report.errors)
+    lines.extend(_outputs_lines(report, indent, verbose=verbose))
+    for batch in report.batches:
+        body = _outputs_lines(batch, indent * 2, verbose=verbose, notes_events=True)
+        if not body:
+            continue  # only own counters, hidden without --verbose
+        noun = "record" if batch.records == 1 else "records"
+        lines.append(
+            f"{indent}batch of {batch.function}: {batch.records} {noun}, events {event_numbers(batch.events)}"
+            " (the batch's own outputs, no single event's)"
+        )
+        lines.extend(body)
     return "\n".join(lines) + "\n"
 
 
@@ -491,6 +690,6 @@ def render_summary(reports: Iterable[EventReport]) -> str:
     items = list(reports)
     routed = sum(1 for r in items if r.routed)
     ignored = sum(1 for r in items if r.ignored)
-    failed = sum(1 for r in items if r.errors)
+    failed = sum(1 for r in items if r.has_errors)
     noun = "event" if len(items) == 1 else "events"
     return f"{len(items)} {noun}, {routed} routed, {ignored} ignored, {failed} with errors\n"

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from batchpilot.shared.correlation import current_record
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from batchpilot_local.emulator.shapes import service_model
@@ -558,7 +559,11 @@ class JournalEntry:
     ``params`` are the keyword arguments given to the boto3 method (copied); ``sent`` is False when
     botocore rejected the call before sending it (invalid parameters); ``succeeded`` is True for a
     2xx answer; ``error_code`` is the AWS error code (or the exception's name) otherwise;
-    ``retries`` counts botocore's retries (throttling, 5xx) before that final answer.
+    ``retries`` counts botocore's retries (throttling, 5xx) before that final answer. ``record`` is
+    the SQS record (``messageId``) the caller was handling
+    (:func:`batchpilot.shared.correlation.current_record`), None for batch-level work;
+    ``event_ids`` are the ``EventId`` s a successful ``PutEvents`` answered, one per entry (None for
+    a rejected entry; empty for other calls).
     """
 
     service: str
@@ -569,6 +574,8 @@ class JournalEntry:
     http_status: int | None = None
     error_code: str | None = None
     retries: int = 0
+    record: str | None = None
+    event_ids: list[str | None] = field(default_factory=list)
 
     @property
     def action(self) -> str:
@@ -631,7 +638,12 @@ class ApiJournal:
     def _before(self, params: Mapping[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         # provide-client-params: the arguments exactly as given, before botocore fills in defaults
         # such as an idempotency clientToken
-        entry = JournalEntry(str(model.service_model.service_name), str(model.name), _plain_copy(params))
+        entry = JournalEntry(
+            str(model.service_model.service_name),
+            str(model.name),
+            _plain_copy(params),
+            record=current_record(),
+        )
         self.entries.append(entry)
         context[_CONTEXT_KEY] = entry
 
@@ -646,6 +658,11 @@ class ApiJournal:
             entry.retries = int((parsed.get("ResponseMetadata") or {}).get("RetryAttempts") or 0)
             if not entry.succeeded:
                 entry.error_code = str((parsed.get("Error") or {}).get("Code") or entry.http_status)
+            elif entry.operation == "PutEvents":
+                entry.event_ids = [
+                    result.get("EventId") if isinstance(result, Mapping) else None
+                    for result in parsed.get("Entries") or []
+                ]
 
     def _after_error(self, exception: BaseException, context: dict[str, Any], **_: Any) -> None:
         entry = context.get(_CONTEXT_KEY)

@@ -15,7 +15,7 @@ from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalSlack
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
-from batchpilot_local.testing.alerts import TEAMS_PARAMETER_VALUE
+from batchpilot_local.testing.alerts import SLACK_PARAMETERS, TEAMS_PARAMETER_VALUE
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import sample
@@ -32,7 +32,7 @@ class Env:
 def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     shared_metrics.clear_metrics()
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat).open()
+        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat, slack=True).open()
         handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
         yield Env(aws, chat.slack, local, handler)
     shared_metrics.clear_metrics()
@@ -131,7 +131,7 @@ def test_replay_reports_who_would_be_told() -> None:
         sample("batch-job/succeeded"),
         {**sample("service-job/failed-validation"), "id": "a-duplicate-with-another-id"},
     ]
-    reports = Replayer(ROOT / "template.yaml").run(events)
+    reports = Replayer(ROOT / "template.yaml", SLACK_PARAMETERS).run(events)
     assert all("alerts" in r.functions for r in reports)
     assert [r.errors for r in reports] == [[], [], [], []]
     title = "service job llama-spot-run47 FAILED (MISCONFIGURATION) on sm-training-highpri"
@@ -153,7 +153,9 @@ def test_replay_reports_who_would_be_told() -> None:
 
 def test_exactly_once_scenario_replays_as_described() -> None:
     scenario = json.loads((ROOT / "events" / "scenarios" / "alerts" / "exactly-once.json").read_text())
-    reports = Replayer(ROOT / "template.yaml").run(scenario["events"], worlds=[scenario["world"]])
+    reports = Replayer(ROOT / "template.yaml", SLACK_PARAMETERS).run(
+        scenario["events"], worlds=[scenario["world"]]
+    )
     assert [r.errors for r in reports] == [[]] * 5
     assert [[(n["channel"], n["severity"]) for n in r.notifications] for r in reports] == [
         [("sns", "critical"), ("slack", "critical")],
@@ -170,7 +172,9 @@ def test_the_handler_posts_to_teams_when_its_secret_is_set(
 ) -> None:
     shared_metrics.clear_metrics()
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat, teams=True).open()
+        local = LocalAlerts(
+            aws, environment=template_environment("alerts"), chat=chat, slack=True, teams=True
+        ).open()
         handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
         chat.teams.fail_next("server_error")  # the first event's card: it falls back to the topic
         for name in ("batch-job/failed-spot-reclaim", "batch-job/failed-attempt-timeout"):
@@ -186,8 +190,8 @@ def test_the_handler_posts_to_teams_when_its_secret_is_set(
 
 
 def test_replay_shows_teams_beside_slack_when_the_parameter_is_set() -> None:
-    # As `batchpilot replay --parameter-overrides TeamsWebhookSecretArn=...` sets it.
-    parameters = {"TeamsWebhookSecretArn": TEAMS_PARAMETER_VALUE}
+    # As `batchpilot replay --parameter-overrides 'TeamsWebhookSecretArn=... SlackWebhookSecretArn=...'`.
+    parameters = {"TeamsWebhookSecretArn": TEAMS_PARAMETER_VALUE, **SLACK_PARAMETERS}
     reports = Replayer(ROOT / "template.yaml", parameters=parameters).run(
         [sample("service-job/failed-validation"), sample("batch-job/failed-attempt-timeout")]
     )

@@ -145,7 +145,9 @@ def deployed(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) 
     caplog.set_level(logging.DEBUG)
     shared_metrics.clear_metrics()
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(aws, environment=template_environment("alerts"), chat=chat, teams=True).open()
+        local = LocalAlerts(
+            aws, environment=template_environment("alerts"), chat=chat, slack=True, teams=True
+        ).open()
         yield Deployed(chat.teams, local, load_app("alerts", local.environment, monkeypatch=monkeypatch))
     shared_metrics.clear_metrics()
 

@@ -25,6 +25,7 @@ from batchpilot_local.embedded_aws import EmbeddedAws, WorldError
 from batchpilot_local.inputs import read_inputs
 from batchpilot_local.replay import Replayer
 from batchpilot_local.template import load_template
+from batchpilot_local.testing.alerts import SLACK_PARAMETERS
 from batchpilot_local.testing.samples import sample_event_paths
 from batchpilot_local.testing.templates import METRICS_DETAIL_TYPES
 
@@ -42,6 +43,7 @@ REPORT_KEYS = [
     "actions",
     "errors",
     "own_events",
+    "batches",
 ]
 JOB_SOURCES = {"aws.batch", "aws.sagemaker"}
 JOB_DETAIL_TYPES = set(METRICS_DETAIL_TYPES)
@@ -364,6 +366,11 @@ def test_failed_service_job_reports_jobs_failed_with_category_and_queue_name(
     assert set(failed) == {"name", "unit", "value", "dimensions", "timestamp"}
 
 
+def summary_line(text: str) -> str:
+    """The text report's first summary line: the first line after the deployment header."""
+    return text.split("\n\n", 1)[1].splitlines()[0]
+
+
 def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     event = ec2_event()
     path = write_json(tmp_path / "ec2.json", event)
@@ -378,20 +385,22 @@ def test_ec2_event_goes_to_no_function(tmp_path: Path, capsys: pytest.CaptureFix
     code, text, _ = run(capsys, "--template", str(TEMPLATE), str(path))
     assert code == 0
     assert "no matching rule: ignored" in text
-    assert text.splitlines()[0] == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
+    assert text.startswith("Deployment replayed: ")  # what was replayed, then the summary
+    assert summary_line(text) == "batchpilot replay: 1 event, 0 routed, 1 ignored, 0 with errors"
 
 
+@pytest.mark.parametrize("mode", [[], ["--one-by-one"]], ids=["batches", "one-by-one"])
 def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: list[str]
 ) -> None:
     malformed = with_id(batch_job(), "malformed")
     del malformed["detail"]["status"]
     events = [with_id(batch_job(), "before"), malformed, with_id(failed_service_job(), "after")]
     path = write_json(tmp_path / "mixed.json", events)
 
-    # One record per invocation: each report then holds exactly what its own event caused (in SQS
-    # batches, what a batch's invocation printed is reported on the event that closed the batch).
-    code, out, _ = run(capsys, "--format", "json", "--one-by-one", "--template", str(TEMPLATE), str(path))
+    # In SQS batches as in one record per invocation, each report holds exactly what its own event
+    # caused (each output names its record).
+    code, out, _ = run(capsys, "--format", "json", *mode, "--template", str(TEMPLATE), str(path))
 
     assert code == 1
     before, bad, after = json_reports(out)
@@ -420,7 +429,10 @@ def test_text_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert "JobsFailed" in out and "FailureCategory=" in out
     assert "errors" in out and "detail.status" in out
     assert not any(line.lstrip().startswith("{") for line in out.splitlines())
-    assert out.splitlines()[0] == "batchpilot replay: 3 events, 2 routed, 1 ignored, 1 with errors"
+    assert summary_line(out) == "batchpilot replay: 3 events, 2 routed, 1 ignored, 1 with errors"
+    assert out.rstrip().endswith(
+        out.split("\n\n", 1)[1].split("\nEvents\n", 1)[0].rstrip()
+    )  # again at the end
 
 
 def test_handler_stdout_does_not_leak_into_the_report_stream(
@@ -500,7 +512,7 @@ def test_a_forged_own_event_on_the_default_bus_reaches_no_function() -> None:
 def test_own_events_reach_the_alerts_function_only_on_batchpilots_bus() -> None:
     app = load_template(TEMPLATE)
     assert app.own_event_bus != "default"
-    [report] = Replayer(TEMPLATE).run([forged_recovery_skipped()], bus=app.own_event_bus)
+    [report] = Replayer(TEMPLATE, SLACK_PARAMETERS).run([forged_recovery_skipped()], bus=app.own_event_bus)
     assert report.functions == ["alerts"] and report.errors == []
     assert sorted(n["channel"] for n in report.notifications) == ["slack", "sns"]  # critical: it pages
 

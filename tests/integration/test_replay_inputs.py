@@ -19,6 +19,7 @@ from batchpilot.shared.events import parse_event
 from batchpilot_local.cli import EXIT_ERRORS, EXIT_FAIL_ON, EXIT_USAGE, main
 from batchpilot_local.inputs import InputError, read_inputs
 from batchpilot_local.replay import Replayer
+from batchpilot_local.testing.alerts import SLACK_PARAMETER_VALUE
 from batchpilot_local.testing.paths import repo_root
 
 ROOT = repo_root()
@@ -35,6 +36,8 @@ def sample(relative: str, event_id: str | None = None) -> dict[str, Any]:
 
 CRITICAL = "service-job/failed-algorithm-error.json"  # APPLICATION_ERROR on sm-training-research
 RUNNING = "batch-job/running.json"
+SLACK = ("--parameter-overrides", f"SlackWebhookSecretArn={SLACK_PARAMETER_VALUE}")
+"""A stack with Slack (a default one has no chat channel: every message goes to the on-call topic)."""
 
 
 def stdin_of(text: str) -> io.StringIO:
@@ -315,9 +318,15 @@ def test_parameter_overrides_configure_the_functions(
 ) -> None:
     path = write_events(tmp_path, sample(CRITICAL))
 
-    default = run(capsys, "--format", "json", str(path))
+    default = run(capsys, "--format", "json", *SLACK, str(path))
     overridden = run(
-        capsys, "--format", "json", "--parameter-overrides", f"AlertRoutingPolicy='{NEVER_PAGE}'", str(path)
+        capsys,
+        "--format",
+        "json",
+        *SLACK,
+        "--parameter-overrides",
+        f"AlertRoutingPolicy='{NEVER_PAGE}'",
+        str(path),
     )
 
     assert default[0] == 0 and len(pages(default[1])) == 1
@@ -330,7 +339,7 @@ def test_config_env_reads_samconfig_parameter_overrides(
     path = write_events(tmp_path, sample(CRITICAL))
     config = tmp_path / "samconfig.toml"
     policy = NEVER_PAGE.replace('"', '\\"')
-    overrides = f"LogLevel=INFO AlertRoutingPolicy='{policy}'"
+    overrides = f"LogLevel=INFO SlackWebhookSecretArn={SLACK_PARAMETER_VALUE} AlertRoutingPolicy='{policy}'"
     config.write_text(
         f'version = 0.1\n[staging.deploy.parameters]\nparameter_overrides = "{overrides}"\n', encoding="utf-8"
     )
@@ -358,7 +367,7 @@ def test_scenario_parameters_configure_its_events_only(
     loud = tmp_path / "b-loud.json"
     loud.write_text(json.dumps(sample(CRITICAL, "l")), encoding="utf-8")
 
-    code, out, _ = run(capsys, "--format", "json", str(quiet), str(loud))
+    code, out, _ = run(capsys, "--format", "json", *SLACK, str(quiet), str(loud))
 
     reports = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [r["event_id"] for r in reports] == ["q", "l"]
@@ -399,15 +408,17 @@ def test_an_unwritable_report_path_fails_before_the_replay(
 
 
 def test_progress_on_stderr_above_1000_events() -> None:
-    from batchpilot_local.cli import _Progress
+    from batchpilot_local.progress import Progress
 
-    quiet, loud = io.StringIO(), io.StringIO()
-    small, large = _Progress(quiet, 1_000), _Progress(loud, 2_500)
+    quiet, loud = io.StringIO(), io.StringIO()  # not terminals: lines, no bar
+    small, large = Progress(quiet, 1_000), Progress(loud, 2_500)
     for _ in range(1_000):
         small.step()
     for _ in range(2_500):
         large.step()
 
+    small.close()
+    large.close()
     assert quiet.getvalue() == ""
     lines = loud.getvalue().splitlines()
     assert [line.split(" events")[0] for line in lines] == [
@@ -431,10 +442,12 @@ def burst(count: int) -> list[dict[str, Any]]:
 
 
 def slack_titles(out: str) -> list[str]:
+    """Every Slack message's title: each event's own, and its batches' (a digest is the batch's)."""
     return [
         n["title"]
         for line in out.splitlines()
-        for n in json.loads(line)["notifications"]
+        for outputs in [json.loads(line), *json.loads(line)["batches"]]
+        for n in outputs["notifications"]
         if n["channel"] == "slack"
     ]
 
@@ -444,8 +457,8 @@ def test_records_reach_each_function_in_sqs_batches_so_digests_appear(
 ) -> None:
     path = write_events(tmp_path, *burst(7))
 
-    code, batched, _ = run(capsys, "--format", "json", str(path))
-    code_single, single, _ = run(capsys, "--format", "json", "--one-by-one", str(path))
+    code, batched, _ = run(capsys, "--format", "json", *SLACK, str(path))
+    code_single, single, _ = run(capsys, "--format", "json", *SLACK, "--one-by-one", str(path))
 
     assert (code, code_single) == (0, 0)
     assert len(slack_titles(single)) == 7  # one invocation per record: no burst to digest
@@ -453,6 +466,11 @@ def test_records_reach_each_function_in_sqs_batches_so_digests_appear(
     assert "7" in digest
     reports = [json.loads(line) for line in batched.splitlines()]
     assert [r["event_id"] for r in reports] == [f"burst-{i}" for i in range(7)]  # input order kept
+    # The digest tells about every event of the batch: it is the batch's, on its last event.
+    [batch] = [b for b in reports[-1]["batches"] if b["function"] == "alerts"]
+    [note] = [n for n in batch["notifications"] if n["channel"] == "slack"]
+    assert note["events"] == list(range(1, 8)) and batch["events"] == list(range(1, 8))
+    assert all(n["channel"] != "slack" for r in reports for n in r["notifications"])
     assert all(r["functions"] == reports[0]["functions"] for r in reports)
 
 
@@ -464,7 +482,7 @@ def test_a_batch_closes_when_the_events_clock_passes_the_batching_window(
         event["time"] = event["time"].replace("19:51:", "19:52:")  # a minute later: past the 20 s window
     path = write_events(tmp_path, *events)
 
-    code, out, _ = run(capsys, "--format", "json", str(path))
+    code, out, _ = run(capsys, "--format", "json", *SLACK, str(path))
 
     assert code == 0
     assert len(slack_titles(out)) == 6  # two batches of 3, below the digest threshold (5): one message each

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from batchpilot_local.cli import main
+from batchpilot_local.testing.alerts import SLACK_PARAMETER_VALUE
 from batchpilot_local.testing.browser import load_in_chromium, require_chromium
 from batchpilot_local.testing.paths import repo_root
 
@@ -21,6 +22,7 @@ BURST = ROOT / "events/scenarios/capacity/burst.json"
 SPOT_RECLAIM = ROOT / "events/scenarios/recovery/container-job-spot-reclaimed.json"
 CRITICAL = ROOT / "events/service-job/failed-algorithm-error.json"
 INPUTS = [str(BURST), str(SPOT_RECLAIM), str(CRITICAL)]
+SLACK = f"SlackWebhookSecretArn={SLACK_PARAMETER_VALUE}"
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +31,16 @@ def text_report() -> str:
     import io
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["replay", "--template", str(TEMPLATE), *INPUTS])
+    with contextlib.redirect_stdout(out):  # a stack with Slack: the on-call topic gets the pages alone
+        code = main(["replay", "--template", str(TEMPLATE), "--parameter-overrides", SLACK, *INPUTS])
     assert code == 0
     return out.getvalue()
 
 
 def test_the_text_report_opens_with_a_one_screen_summary(text_report: str) -> None:
     lines = text_report.splitlines()
+    assert lines[0].startswith("Deployment replayed: ")  # what was replayed, then the summary
+    lines = lines[lines.index("") + 1 :]
     first_screen = "\n".join(lines[: lines.index("Events")])
     assert lines[0].startswith("batchpilot replay: ") and lines[0].endswith("0 with errors")
     assert "Pages and chat messages" in first_screen
@@ -106,7 +110,8 @@ TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:sec
 
 @dataclass(frozen=True)
 class Loaded:
-    """The HTML report of :data:`HTML_INPUTS` (Teams on), its JSON report and what Chromium shows."""
+    """The HTML report of :data:`HTML_INPUTS` (Slack and Teams on), its JSON report and what Chromium
+    shows."""
 
     path: Path
     notes: list[dict[str, Any]]
@@ -141,7 +146,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
                 "--format",
                 "json",
                 "--parameter-overrides",
-                TEAMS,
+                f"{TEAMS} {SLACK}",
                 "--report",
                 str(report),
                 *HTML_INPUTS,
@@ -149,7 +154,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
         )
     assert code == 0
     events = [json.loads(line) for line in out.getvalue().splitlines()]
-    notes = [n for event in events for n in event["notifications"]]
+    notes = [
+        n for event in events for outputs in [event, *event["batches"]] for n in outputs["notifications"]
+    ]
     shares = {
         (m["dimensions"]["JobQueue"], m["dimensions"].get("ShareIdentifier") or m["dimensions"]["QuotaShare"])
         for event in events

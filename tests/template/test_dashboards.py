@@ -44,7 +44,8 @@ JOB_HEALTH_ALARMS = {
 
 @pytest.fixture(scope="module")
 def emitted() -> set[tuple[str, frozenset[str]]]:
-    """``(name, dimension names)`` of every metric in the JSON report of ``replay events/``."""
+    """``(name, dimension names)`` of every metric in the JSON report of ``replay events/`` (each
+    event's own and its batches')."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["replay", "--format", "json", "--template", str(TEMPLATE), str(ROOT / "events")])
@@ -52,7 +53,8 @@ def emitted() -> set[tuple[str, frozenset[str]]]:
     return {
         (metric["name"], frozenset(metric["dimensions"]))
         for line in out.getvalue().splitlines()
-        for metric in json.loads(line)["metrics"]
+        for outputs in [json.loads(line), *json.loads(line)["batches"]]
+        for metric in outputs["metrics"]
     }
 
 

@@ -32,6 +32,8 @@ from batchpilot_local.testing.samples import batch_job, envelope
 
 __all__ = [
     "ENV",
+    "SLACK_PARAMETERS",
+    "SLACK_PARAMETER_VALUE",
     "START",
     "TEAMS_PARAMETER_VALUE",
     "Clock",
@@ -208,10 +210,15 @@ def open_rig(
     when the generator ends."""
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
         env = dict(environment if environment is not None else ENV)
-        local = LocalAlerts(aws, environment=env, chat=chat, bot=bot, teams=teams).open()
+        local = LocalAlerts(aws, environment=env, chat=chat, slack=True, bot=bot, teams=teams).open()
         yield Rig(aws, chat, local)
 
 
+SLACK_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/slack-webhook-AbCdEf"
+"""A placeholder ``SlackWebhookSecretArn``: any non-empty value wires Slack (its webhook) in a
+replay, as in a deployed stack (the local run points the variable at its own secret)."""
+SLACK_PARAMETERS = {"SlackWebhookSecretArn": SLACK_PARAMETER_VALUE}
+"""``Replayer(parameters=...)`` of a stack with Slack."""
 TEAMS_PARAMETER_VALUE = "arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot/teams-webhook-AbCdEf"
 """A placeholder ``TeamsWebhookSecretArn`` (``Replayer(parameters=...)``, ``batchpilot replay
 --parameter-overrides``): any non-empty value turns Teams on in a replay (the local run points the

@@ -237,3 +237,145 @@ def alarms_on(tpl: dict[str, Any], namespace: str, metric: str, dimension: str, 
 def function_short_name(code_uri: str) -> str:
     """functions/metrics/ -> "metrics" (the replay runner's naming rule)."""
     return Path(code_uri.rstrip("/")).name
+
+
+# --------------------------------------------------------------- a deploy, as CloudFormation makes it
+_NO_VALUE = object()
+
+
+class Deployed:
+    """A translated template (:func:`translate`) as CloudFormation deploys it with ``parameters``
+    (the rest at their ``Default``): its conditions evaluated, and ``Ref`` to a parameter,
+    ``Fn::If`` and ``AWS::NoValue`` resolved in what :meth:`resolve` is given.
+
+    Independent of the replay's own template reader (``batchpilot_local.template``): it reads the
+    CloudFormation that aws-sam-translator makes (the Lambda functions and event source mappings SAM
+    creates), not the SAM template.
+
+    Raises (from the constructor):
+        AssertionError: a parameter is not declared, or a condition uses a function this reader
+            does not evaluate.
+    """
+
+    def __init__(self, translated: dict[str, Any], parameters: dict[str, str] | None = None) -> None:
+        self.template = translated
+        declared = translated.get("Parameters", {})
+        given = dict(parameters or {})
+        assert set(given) <= set(declared), sorted(set(given) - set(declared))
+        self.parameters = {
+            name: given.get(name, str(spec.get("Default", ""))) for name, spec in declared.items()
+        }
+        self._conditions: dict[str, bool] = {}
+        for name in translated.get("Conditions", {}):
+            self.condition(name)
+
+    def condition(self, name: str) -> bool:
+        """The value of condition ``name``."""
+        if name not in self._conditions:
+            self._conditions[name] = self._truth(self.template["Conditions"][name])
+        return self._conditions[name]
+
+    def _truth(self, node: Any) -> bool:
+        (function, argument), *_ = node.items()
+        if function == "Condition":
+            return self.condition(argument)
+        if function == "Fn::Equals":
+            left, right = (self.resolve(a) for a in argument)
+            return bool(str(left) == str(right))
+        if function == "Fn::Not":
+            return not self._truth(argument[0])
+        if function == "Fn::Or":
+            return any(self._truth(a) for a in argument)
+        if function == "Fn::And":
+            return all(self._truth(a) for a in argument)
+        raise AssertionError(f"condition function {function} is not evaluated here")
+
+    def resolve(self, node: Any) -> Any:
+        """``node`` with ``Ref`` to parameters, ``Fn::If`` and ``AWS::NoValue`` resolved (other
+        intrinsics are kept as they are)."""
+        value = self._resolve(node)
+        return None if value is _NO_VALUE else value
+
+    def _resolve(self, node: Any) -> Any:
+        if isinstance(node, list):
+            return [v for v in (self._resolve(item) for item in node) if v is not _NO_VALUE]
+        if not isinstance(node, dict):
+            return node
+        if list(node) == ["Ref"] and node["Ref"] == "AWS::NoValue":
+            return _NO_VALUE
+        if list(node) == ["Ref"] and node["Ref"] in self.parameters:
+            return self.parameters[node["Ref"]]
+        if list(node) == ["Fn::If"]:
+            name, when_true, when_false = node["Fn::If"]
+            return self._resolve(when_true if self.condition(name) else when_false)
+        resolved = {key: self._resolve(value) for key, value in node.items()}
+        return {key: value for key, value in resolved.items() if value is not _NO_VALUE}
+
+    def functions(self) -> dict[str, str]:
+        """Every ``AWS::Lambda::Function`` SAM creates (and its resource has no false
+        ``Condition``): logical id → short name (the last folder of its code's S3 key)."""
+        out = {}
+        for name, res in resources_of_type(self.template, "AWS::Lambda::Function").items():
+            if "Condition" in res and not self.condition(res["Condition"]):
+                continue
+            key = res["Properties"]["Code"]["S3Key"]
+            out[name] = function_short_name(str(key))
+        return out
+
+    def event_sources(self) -> dict[str, list[tuple[str, int, int]]]:
+        """Per function short name, its SQS event source mappings as Lambda runs them: ``(queue
+        logical id, BatchSize, MaximumBatchingWindowInSeconds)``, Lambda's defaults (10, 0) where
+        the mapping sets none; sorted."""
+        functions = self.functions()
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for res in resources_of_type(self.template, "AWS::Lambda::EventSourceMapping").values():
+            props = self.resolve(res["Properties"])
+            queue = getatt(props["EventSourceArn"], "Arn")
+            function = ref(props["FunctionName"])
+            if queue is None or function not in functions:
+                continue
+            source = (
+                queue,
+                int(props.get("BatchSize", 10)),
+                int(props.get("MaximumBatchingWindowInSeconds", 0)),
+            )
+            out.setdefault(functions[function], []).append(source)
+        return {name: sorted(sources) for name, sources in sorted(out.items())}
+
+    def environment(self, short_name: str) -> dict[str, Any]:
+        """The resolved environment variables of the function ``short_name``."""
+        [logical_id] = [k for k, v in self.functions().items() if v == short_name]
+        props = self.resolve(self.template["Resources"][logical_id]["Properties"])
+        variables: dict[str, Any] = props.get("Environment", {}).get("Variables", {})
+        return variables
+
+    def allowed_secrets(self, role: str) -> set[str]:
+        """The secrets ``secretsmanager:GetSecretValue`` is allowed on by the role's policies."""
+        props = self.resolve(self.template["Resources"][role]["Properties"])
+        allowed: set[str] = set()
+        for policy in props.get("Policies", []):
+            for statement in as_list(policy["PolicyDocument"]["Statement"]):
+                actions = as_list(statement.get("Action", []))
+                if statement.get("Effect") == "Allow" and "secretsmanager:GetSecretValue" in actions:
+                    allowed |= {str(r) for r in as_list(statement.get("Resource", []))}
+        return allowed
+
+    def channels(self) -> list[str]:
+        """Where the alerts function's messages go: ``sns``, then ``slack`` and ``teams`` when the
+        function names their secret and its role may read it."""
+        env = self.environment("alerts")
+        [role] = [
+            getatt(self.template["Resources"][k]["Properties"]["Role"], "Arn")
+            for k, v in self.functions().items()
+            if v == "alerts"
+        ]
+        assert role is not None
+        allowed = self.allowed_secrets(role)
+        out = ["sns"] if env.get("BATCHPILOT_ONCALL_TOPIC_ARN") else []
+        slack = [env.get(v) for v in ("BATCHPILOT_SLACK_WEBHOOK_SECRET", "BATCHPILOT_SLACK_BOT_TOKEN_SECRET")]
+        if any(slack) and all(s in allowed for s in slack if s):
+            out.append("slack")
+        teams = env.get("BATCHPILOT_TEAMS_WEBHOOK_SECRET")
+        if teams and teams in allowed:
+            out.append("teams")
+        return out

@@ -18,6 +18,11 @@ delivered a fact whose delivery record could not be written), ``NotificationsSen
 ``Severity``, ``NotificationsFailed`` by ``Channel`` and ``Reason`` and by ``Channel``. Log lines
 carry ids, severities, channels and reasons, never an event; an alarm whose description names no
 known severity is said once (``alarm severity not stated``, WARNING).
+
+Each record's counts and log line are in its scope (its ``messageId`` is the ``correlation_id``), and
+every message delivered is logged once (``notification sent``: channel, severity, in the order the
+channel received them) in the scope of the record it tells about; a digest is the batch's, with the
+``record_ids`` it covers (at most :data:`MAX_LOGGED_RECORDS`).
 """
 
 from __future__ import annotations
@@ -31,14 +36,31 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.alerts.ports import TimeLeft
-from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, Suppressed
+from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, SentMessage, Suppressed
+from batchpilot.shared.correlation import SENT_MESSAGE
 from batchpilot.shared.metrics import dimensions
-from batchpilot.shared.observability import count_outcome, log_field, logger, metrics
+from batchpilot.shared.observability import (
+    correlation_metadata,
+    count,
+    count_outcome,
+    log_field,
+    logger,
+    metrics,
+    record_scope,
+)
 
-__all__ = ["NO_CONTEXT_SECONDS", "AlertsProcessor", "NotificationNotDeliveredError", "report"]
+__all__ = [
+    "MAX_LOGGED_RECORDS",
+    "NO_CONTEXT_SECONDS",
+    "AlertsProcessor",
+    "NotificationNotDeliveredError",
+    "report",
+]
 
 NO_CONTEXT_SECONDS = 60.0
 """Time left assumed when the batch comes without a Lambda context (a local call)."""
+MAX_LOGGED_RECORDS = 100
+"""Most record ids a digest's ``notification sent`` line lists (AlertsQueue's BatchSize)."""
 
 _SUPPRESSED = {Suppressed.DUPLICATE: "DuplicateAlertsSuppressed", Suppressed.STALE: "StaleAlertsSuppressed"}
 
@@ -64,6 +86,8 @@ def _count(name: str, value: int, **values: str) -> None:
     ) as metric:
         for key, dimension in dimensions(**values):
             metric.add_dimension(name=key, value=dimension)
+        for key, value_ in correlation_metadata(name).items():
+            metric.add_metadata(key=key, value=value_)
 
 
 def _log_record(record: RecordOutcome) -> None:
@@ -78,7 +102,7 @@ def _log_record(record: RecordOutcome) -> None:
         )
     if record.unrecorded:
         # Delivered, but a later copy of the event may send again: never silent.
-        metrics.add_metric(name="DeliveriesNotRecorded", unit=MetricUnit.Count, value=len(record.unrecorded))
+        count("DeliveriesNotRecorded", len(record.unrecorded))
         logger.error(
             "notification delivered but its delivery record was not written",
             extra={
@@ -89,7 +113,7 @@ def _log_record(record: RecordOutcome) -> None:
             },
         )
     if record.failed:
-        metrics.add_metric(name="EventsFailed", unit=MetricUnit.Count, value=1)
+        count("EventsFailed")
         logger.error(
             "notification not delivered; the event will be retried",
             extra={
@@ -102,7 +126,7 @@ def _log_record(record: RecordOutcome) -> None:
         )
         return
     if record.suppressed is not None:
-        metrics.add_metric(name=_SUPPRESSED[record.suppressed], unit=MetricUnit.Count, value=1)
+        count(_SUPPRESSED[record.suppressed])
     if not (record.channels or record.suppressed):
         count_outcome(record.outcome)
         return
@@ -118,17 +142,38 @@ def _log_record(record: RecordOutcome) -> None:
     )
 
 
+def _owner(message: SentMessage) -> str | None:
+    """The record a message is about, or None for a digest (the batch's)."""
+    return message.records[0] if len(message.records) == 1 else None
+
+
+def _log_sent(message: SentMessage) -> None:
+    extra: dict[str, Any] = {"channel": message.channel.value, "severity": message.severity.value}
+    if len(message.records) > 1:
+        extra["records"] = len(message.records)
+        extra["record_ids"] = list(message.records[:MAX_LOGGED_RECORDS])
+    logger.info(SENT_MESSAGE, extra=extra)
+
+
 def report(result: BatchResult) -> None:
     """Count and log one batch (see the module docstring)."""
     for record in result.records:
-        _log_record(record)
-    for (channel, severity), count in Counter(result.sent).items():
-        _count("NotificationsSent", count, Channel=channel.value, Severity=severity.value)
-    for (channel, reason), count in Counter(result.failed).items():
+        with record_scope(record.message_id):
+            _log_record(record)
+    sent: Counter[tuple[str, str, str | None]] = Counter()
+    for message in result.messages:
+        owner = _owner(message)
+        with record_scope(owner):
+            _log_sent(message)
+        sent[(message.channel.value, message.severity.value, owner)] += 1
+    for (channel, severity, owner), n in sent.items():
+        with record_scope(owner):
+            _count("NotificationsSent", n, Channel=channel, Severity=severity)
+    for (channel, reason), n in Counter(result.failed).items():
         logger.warning("notification delivery failed", extra={"channel": channel.value, "reason": reason})
-        _count("NotificationsFailed", count, Channel=channel.value, Reason=reason)
-    for channel, count in Counter(channel for channel, _ in result.failed).items():
-        _count("NotificationsFailed", count, Channel=channel.value)
+        _count("NotificationsFailed", n, Channel=channel.value, Reason=reason)
+    for channel, n in Counter(channel for channel, _ in result.failed).items():
+        _count("NotificationsFailed", n, Channel=channel.value)
 
 
 class AlertsProcessor(BatchProcessor):

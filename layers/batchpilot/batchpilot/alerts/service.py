@@ -85,6 +85,7 @@ __all__ = [
     "AlertService",
     "BatchResult",
     "RecordOutcome",
+    "SentMessage",
     "Suppressed",
 ]
 
@@ -152,6 +153,22 @@ class RecordOutcome:
     warning: str | None = None
 
 
+@dataclass(frozen=True)
+class SentMessage:
+    """One message delivered, and the records whose facts it carries.
+
+    Attributes:
+        channel: where it went (``sns`` also when it stood in for a chat channel).
+        severity: its severity.
+        records: the SQS ``messageId`` s of the records it tells about, in batch order: one for a
+            single fact, several for a digest (or a fallback message standing in for one).
+    """
+
+    channel: Channel
+    severity: Severity
+    records: tuple[str, ...]
+
+
 @dataclass
 class BatchResult:
     """Everything one batch did.
@@ -159,6 +176,8 @@ class BatchResult:
     Attributes:
         records: one outcome per input record, in input order.
         sent: ``(channel, severity)`` per message delivered (a digest counts once).
+        messages: the same messages, in the order each channel received them, with the records
+            they tell about (:class:`SentMessage`).
         failed: ``(channel, reason)`` per failed delivery (reason: the channel's short error such
             as ``invalid_blocks``, ``http_500``, ``rate_limited``, ``deadline``, or the SNS error
             code); channels that are not configured are not failures.
@@ -167,6 +186,12 @@ class BatchResult:
     records: list[RecordOutcome]
     sent: list[tuple[Channel, Severity]] = field(default_factory=list)
     failed: list[tuple[Channel, str]] = field(default_factory=list)
+    messages: list[SentMessage] = field(default_factory=list)
+
+    def delivered(self, channel: Channel, severity: Severity, entries: Sequence[_Entry]) -> None:
+        """Note one message delivered to ``channel`` about ``entries``' facts."""
+        self.sent.append((channel, severity))
+        self.messages.append(SentMessage(channel, severity, tuple(e.outcome.message_id for e in entries)))
 
     def by_message_id(self) -> dict[str, RecordOutcome]:
         """``{messageId: outcome}``."""
@@ -476,7 +501,7 @@ class AlertService:
             errors = [_error(exc)] * len(units)
         for (group, _, channels), error in zip(units, errors, strict=True):
             if error is None:
-                result.sent.append((Channel.SNS, group[0].severity))
+                result.delivered(Channel.SNS, group[0].severity, group)
                 for entry in group:
                     for channel in channels:
                         self._mark(entry, channel, Channel.SNS)
@@ -569,7 +594,7 @@ class AlertService:
                 thread = self._thread_for(channel, first, destination) if threaded else None
                 delivery = self._post(notifier, notice, thread, budget)
             if delivery.delivered:
-                result.sent.append((channel, first.severity))
+                result.delivered(channel, first.severity, group)
                 for entry in group:
                     self._mark(entry, channel, channel)
                 if delivery.thread and notifier is not None and notifier.threads and not notice.digest:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -25,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from batchpilot.capacity.service import CapacityService, RunReport, blocked_run
 from batchpilot.capacity.settings import CapacitySettings
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.observability import count_outcome, logger, metrics
+from batchpilot.shared.observability import count, count_outcome, logger, record_scope
 from batchpilot.shared.records import Outcome, Rejected, decode
 
 __all__ = ["CapacityProcessor", "log_run", "run_schedule"]
@@ -70,10 +69,10 @@ def log_run(report: RunReport, settings: CapacitySettings) -> None:
                 extra={"service_environment": outcome.name, "error": outcome.error},
             )
     adjusted, limited = report.published
-    metrics.add_metric(name="CapacityRuns", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="CapacityAdjustedEvents", unit=MetricUnit.Count, value=adjusted)
-    metrics.add_metric(name="CapacityLimitedEvents", unit=MetricUnit.Count, value=limited)
-    metrics.add_metric(name="CapacityErrors", unit=MetricUnit.Count, value=len(report.errors))
+    count("CapacityRuns")
+    count("CapacityAdjustedEvents", adjusted)
+    count("CapacityLimitedEvents", limited)
+    count("CapacityErrors", len(report.errors))
     if report.unknown_demand:
         logger.info(
             "RUNNABLE jobs whose payload is not read yet count as 1 instance",
@@ -121,9 +120,16 @@ class CapacityProcessor(BatchProcessor):
         """One ``Batch Service Job Queue Blocked`` event: a run for its queue's environment at the
         event's ``time``, unless this batch already ran that environment.
 
+        Everything it causes (log lines, gauges, UpdateServiceEnvironment, own events) is under the
+        record's ``messageId`` (its scope).
+
         Raises:
             RuntimeError: the run failed (its first error), so that only this record is retried.
         """
+        with record_scope(record.message_id):
+            self._handle(record)
+
+    def _handle(self, record: SQSRecord) -> None:
         event = decode(record.body)
         if isinstance(event, Rejected):
             count_outcome(event)

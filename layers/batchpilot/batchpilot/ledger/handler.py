@@ -5,7 +5,9 @@ service (Powertools' documented extension point, ``_prepare``/``_clean``): ``_pr
 record of the batch to :meth:`batchpilot.ledger.service.LedgerService.records` once (one read of
 the batch's job records, one write per job); ``record_handler``, called by Powertools for each
 record, counts its outcome with ``count_outcome`` or raises the error it must be retried for;
-``_clean`` writes the batch's event metrics once and drops its results. :func:`run_schedule` runs
+``_clean`` writes the batch's event metrics once and drops its results. Each record's ``messageId``
+goes to the service with its body, so its metric values and its ``Job Starving`` are under it (the
+correlation id), and its count and log line are in its scope. :func:`run_schedule` runs
 :meth:`~batchpilot.ledger.service.LedgerService.run` at the schedule event's ``time``.
 """
 
@@ -19,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.ledger.service import LedgerService, RecordResult
 from batchpilot.shared.events import to_datetime_or_none
-from batchpilot.shared.observability import count_outcome, log_field, logger
+from batchpilot.shared.observability import count_outcome, log_field, logger, record_scope
 
 __all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable"]
 
@@ -72,21 +74,21 @@ class LedgerProcessor(BatchProcessor):
         """Start of the batch: every record applied (per job: one read, one write)."""
         super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
         records = [r for r in self.records if isinstance(r, dict)]
-        results = self.service.records([str(r.get("body", "")) for r in records])
-        self._results = {
-            str(r.get("messageId", "")): result for r, result in zip(records, results, strict=True)
-        }
+        ids = [str(r.get("messageId", "")) for r in records]
+        results = self.service.records([str(r.get("body", "")) for r in records], ids)
+        self._results = dict(zip(ids, results, strict=True))
 
     def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
         """One record: its outcome counted (``EventsProcessed``, ...), or its error raised so SQS
         delivers it alone again (its job's write failed, lost its races, or its ``Job Starving``
         could not be published)."""
-        result = self._results.get(record.message_id)
-        if result is None:  # not in the batch _prepare saw: applied alone
-            result = self.service.records([record.body])[0]
-        if isinstance(result, Exception):
-            raise result
-        count_outcome(result.outcome, "ledger event", **result.fields)
+        with record_scope(record.message_id):
+            result = self._results.get(record.message_id)
+            if result is None:  # not in the batch _prepare saw: applied alone
+                result = self.service.records([record.body], [record.message_id])[0]
+            if isinstance(result, Exception):
+                raise result
+            count_outcome(result.outcome, "ledger event", **result.fields)
 
     def _clean(self) -> None:
         """End of the batch: write its event metrics once, then the partial batch response."""

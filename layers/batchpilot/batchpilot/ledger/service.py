@@ -83,6 +83,7 @@ from batchpilot.ledger.starvation import ShareStanding, StarvationRules, share_s
 from batchpilot.shared.checkpoints import CheckpointListError, parse_s3_uri
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
+from batchpilot.shared.correlation import for_record
 from batchpilot.shared.events import JobEvent
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import PublishError, StarvationReason
@@ -207,9 +208,15 @@ class LedgerService:
         self._claimed: set[tuple[str, StarvationReason]] = set()
 
     # ------------------------------------------------------------------ events
-    def records(self, bodies: Sequence[str | bytes]) -> list[RecordResult | Exception]:
+    def records(
+        self, bodies: Sequence[str | bytes], record_ids: Sequence[str | None] | None = None
+    ) -> list[RecordResult | Exception]:
         """One SQS batch of bodies (job events) → the ledger updated and the event metrics
         buffered; one result per body, in order.
+
+        ``record_ids`` (the records' SQS ``messageId`` s, same order) mark each record's metric
+        points and ``Job Starving`` as its own (:func:`batchpilot.shared.correlation.for_record`);
+        without them they are the batch's.
 
         The records of every job the batch names are read with one BatchGetItem; the
         observations of each job are applied in batch order in memory (:func:`transition` per
@@ -227,6 +234,7 @@ class LedgerService:
             ``Job Starving`` could not be published (its claim given back; the redelivery, a
             duplicate, checks the job again).
         """
+        ids = list(record_ids) if record_ids is not None else [None] * len(bodies)
         results: dict[int, RecordResult | Exception] = {}
         by_job: dict[str, list[tuple[int, JobEvent, Observation]]] = {}
         for index, body in enumerate(bodies):
@@ -253,11 +261,13 @@ class LedgerService:
                 continue
             for (index, event, obs), step in zip(deliveries, steps, strict=True):
                 try:
-                    results[index] = self._settle(event, obs, step, points.setdefault(index, []))
+                    with for_record(ids[index]):
+                        results[index] = self._settle(event, obs, step, points.setdefault(index, []))
                 except Exception as exc:  # its Job Starving claim or PutEvents failed: retried alone
                     results[index] = exc
         for index in sorted(points):
-            self.sink.add(points[index])
+            with for_record(ids[index]):
+                self.sink.add(points[index])
         return [results[index] for index in range(len(bodies))]
 
     def record(self, body: str | bytes) -> RecordResult:

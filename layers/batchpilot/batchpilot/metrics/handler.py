@@ -2,8 +2,9 @@
 
 :class:`MetricsProcessor` is a Powertools ``BatchProcessor`` (SQS, partial batch responses) whose
 :meth:`~MetricsProcessor.record_handler` runs :func:`batchpilot.metrics.service.record_metrics` and
-counts the record's outcome; its ``_clean`` flushes the batch's points at the end, so ten events of
-one job queue cost one EMF blob per dimension set and minute, not thirty.
+counts the record's outcome inside the record's scope (its ``messageId`` as the correlation id: each
+value is listed under its record in the blob); its ``_clean`` flushes the batch's points at the
+end, so ten events of one job queue cost one EMF blob per dimension set and minute, not thirty.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from batchpilot.metrics.ports import MetricSink
 from batchpilot.metrics.service import record_metrics
 from batchpilot.shared.clock import Clock, utc_now
-from batchpilot.shared.observability import count_outcome
+from batchpilot.shared.observability import count_outcome, record_scope
 from batchpilot.shared.records import Outcome, Rejected
 
 __all__ = ["MetricsProcessor"]
@@ -38,9 +39,11 @@ class MetricsProcessor(BatchProcessor):
         self.clock = clock
 
     def record_handler(self, record: SQSRecord) -> None:
-        """One record: its job metrics buffered, its outcome counted (``EventsProcessed``, ...)."""
-        result = record_metrics(record.body, self.sink, self.clock)
-        count_outcome(result if isinstance(result, Rejected) else Outcome.PROCESSED)
+        """One record: its job metrics buffered, its outcome counted (``EventsProcessed``, ...),
+        both under the record's ``messageId``."""
+        with record_scope(record.message_id):
+            result = record_metrics(record.body, self.sink, self.clock)
+            count_outcome(result if isinstance(result, Rejected) else Outcome.PROCESSED)
 
     def _clean(self) -> None:
         """End of the batch: write its metrics once, then build the partial batch response."""

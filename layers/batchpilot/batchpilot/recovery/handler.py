@@ -18,13 +18,12 @@ import os
 import traceback
 from collections.abc import Callable
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
 from batchpilot.shared.errors import error_code, is_permanent
-from batchpilot.shared.observability import count_outcome, logger, metrics
+from batchpilot.shared.observability import count, count_outcome, logger, record_scope
 from batchpilot.shared.records import Outcome, Rejected
 
 __all__ = ["RecoveryHandler", "time_left_of"]
@@ -48,7 +47,9 @@ class RecoveryHandler:
         self.recoverer = recoverer
 
     def __call__(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-        """Handle one record; raising marks only this record as failed (SQS delivers it again).
+        """Handle one record (inside its scope: its ``messageId`` is the correlation id of every
+        log line, metric value, API call and own event it causes); raising marks only this record
+        as failed (SQS delivers it again).
 
         Counts: ``EventsProcessed`` / ``DuplicateEvents`` / ``EventsIgnored`` / ``InvalidEvents``
         (:func:`~batchpilot.shared.observability.count_outcome`), ``RecordsRetried`` for a record
@@ -61,12 +62,16 @@ class RecoveryHandler:
             Exception: anything else the recoverer raises (logged at ERROR with the exception's
                 type and last frames, never its message).
         """
+        with record_scope(record.message_id):
+            self._handle(record, lambda_context)
+
+    def _handle(self, record: SQSRecord, lambda_context: LambdaContext | None) -> None:
         try:
             result = self.recoverer.handle_record(
                 record.body, record.receipt_handle, time_left_of(lambda_context)
             )
         except RetryLater as exc:
-            metrics.add_metric(name="RecordsRetried", unit=MetricUnit.Count, value=1)
+            count("RecordsRetried")
             logger.info(
                 "record handed back to SQS",
                 extra={
@@ -84,7 +89,7 @@ class RecoveryHandler:
             if is_permanent(exc):
                 # AWS refused the request as invalid (a 100 KB job name, a key DynamoDB rejects): no
                 # retry can help. Counted as an invalid event (and PermanentErrors), never retried.
-                metrics.add_metric(name="PermanentErrors", unit=MetricUnit.Count, value=1)
+                count("PermanentErrors")
                 count_outcome(
                     Rejected(
                         Outcome.INVALID,
@@ -97,7 +102,7 @@ class RecoveryHandler:
                 return
             # A bug or an AWS outage: logged at ERROR (without the event), counted, and retried by SQS
             # up to the queue's redrive limit, then the dead-letter queue and its alarm.
-            metrics.add_metric(name="RecordErrors", unit=MetricUnit.Count, value=1)
+            count("RecordErrors")
             # Not logger.exception: an error message can quote request values (environment, payload).
             frames = traceback.extract_tb(exc.__traceback__)[-3:]
             logger.error(

@@ -5,19 +5,39 @@ Handlers import ``logger`` and ``metrics`` from here. The logger never logs whol
 events carry container environments and commands): ids, detail-types and reasons only, each
 event-controlled string cut to :data:`MAX_LOG_FIELD` characters. Tracer is left out of the metrics
 path on purpose: the X-Ray SDK would double its cold start.
+
+Each record's work runs inside :func:`record_scope` (its SQS ``messageId``): every log line then
+carries it as Powertools' ``correlation_id``, and every counter value (:func:`count`) and EMF
+value (:mod:`batchpilot.io.emf`) is listed under it in the blob's ``correlation_ids`` property
+(:mod:`batchpilot.shared.correlation`), so CloudWatch Logs Insights finds everything one record
+caused (``filter correlation_id = "<messageId>" or @message like "<messageId>"``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from batchpilot.shared.correlation import CORRELATION_PROPERTY, current_record, for_record
 from batchpilot.shared.records import Outcome, Rejected
 from batchpilot.shared.settings import FunctionSettings
 
-__all__ = ["COUNTERS", "MAX_LOG_FIELD", "configure", "count_outcome", "log_field", "logger", "metrics"]
+__all__ = [
+    "COUNTERS",
+    "MAX_LOG_FIELD",
+    "configure",
+    "correlation_metadata",
+    "count",
+    "count_outcome",
+    "log_field",
+    "logger",
+    "metrics",
+    "record_scope",
+]
 
 logger = Logger(log_uncaught_exceptions=True)
 """JSON logger; ``service`` and level come from POWERTOOLS_SERVICE_NAME / POWERTOOLS_LOG_LEVEL."""
@@ -53,12 +73,45 @@ def configure(settings: FunctionSettings) -> None:
     logger.append_keys(service=settings.service, function=settings.function)
 
 
+@contextmanager
+def record_scope(record_id: str | None) -> Iterator[None]:
+    """Inside the block, the work is the SQS record ``record_id``'s (its ``messageId``; None: the
+    batch's own): log lines carry ``correlation_id`` (Powertools ``Logger.set_correlation_id``),
+    and counters and EMF values are listed under it (:func:`batchpilot.shared.correlation.for_record`).
+    The previous correlation id is put back on exit."""
+    previous = logger.get_correlation_id()
+    logger.set_correlation_id(record_id)
+    try:
+        with for_record(record_id):
+            yield
+    finally:
+        logger.set_correlation_id(previous)
+
+
+def count(name: str, value: float = 1) -> None:
+    """Add ``value`` (unit ``Count``) to the function counter ``name`` on the shared ``metrics``
+    (written by ``log_metrics`` at the end of the invocation), and list the current record (None
+    outside :func:`record_scope`) for that value in the blob's ``correlation_ids`` property."""
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    ids = metrics.metadata_set.get(CORRELATION_PROPERTY)
+    if not isinstance(ids, dict):  # the first value since Powertools last wrote (and cleared) the set
+        ids = {}
+        metrics.add_metadata(key=CORRELATION_PROPERTY, value=ids)
+    ids.setdefault(name, []).append(current_record())
+
+
+def correlation_metadata(name: str) -> dict[str, Any]:
+    """The ``correlation_ids`` property of a one-value blob of metric ``name`` (Powertools
+    ``single_metric``): ``{"correlation_ids": {name: [current record or None]}}``."""
+    return {CORRELATION_PROPERTY: {name: [current_record()]}}
+
+
 def count_outcome(outcome: Outcome | Rejected, message: str = "event handled", **fields: Any) -> None:
     """Count one record (:data:`COUNTERS`) and log it: a :class:`Rejected` record at WARNING with
     its reason, anything else at INFO when ``fields`` say something. ``fields`` must be ids,
     names, enums or numbers, never an event; ``None`` values are dropped and strings cut."""
     if isinstance(outcome, Rejected):
-        metrics.add_metric(name=COUNTERS[outcome.outcome], unit=MetricUnit.Count, value=1)
+        count(COUNTERS[outcome.outcome])
         extra = {
             "outcome": outcome.outcome.value,
             "event_id": outcome.event_id,
@@ -68,7 +121,7 @@ def count_outcome(outcome: Outcome | Rejected, message: str = "event handled", *
         }
         logger.warning("event not processed", extra=_clean(extra))
         return
-    metrics.add_metric(name=COUNTERS[outcome], unit=MetricUnit.Count, value=1)
+    count(COUNTERS[outcome])
     if fields:
         logger.info(message, extra=_clean({"outcome": outcome.value, **fields}))
 
