@@ -1,10 +1,14 @@
 # batchpilot: `make run` and `make test` do all set-up themselves on a fresh machine.
 # Python 3.11 to 3.13; the venv uses `python3` unless PYTHON is given.
+# Exact versions of every dependency: constraints.txt (`make constraints` regenerates it from
+# pyproject.toml's ranges); uv, pinned there too, installs them into .venv.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
+CONSTRAINTS := constraints.txt
 SAMVENV := .venv-sam
 BIN := $(VENV)/bin
+UV := $(BIN)/uv
 SAM := $(SAMVENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
 CHECKOVVENV := .venv-checkov
@@ -13,25 +17,53 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build clean help simulate docs docs-images report-screenshot
+.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate docs docs-images report-screenshot
 
 help:
-	@echo "make run    - set up and replay every sample event in events/ (the main local job), as"
-	@echo "              samconfig.toml's default environment deploys it; RUN_PARAMETERS='K=V ...' adds"
+	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in"
+	@echo "              events/, as samconfig.toml's default environment deploys it; RUN_PARAMETERS='K=V ...' adds"
 	@echo "              template parameters, e.g. RUN_PARAMETERS='SlackWebhookSecretArn=<ARN>' for Slack"
-	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
+	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
+	@echo "make wheel  - build dist/batchpilot-<version>-py3-none-any.whl (pip install / pipx install it anywhere)"
+	@echo "make constraints - re-pin constraints.txt after a change to pyproject.toml's dependencies"
 	@echo "make docs   - build the documentation site (MkDocs, strict: a broken link, anchor or nav entry fails) into site/"
 	@echo "make docs-images - redraw docs/img/*.png from replayed samples (needs /usr/bin/chromium)"
 
-$(BIN)/.installed: pyproject.toml layers/batchpilot/requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+# The venv and its installer, uv (from PyPI, at constraints.txt's pin), once. The venv needs no pip
+# of its own (uv installs the rest): the host's pip (22.3 or later: --python) installs uv into it;
+# without one, the venv's bundled pip does (ensurepip: slower).
+$(UV):
+	$(PYTHON) -m venv --without-pip $(VENV)
+	if $(PYTHON) -m pip --python $(BIN)/python --version >/dev/null 2>&1; then \
+	  $(PYTHON) -m pip --python $(BIN)/python install --quiet -c $(CONSTRAINTS) uv; \
+	else \
+	  $(BIN)/python -m ensurepip --default-pip && $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) uv; \
+	fi
+
+# Two stamps: .installed-run (the runtime dependencies and the package, editable: what `make run`
+# needs) and .installed (that plus the dev toolchain: what `make test` needs). .installed depends on
+# .installed-run, so a change to either input rebuilds both in order, and `make run` after
+# `make test` (or the reverse) installs only what is missing.
+$(BIN)/.installed-run: pyproject.toml $(CONSTRAINTS) layers/batchpilot/requirements.txt | $(UV)
+	$(UV) pip install --quiet --python $(BIN)/python -c $(CONSTRAINTS) -e .
 	touch $@
+
+$(BIN)/.installed: $(BIN)/.installed-run
+	$(UV) pip install --quiet --python $(BIN)/python -c $(CONSTRAINTS) -e '.[dev]'
+	touch $@
+
+# constraints.txt from pyproject.toml's ranges, for every platform and Python >= 3.11, keeping the
+# current pins where they still fit (`make constraints UPGRADE=--upgrade` takes the newest).
+constraints: | $(UV)
+	$(UV) pip compile pyproject.toml --extra dev --universal --python-version 3.11 --quiet \
+	  --custom-compile-command "make constraints" $(UPGRADE) -o $(CONSTRAINTS)
+
+wheel: | $(UV)
+	$(UV) build --wheel --out-dir dist .
 
 # The SAM CLI pins its own dependency versions, so it lives in a venv of its own.
 $(SAM): Makefile
@@ -51,7 +83,7 @@ $(CHECKOV): Makefile
 # chat channel: every message goes to the on-call topic). RUN_PARAMETERS adds parameters on top, as
 # --parameter-overrides (the report's header says what was replayed).
 RUN_PARAMETERS ?=
-run: $(BIN)/.installed
+run: $(BIN)/.installed-run
 	$(BIN)/batchpilot replay --config-env default $(if $(RUN_PARAMETERS),--parameter-overrides '$(RUN_PARAMETERS)') events/
 
 # The documentation's pictures (docs/img/), drawn by the replay's HTML report in headless Chromium
@@ -82,7 +114,7 @@ docs-images: $(BIN)/.installed
 
 report-screenshot: docs-images
 
-simulate: $(BIN)/.installed
+simulate: $(BIN)/.installed-run
 	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml
 
 lint: $(BIN)/.installed
@@ -126,6 +158,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_recovery.py
 	$(BIN)/python benchmarks/bench_capacity.py
 	$(BIN)/python benchmarks/bench_simulate.py --results
+	$(BIN)/python benchmarks/bench_cli_startup.py --results
 
 # sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
 # (`python3.13 -V`, not `command -v`: a pyenv shim is on the PATH even when 3.13 is not selected.)
@@ -135,4 +168,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache dist

@@ -133,6 +133,8 @@ def finish(count: int, run: tuple[subprocess.Popen[str], float, Path]) -> dict[s
 _REPLAY_CODE = (
     "import resource, sys, time\n"
     "from batchpilot_local.cli import main\n"
+    # The CLI imports the replay's modules when a replay starts: outside the timing, as before.
+    "import batchpilot_local.replay, batchpilot_local.replay_summary, batchpilot_local.inputs\n"
     "started = time.perf_counter()\n"
     "rc = main(['replay', '--format', 'json', sys.argv[1]])\n"
     "elapsed = time.perf_counter() - started\n"

@@ -1,6 +1,6 @@
 """The ``batchpilot`` console command.
 
-``batchpilot replay PATH... [--format text|json] [--template PATH] [--report FILE.html]
+``batchpilot replay PATH... [--samples] [--format text|json] [--template PATH] [--report FILE.html]
 [--parameter-overrides K=V ...] [--config-env ENV] [--job/--queue/--share/--category PATTERN]
 [--fail-on critical|warning] [--verbose] [--summary]`` replays events through the functions of
 ``template.yaml`` (see :mod:`batchpilot_local.replay`). With ``--format json`` it prints one report
@@ -10,6 +10,8 @@ the detail of each event and the summary again (:mod:`batchpilot_local.replay_su
 ``--summary`` prints the deployment, summary and timelines only. ``--report`` also writes the HTML
 report (:mod:`batchpilot_local.replay_html`). Progress goes to stderr
 (:mod:`batchpilot_local.progress`).
+
+``batchpilot samples`` lists the sample events ``--samples`` replays (:mod:`batchpilot_local.bundle`).
 
 ``batchpilot simulate SCENARIO`` (or ``--compare A B``) simulates a fleet with batchpilot's
 policies in the loop (see :mod:`batchpilot_local.simulate.command`); it exits 0 after a run and 2
@@ -35,35 +37,23 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from batchpilot_local.clock import ClockScenario
-from batchpilot_local.embedded_aws import WorldError
-from batchpilot_local.inputs import InputError, ReplayInput, read_inputs, steps_of
+# Only argparse and the sub-commands' parsers at start-up: ``--help`` and ``--version`` answer at
+# once. The replay's modules (the embedded AWS: moto, boto3, botocore, aws-sam-translator) are
+# imported when a replay runs, the simulator's when a simulation does, boto3 when ``lineage``
+# reads AWS (tests/unit/test_cli_startup.py checks it).
+from batchpilot_local.bundle import sample_files, samples_dir
 from batchpilot_local.lineage_command import add_parser as add_lineage_parser
-from batchpilot_local.lineage_command import run_lineage
-from batchpilot_local.progress import Progress
-from batchpilot_local.replay import Replayer
-from batchpilot_local.replay_options import (
-    Filters,
-    OptionError,
-    failed_on,
-    parse_overrides,
-    samconfig_overrides,
-)
-from batchpilot_local.replay_summary import (
-    Summary,
-    add_report,
-    render_deployment,
-    render_overview,
-    render_timelines,
-)
-from batchpilot_local.report import EventReport, render_text
 from batchpilot_local.simulate.command import add_parser as add_simulate_parser
-from batchpilot_local.simulate.command import run_command as run_simulate
-from batchpilot_local.template import TemplateError, default_template_path
+
+if TYPE_CHECKING:
+    from batchpilot_local.inputs import ReplayInput
+    from batchpilot_local.progress import Progress
+    from batchpilot_local.replay import Replayer
+    from batchpilot_local.replay_options import Filters
+    from batchpilot_local.report import EventReport
 
 __all__ = ["EXIT_ERRORS", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -78,10 +68,26 @@ EXIT_FAIL_ON = 3
 
 
 def _version() -> str:
+    # importlib.metadata costs about 0.1 s of imports: read only when --version is asked.
+    from importlib import metadata
+
     try:
         return metadata.version("batchpilot")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
         return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``batchpilot <version>`` and exit 0, like argparse's own ``version``
+    action, with the version looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        sys.stdout.write(f"batchpilot {_version()}\n")
+        sys.stdout.flush()
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batchpilot", description="Local tools for batchpilot (never shipped in the Lambda layer)."
     )
-    parser.add_argument("--version", action="version", version=f"batchpilot {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     replay = commands.add_parser(
         "replay",
@@ -102,7 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
             "embedded AWS; print what each function did."
         ),
     )
-    replay.add_argument("paths", nargs="+", metavar="PATH", help="event file, directory, or '-' for stdin")
+    replay.add_argument(
+        "paths", nargs="*", metavar="PATH", help="event file, directory, or '-' for stdin (or --samples)"
+    )
+    replay.add_argument(
+        "--samples",
+        action="store_true",
+        help="also replay every sample event batchpilot ships (the checkout's events/, else the "
+        "installed copy; `batchpilot samples` lists them)",
+    )
     replay.add_argument(
         "--format", choices=("text", "json"), default="text", help="report format (default: text)"
     )
@@ -110,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--template",
         metavar="PATH",
         default=None,
-        help="SAM template (default: ./template.yaml, else the repository's template.yaml)",
+        help="SAM template (default: ./template.yaml, else the checkout's, else the copy installed "
+        "with batchpilot)",
     )
     replay.add_argument(
         "--report", metavar="FILE", default=None, help="also write a self-contained HTML report to FILE"
@@ -170,7 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_simulate_parser(commands)
     add_lineage_parser(commands)
+    samples = commands.add_parser(
+        "samples",
+        help="list the sample events batchpilot ships (paths to give `batchpilot replay`)",
+        description="Print the path of every sample event and scenario file `batchpilot replay "
+        "--samples` replays, one per line (the checkout's events/, else the copy installed with "
+        "batchpilot).",
+    )
+    samples.add_argument("--dir", action="store_true", help="print only the samples folder")
     return parser
+
+
+def _samples(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``batchpilot samples``: the sample files (or ``--dir``: their folder), one path a line."""
+    folder = samples_dir()
+    if folder is None:
+        stderr.write("batchpilot samples: no sample events installed with batchpilot\n")
+        return EXIT_USAGE
+    for path in [folder] if args.dir else sample_files():
+        stdout.write(f"{path}\n")
+    return EXIT_OK
 
 
 def _fail(stderr: TextIO, message: str) -> int:
@@ -186,6 +220,8 @@ def _check_writable(path: str) -> None:
     Raises:
         OptionError: one line naming the path.
     """
+    from batchpilot_local.replay_options import OptionError
+
     target = Path(path)
     if target.is_dir():
         raise OptionError(f"--report {path}: is a directory")
@@ -201,6 +237,9 @@ def _check_writable(path: str) -> None:
 def _parameters(args: argparse.Namespace, sources: list[str] | None = None) -> dict[str, str]:
     """The template parameters of the command line; where they came from is appended to ``sources``
     (``samconfig.toml [default]``, ``--parameter-overrides``), for the report's header."""
+    from batchpilot_local.replay_options import parse_overrides, samconfig_overrides
+    from batchpilot_local.template import default_template_path
+
     parameters: dict[str, str] = {}
     if args.config_env is not None:
         if args.config_file is not None:
@@ -220,6 +259,8 @@ def _parameters(args: argparse.Namespace, sources: list[str] | None = None) -> d
 
 def _deployment(replayer: Replayer, sources: list[str]) -> str:
     """The text report's header: the template, its parameters, functions and channels."""
+    from batchpilot_local.replay_summary import render_deployment
+
     wiring = replayer.wiring
     path = replayer.template.path
     try:
@@ -233,6 +274,8 @@ def _deployment(replayer: Replayer, sources: list[str]) -> str:
 
 def _queue_environments(items: Iterable[Any]) -> dict[str, dict[str, str]]:
     """Per clock scenario, job queue name → service environment name (from its world and ticks)."""
+    from batchpilot_local.clock import ClockScenario
+
     out: dict[str, dict[str, str]] = {}
     for item in items:
         if not isinstance(item, ClockScenario):
@@ -245,17 +288,43 @@ def _queue_environments(items: Iterable[Any]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _input_paths(args: argparse.Namespace) -> list[str]:
+    """The PATHs, then the samples folder with ``--samples``.
+
+    Raises:
+        OptionError: neither is given, or ``--samples`` and no samples are installed.
+    """
+    from batchpilot_local.replay_options import OptionError
+
+    paths = list(args.paths)
+    if args.samples:
+        folder = samples_dir()
+        if folder is None:
+            raise OptionError("--samples: no sample events installed with batchpilot")
+        paths.append(str(folder))
+    if not paths:
+        raise OptionError("give one or more PATHs ('-' for stdin), or --samples for the sample events")
+    return paths
+
+
 def _replay(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from batchpilot_local.inputs import InputError, read_inputs, steps_of
+    from batchpilot_local.progress import Progress
+    from batchpilot_local.replay import Replayer
+    from batchpilot_local.replay_options import Filters, OptionError
+    from batchpilot_local.template import TemplateError
+
     filters = Filters(tuple(args.job), tuple(args.queue), tuple(args.share), tuple(args.category))
     if args.summary and args.format == "json":
         return _fail(stderr, "--summary prints the text report's summary: it takes no --format json")
     sources: list[str] = []
     try:
+        paths = _input_paths(args)
         parameters = _parameters(args, sources)
         replayer = Replayer(args.template, parameters, batch=not args.one_by_one)
         # Spooled: the input is read once here (every error found before anything runs), held in
         # a temporary file, and read back one item at a time: memory does not grow with it.
-        replay_input = read_inputs(args.paths, spool=True, tolerant=True)
+        replay_input = read_inputs(paths, spool=True, tolerant=True)
     except (TemplateError, InputError, OptionError) as exc:
         return _fail(stderr, str(exc))
     with contextlib.closing(replay_input):
@@ -328,6 +397,12 @@ def _replay_into(
     """:func:`_replay` once its input is read: replay, print, write the HTML report; exit status.
     ``spool`` holds the text blocks of the events until the summary is printed; ``header`` is the
     deployment (for the HTML report)."""
+    from batchpilot_local.clock import ClockScenario
+    from batchpilot_local.embedded_aws import WorldError
+    from batchpilot_local.replay_options import failed_on
+    from batchpilot_local.replay_summary import Summary, add_report, render_overview, render_timelines
+    from batchpilot_local.report import render_text
+
     summary = Summary()
     environments: dict[str, dict[str, str]] = {}  # per clock scenario, filled as each is reached
     outcome = {"errors": False, "fail_on": False}
@@ -407,9 +482,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     stdout, stderr = sys.stdout, sys.stderr
     if args.command == "simulate":
+        from batchpilot_local.simulate.command import run_command as run_simulate
+
         return run_simulate(args, stdout, stderr)
     if args.command == "lineage":
+        from batchpilot_local.lineage_command import run_lineage
+
         return run_lineage(args, stdout, stderr)
+    if args.command == "samples":
+        return _samples(args, stdout, stderr)
     if args.command != "replay":
         parser.print_usage(stderr)
         stderr.write("batchpilot: a command is required (try: batchpilot replay events/)\n")

@@ -8,6 +8,10 @@ DescribeTrainingJob). A job name is found by ListJobs / ListServiceJobs with a `
 on each job queue (DescribeJobQueues), else DescribeTrainingJob. The table is ``--table``, else
 the ``StateTableName`` output of the CloudFormation stack ``--stack`` (default ``batchpilot``).
 
+``--format text`` (the default) prints the lineage for a person; ``--format json`` prints one JSON
+object (:func:`lineage_json`: every attempt with its state, category, reason, checkpoint and times,
+and where the newest job stands now) for scripts.
+
 Exit status: 0 printed; 1 the job has no lineage (recovery never resubmitted it) or cannot be
 found, one line on stderr saying so; 2 usage errors.
 """
@@ -15,17 +19,17 @@ found, one line on stderr saying so; 2 usage errors.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterator
-from typing import Any, TextIO
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TextIO
 
-import boto3
-from batchpilot.io.dynamodb.lineage import DynamoLineageStore
-from batchpilot.recovery.lineage import Lineage, LineageRef
-from batchpilot.recovery.naming import lineage_id_for
-from batchpilot.shared.arns import resource_name
-from botocore.exceptions import BotoCoreError, ClientError
+# boto3, botocore and the store are imported when the command runs, not when the CLI builds its
+# parser: ``batchpilot --help`` stays instant (tests/unit/test_cli_startup.py).
+if TYPE_CHECKING:
+    from batchpilot.recovery.lineage import Lineage, LineageRef
 
-__all__ = ["EXIT_NOT_FOUND", "add_parser", "run_lineage"]
+__all__ = ["EXIT_NOT_FOUND", "add_parser", "lineage_json", "run_lineage"]
 
 EXIT_NOT_FOUND = 1
 """The job has no lineage, or no job has that name."""
@@ -50,6 +54,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--table", default=None, help="state table name (default: the stack's StateTableName)"
     )
     parser.add_argument("--stack", default="batchpilot", help="CloudFormation stack (default: batchpilot)")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for a person (default), or one JSON object for scripts",
+    )
     return parser
 
 
@@ -65,6 +75,8 @@ def _queues(batch: Any) -> Iterator[str]:
 
 def _arn_of(name: str, batch: Any, sagemaker: Any) -> str:
     """The ARN of the job called ``name`` (the newest, when several share it)."""
+    from botocore.exceptions import ClientError
+
     found: list[tuple[int, str]] = []
     for queue in _queues(batch):
         by_name = [{"name": "JOB_NAME", "values": [name]}]
@@ -94,9 +106,16 @@ def _table(args: argparse.Namespace, session: Any) -> str:
     raise _NotFound(f"stack {args.stack} has no StateTableName output; pass --table")
 
 
-def _now(arn: str, batch: Any, sagemaker: Any) -> str:
-    """``RUNNING`` (or the status AWS reports) of the job ``arn``; ``unknown`` when AWS no longer
+_UNKNOWN = "unknown (AWS no longer describes it)"
+
+
+def _now(arn: str, batch: Any, sagemaker: Any) -> str | None:
+    """``RUNNING`` (or the status AWS reports: Batch DescribeJobs / DescribeServiceJob ``status``,
+    SageMaker DescribeTrainingJob ``TrainingJobStatus``) of the job ``arn``; None when AWS no longer
     describes it."""
+    from batchpilot.shared.arns import resource_name
+    from botocore.exceptions import ClientError
+
     try:
         if ":training-job/" in arn:
             described = sagemaker.describe_training_job(TrainingJobName=resource_name(arn))
@@ -106,14 +125,79 @@ def _now(arn: str, batch: Any, sagemaker: Any) -> str:
             jobs = batch.describe_jobs(jobs=[resource_name(arn)]).get("jobs") or []
             described = jobs[0] if jobs else {}
     except ClientError:
-        return "unknown (AWS no longer describes it)"
+        return None
     for key in _STATUS_FIELDS:
         if described.get(key):
             return str(described[key])
-    return "unknown (AWS no longer describes it)"
+    return None
 
 
-def _lines(lineage: Lineage, asked: LineageRef, now: str) -> list[str]:
+def _newest(lineage: Lineage) -> str:
+    """The ARN of the lineage's newest submitted job (the original when none was submitted)."""
+    attempts = sorted(lineage.attempts.values(), key=lambda a: -a.attempt)
+    return next((a.new_job_arn for a in attempts if a.new_job_arn), lineage.original_job_arn)
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value is not None else None
+
+
+def lineage_json(lineage: Lineage, asked: LineageRef, now: str | None) -> dict[str, Any]:
+    """The lineage as ``batchpilot lineage --format json`` prints it.
+
+    Shape: ``lineage_id``; ``job_kind`` (``service-job``, ``container-job``, ...); ``job_queue``
+    (ARN or null); ``original`` (``job_name``, ``job_arn``, ``first_started_at``); ``attempts``, in
+    order, each with ``attempt`` (1 for the first resubmission), ``state`` (``SUBMITTING``,
+    ``SUBMITTED``, ``FAILED``, ``DRY_RUN``), ``job_name`` and ``job_arn`` of the new job (null until
+    AWS accepted it), ``failed_job_arn``, ``category``, ``reason`` (AWS's text, at most 500
+    characters), ``checkpoint`` (``uri``, ``object``, ``time``, ``age_seconds``; null when the
+    attempt restarts from step 0), ``restarts_from_step_zero``, ``lost_instance_hours``
+    (instance-hours), ``decided_at``, ``error_code``; ``newest`` (``job_arn``, ``status`` as AWS
+    reports it now, null when AWS no longer describes the job); ``asked_attempt`` (which attempt
+    the job asked about was: 0 for the original). Times are ISO 8601 UTC to the second.
+    """
+    attempts = []
+    for a in sorted(lineage.attempts.values(), key=lambda a: a.attempt):
+        checkpoint = None
+        if not a.restarts_from_step_zero and (a.checkpoint_uri or a.checkpoint_object):
+            checkpoint = {
+                "uri": a.checkpoint_uri,
+                "object": a.checkpoint_object,
+                "time": _time(a.checkpoint_time),
+                "age_seconds": a.checkpoint_age_seconds,
+            }
+        attempts.append(
+            {
+                "attempt": a.attempt,
+                "state": a.state.value,
+                "job_name": a.new_job_name,
+                "job_arn": a.new_job_arn,
+                "failed_job_arn": a.failed_job_arn,
+                "category": a.category.value,
+                "reason": a.reason,
+                "checkpoint": checkpoint,
+                "restarts_from_step_zero": a.restarts_from_step_zero,
+                "lost_instance_hours": a.lost_instance_hours,
+                "decided_at": _time(a.decided_at),
+                "error_code": a.error_code,
+            }
+        )
+    return {
+        "lineage_id": lineage.lineage_id,
+        "job_kind": lineage.job_kind.value,
+        "job_queue": lineage.job_queue,
+        "original": {
+            "job_name": lineage.original_job_name,
+            "job_arn": lineage.original_job_arn,
+            "first_started_at": _time(lineage.first_started_at),
+        },
+        "attempts": attempts,
+        "newest": {"job_arn": _newest(lineage), "status": now},
+        "asked_attempt": asked.attempt,
+    }
+
+
+def _lines(lineage: Lineage, asked: LineageRef, now: str | None) -> list[str]:
     attempts = sorted(lineage.attempts.values(), key=lambda a: a.attempt)
     lines = [
         f"lineage {lineage.lineage_id}: {lineage.job_kind.value}, {len(attempts)} resubmission(s)",
@@ -135,8 +219,7 @@ def _lines(lineage: Lineage, asked: LineageRef, now: str) -> list[str]:
             f"     checkpoint: {checkpoint}",
             f"     decided {a.decided_at.isoformat(timespec='seconds')}",
         ]
-    newest = next((a.new_job_arn for a in reversed(attempts) if a.new_job_arn), lineage.original_job_arn)
-    lines.append(f"now: {newest} is {now}")
+    lines.append(f"now: {_newest(lineage)} is {now or _UNKNOWN}")
     if asked.attempt:
         lines.append(f"(you asked about attempt {asked.attempt} of this lineage)")
     return lines
@@ -144,6 +227,12 @@ def _lines(lineage: Lineage, asked: LineageRef, now: str) -> list[str]:
 
 def run_lineage(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     """Print the lineage of ``args.job``; returns the exit status (see the module docstring)."""
+    import boto3
+    from batchpilot.io.dynamodb.lineage import DynamoLineageStore
+    from batchpilot.recovery.lineage import LineageRef
+    from batchpilot.recovery.naming import lineage_id_for
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         session = boto3.Session(profile_name=args.profile, region_name=args.region)
         batch, sagemaker = session.client("batch"), session.client("sagemaker")
@@ -153,16 +242,12 @@ def run_lineage(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         lineage = store.load(ref.lineage_id)
         if lineage is None:
             raise _NotFound(f"{args.job} has no lineage: recovery never resubmitted it")
-        newest = next(
-            (
-                a.new_job_arn
-                for a in sorted(lineage.attempts.values(), key=lambda a: -a.attempt)
-                if a.new_job_arn
-            ),
-            lineage.original_job_arn,
-        )
-        for line in _lines(lineage, ref, _now(newest, batch, sagemaker)):
-            stdout.write(line + "\n")
+        now = _now(_newest(lineage), batch, sagemaker)
+        if args.format == "json":
+            stdout.write(json.dumps(lineage_json(lineage, ref, now), ensure_ascii=False) + "\n")
+        else:
+            for line in _lines(lineage, ref, now):
+                stdout.write(line + "\n")
         return 0
     except _NotFound as exc:
         stderr.write(f"batchpilot lineage: {exc}\n")

@@ -116,8 +116,8 @@ class Delivery:
 def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """A report entry from an SNS notification as an SQS subscriber receives it (the JSON
     envelope with ``Subject``, ``Message``, ``MessageAttributes``). The title is the message's
-    first line (``CRITICAL: <title>``), whole: the subject is cut at SNS's 100 characters; a message
-    not shaped so keeps its subject."""
+    first line (``CRITICAL: <title>``), whole: the subject holds the title made to fit 99
+    characters; a message not shaped so keeps its subject."""
     attributes = envelope.get("MessageAttributes") or {}
     severity = (attributes.get("severity") or {}).get("Value")
     subject = _SUBJECT_PREFIX.sub("", str(envelope.get("Subject") or ""), count=1)

@@ -35,6 +35,7 @@ import yaml
 from moto.events.models import EventPattern
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
+from batchpilot_local.bundle import application_dir
 from batchpilot_local.emulator.patch import matches_each
 
 __all__ = [
@@ -211,15 +212,23 @@ class AppTemplate:
 
 
 def default_template_path(cwd: Path | None = None) -> Path:
-    """``template.yaml`` in the current directory if there is one, else the repository's own.
+    """``template.yaml`` in the current directory if there is one, else the checkout's, else the
+    copy installed with the package (:mod:`batchpilot_local.bundle`).
 
-    The repository is found from this package's location (``<repo>/local/batchpilot_local``),
-    which holds for the editable install the Makefile creates.
+    Raises:
+        TemplateError: none of them exists (a package installed without its data): the message
+            says to pass ``--template``.
     """
     here = (cwd or Path.cwd()) / "template.yaml"
     if here.is_file():
         return here
-    return Path(__file__).resolve().parents[2] / "template.yaml"
+    folder = application_dir()
+    if folder is None:
+        raise TemplateError(
+            "no template.yaml in the current directory, and none installed with batchpilot: "
+            "pass --template PATH (the SAM template of batchpilot, with its functions/ beside it)"
+        )
+    return folder / "template.yaml"
 
 
 def _short(exc: BaseException) -> str:

@@ -68,7 +68,7 @@ def test_critical_goes_to_the_on_call_topic_and_slack(rig: Rig) -> None:
     [message] = rig.sns()
     assert (
         message["Subject"]
-        == "[CRITICAL] service job llama-spot-run47 FAILED (MISCONFIGURATION) on sm-training-highpri"
+        == "[CRITICAL] FAILED (MISCONFIGURATION): service job llama-spot-run47 on sm-training-highpri"
     )
     attributes = {k: v["Value"] for k, v in message["MessageAttributes"].items()}
     assert attributes == {
@@ -309,7 +309,7 @@ def test_a_critical_burst_pages_once_then_one_digest_by_default(rig: Rig) -> Non
     result = rig.run(*failed_fleet(40, "CannotPullContainerError: manifest unknown"))
     first, digest = rig.sns()
     assert (
-        first["Subject"].startswith("[CRITICAL] container job")
+        first["Subject"].startswith("[CRITICAL] FAILED (MISCONFIGURATION): container job")
         and "group_size" not in first["MessageAttributes"]
     )
     assert digest["Subject"] == "[CRITICAL] 39 container jobs: MISCONFIGURATION on ml-training-highpri"
@@ -362,10 +362,14 @@ def test_long_reason_and_long_job_name_are_delivered_truncated(rig: Rig) -> None
     assert result.failed == []
     [payload] = rig.slack_delivered()  # the endpoint applies Block Kit's limits, like Slack
     rendered = json.dumps(payload["blocks"], ensure_ascii=False)
-    assert TRUNCATION_MARK in payload["blocks"][0]["text"]["text"]
-    assert rendered.count(TRUNCATION_MARK) >= 2
+    # The header is made to fit (the name elided in its middle); the reason is cut and marked.
+    header = payload["blocks"][0]["text"]["text"]
+    assert header.startswith("🔴 CRITICAL · FAILED (MISCONFIGURATION): container job llama3-70b-")
+    assert "…x" in header and TRUNCATION_MARK not in header
+    assert rendered.count(TRUNCATION_MARK) >= 1
+    assert "llama3-70b-" + "x" * 189 in rendered, "the whole name is in the Job field"
     [message] = rig.sns()
-    assert len(message["Subject"]) <= 99
+    assert len(message["Subject"]) <= 99 and "llama3-70b-..." in message["Subject"]
 
 
 # ------------------------------------------------------------------------------------ bad input
@@ -402,7 +406,7 @@ def test_budget_exhausted_pages(rig: Rig) -> None:
     [message] = rig.sns()
     assert (
         message["Subject"]
-        == "[CRITICAL] recovery skipped for service job gemma-ft-run12: BUDGET_EXHAUSTED on sm-quota-queue"
+        == "[CRITICAL] Recovery skipped (BUDGET_EXHAUSTED): service job gemma-ft-run12 on sm-quota-queue"
     )
     assert "Budget used:" in message["Message"] and "3/3" in message["Message"]
 

@@ -103,3 +103,16 @@ def test_sns_envelope_to_notification() -> None:
         "severity": "warning",
         "title": "job queue q blocked (CAPACITY)",
     }
+
+
+def test_sns_notification_title_is_the_bodys_whole_title() -> None:
+    title = (
+        "container job llama3-8b-lora-ft-run-39 resubmitted as llama3-8b-lora-ft-run-39-r1-909da0"
+        " from its checkpoint (resubmission 1) (SPOT_INTERRUPTION) on gpu-spot-queue"
+    )
+    envelope = {
+        "Subject": "[WARNING] Resubmitted (SPOT_INTERRUPTION): container job llama3-8b-lora-ft-run-39",
+        "Message": f"WARNING: {title}\n\nJob: llama3-8b-lora-ft-run-39\n",
+        "MessageAttributes": {"severity": {"Value": "warning"}},
+    }
+    assert notification_from_sns(envelope) == {"channel": "sns", "severity": "warning", "title": title}

@@ -96,7 +96,10 @@ def test_a_fact_is_posted_once_as_an_adaptive_card(rig: Rig) -> None:
     title = "service job llama-spot-run47 FAILED (MISCONFIGURATION) on sm-training-highpri"
     assert notification_from_teams(request) == {"channel": "teams", "severity": "critical", "title": title}
     texts = [r["text"] for r in runs(request.card)]
-    assert title in texts and "ValidationException" in " ".join(texts)
+    assert "ValidationException" in " ".join(texts)
+    # The card's title says what happened and to which job; the whole title is the fallback text.
+    assert "FAILED (MISCONFIGURATION): service job llama-spot-run47 on sm-training-highpri" in texts
+    assert request.card["fallbackText"] == f"Critical: {title}"
     assert [a["title"] for a in request.card["actions"]][:1] == ["Batch job"]
     again = rig.run({**sample(CRITICAL), "id": "another-envelope-id"})  # exactly once
     assert again.records[0].outcome is Outcome.DUPLICATE and len(rig.teams.requests) == 1

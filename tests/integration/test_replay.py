@@ -588,11 +588,12 @@ def test_direct_calls_replay_events_as_the_http_path_does(
     """The replay's direct path (DynamoDB and the emulator's reads without botocore's HTTP hop)
     changes no report of ``events/``: each report is the HTTP path's, but for wall-clock times and
     random ids."""
-    import batchpilot_local.cli as cli
+    import batchpilot_local.replay as replay_module
 
     def http_path() -> None:
+        # The CLI imports Replayer from batchpilot_local.replay when a replay runs.
         monkeypatch.setattr(
-            cli, "Replayer", lambda *args, **kwargs: Replayer(*args, direct_calls=False, **kwargs)
+            replay_module, "Replayer", lambda *args, **kwargs: Replayer(*args, direct_calls=False, **kwargs)
         )
 
     http, direct = _events_replayed_twice(capsys, monkeypatch, http_path)

@@ -71,8 +71,10 @@ def test_sns_message_for_a_5000_character_reason_and_a_200_character_name() -> N
     fact = long_fact()
     message = sns_message(fact, Severity.CRITICAL, "a terminal failure")
     assert len(message.subject) <= 99 and message.subject.isascii()
-    assert message.subject.startswith("[CRITICAL] container job llama3-70b-")
-    assert LONG_NAME in message.body  # the whole name is in the body
+    # What happened, then the name's start and end around "...": the whole name is in the body.
+    assert message.subject.startswith("[CRITICAL] FAILED (MISCONFIGURATION): container job llama3-70b-...x")
+    assert message.subject.endswith("xxx") and "truncated" not in message.subject
+    assert LONG_NAME in message.body
     assert "Reason:" in message.body and len(message.body.encode()) < 256 * 1024
     assert message.attributes == {
         "severity": "critical",
@@ -88,8 +90,10 @@ def test_slack_message_for_long_fields_stays_within_block_kit_limits() -> None:
     payload = message.payload()
     assert block_kit_problem(payload) is None
     header = message.blocks[0]
-    assert header["type"] == "header" and len(header["text"]["text"]) == 150
-    assert header["text"]["text"].endswith(TRUNCATION_MARK)
+    assert header["type"] == "header" and len(header["text"]["text"]) <= 150
+    text = header["text"]["text"]
+    assert text.startswith("🔴 CRITICAL · FAILED (MISCONFIGURATION): container job llama3-70b-")
+    assert "…x" in text and TRUNCATION_MARK not in text
     reason = next(b for b in message.blocks if b.get("text", {}).get("text", "").startswith("*Reason*"))
     assert reason["text"]["text"].endswith(TRUNCATION_MARK) and len(reason["text"]["text"]) <= 3000
     assert message.text.startswith("Critical: container job llama3-70b-")
@@ -259,7 +263,9 @@ def test_job_starving_names_the_job_share_priority_and_how_long() -> None:
         " 2.0 h RUNNABLE on ml-training"
     )
     message = sns_message(fact, decision.severity, decision.why)
-    assert message.subject.startswith("[WARNING] service job train-7b is starving")
+    assert message.subject == (
+        "[WARNING] Starving (WAITING_BELOW_ENTITLEMENT): service job train-7b on ml-training"
+    )
     for pattern in (
         r"Share:\s+LOWPRI",
         r"Priority:\s+10",

@@ -15,6 +15,18 @@ The on-call topic's body is plain text (:attr:`OnCallFormat.TEXT`, the default),
 ``OnCallMessageFormat=amazon-q``, JSON in Amazon Q Developer in chat applications' custom
 notification schema (:mod:`batchpilot.alerts.amazon_q`); the subject and the message attributes
 are the same in both.
+
+Two headlines per fact. :func:`title` is the whole sentence (``container job llama3-8b-lora-ft-run-39
+resubmitted as ... from its checkpoint (resubmission 1) (SPOT_INTERRUPTION) on gpu-spot-queue``):
+the SNS body's first line and the chat messages' one-line text, which have room for it.
+:func:`headline` is what fits where the channel counts characters, by design rather than by a
+cut: the SNS subject (99), Slack's header block (150) and the Teams card's title (the same 150).
+It says what happened and to what, ``Resubmitted (SPOT_INTERRUPTION): container job
+llama3-8b-lora-ft-run-39 on gpu-spot-queue``; `` on <job queue>`` is left out when it does not fit,
+and a name too long for the room keeps its start and its end around ``…`` (job and job queue names
+are up to 128 characters: AWS Batch SubmitJob ``jobName``, CreateJobQueue ``jobQueueName``). What
+the headline leaves out is in the message's fields (:func:`facts_table`): the job queue, the new
+job, the checkpoint, the resubmission number.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ from batchpilot.shared.classification import Category, JobKind
 __all__ = [
     "ASCII_TRUNCATION_MARK",
     "DIGEST_REASON_MAX",
+    "ELISION_MARK",
     "EMOJI",
     "SNS_SUBJECT_MAX",
     "TOP_TEXT_MAX",
@@ -42,9 +55,12 @@ __all__ = [
     "OnCallFormat",
     "SnsMessage",
     "console_links",
+    "digest_headline",
+    "elide",
     "facts_table",
     "format_duration",
     "group_headline",
+    "headline",
     "hint",
     "job_label",
     "plain",
@@ -66,6 +82,11 @@ DIGEST_REASON_MAX = 160
 """Characters of each job's reason in a chat digest."""
 TRUNCATION_MARK = "…[truncated]"
 ASCII_TRUNCATION_MARK = "..."
+ELISION_MARK = "…"
+"""What stands for the middle of a name :func:`elide` shortened (``...`` in SNS subjects: ASCII)."""
+_MIN_NAME_ROOM = 12
+"""Below this many characters for the name, a headline is cut at its end instead."""
+_BOUNDARY = re.compile(r"[-_./: ]")
 
 EMOJI = {Severity.CRITICAL: "🔴", Severity.WARNING: "🟠", Severity.INFO: "🔵", Severity.SILENT: "⚪"}
 """The severity's mark in a chat headline."""
@@ -230,6 +251,107 @@ def title(fact: AlertFact) -> str:
     if not fact.terminal and fact.category is Category.SPOT_INTERRUPTION:
         return f"{job} lost an attempt to a spot interruption; AWS is retrying{queue}"
     return f"{job} {status}{category}{queue}"
+
+
+def elide(name: str, room: int, mark: str = ELISION_MARK) -> str:
+    """``name`` in at most ``room`` characters: whole when it fits, else its start and its end
+    around ``mark`` (the end of a job name tells runs apart: ``...-run-39``, ``...-r2-bp3f``), each
+    side cut at a word boundary (``-``, ``_``, ``.``, ``/``, ``:``, space) when one is near."""
+    if len(name) <= room:
+        return name
+    keep = room - len(mark)
+    if keep < 2:
+        return name[:room]
+    head_len = (keep * 2 + 2) // 3
+    head = name[:head_len]
+    cut = max((m.end() for m in _BOUNDARY.finditer(head)), default=0)
+    if cut >= head_len // 2:
+        head = head[:cut]
+    tail_len = keep - len(head)
+    tail = name[len(name) - tail_len :]
+    start = next((m.start() for m in _BOUNDARY.finditer(tail)), None)
+    if start is not None and start < tail_len // 2:
+        tail = tail[start:]
+    return head + mark + tail
+
+
+def _fit(lead: str, name: str, where: str, limit: int, mark: str) -> str:
+    """``lead + name + where`` in at most ``limit`` characters: ``where`` is left out when it does
+    not fit, then ``name`` is elided; a cut at the end only when not even that leaves room."""
+    if len(lead) + len(name) + len(where) <= limit:
+        return lead + name + where
+    if len(lead) + len(name) <= limit:
+        return lead + name
+    room = limit - len(lead)
+    if room < _MIN_NAME_ROOM:
+        return truncate(lead + name, limit, mark)
+    return lead + elide(name, room, mark)
+
+
+def _headline_parts(fact: AlertFact) -> tuple[str, str, str]:
+    """``(what happened: , name, on <job queue>)`` for :func:`headline`, each on one line."""
+    queue = f" on {plain(fact.job_queue)}" if fact.job_queue else ""
+    category = _category(fact.category)
+    job = plain(job_label(fact))
+    dry = "[dry run] " if fact.dry_run else ""
+    code = f" ({plain(str(fact.reason_code))})" if fact.reason_code else ""
+    match fact.event_kind:
+        case FactKind.QUEUE_BLOCKED:
+            return f"Job queue blocked{category}: ", plain(fact.job_queue or "?"), ""
+        case FactKind.PREEMPTION_STARTED:
+            return "Being preempted: ", job, queue
+        case FactKind.PREEMPTION_COMPLETED:
+            return "Preempted and requeued: ", job, queue
+        case FactKind.JOB_RESUBMITTED:
+            what = "Would resubmit" if fact.dry_run else "Resubmitted"
+            return f"{dry}{what}{category}: ", job, queue
+        case FactKind.RECOVERY_SKIPPED:
+            return f"{dry}Recovery skipped{code}: ", job, queue
+        case FactKind.RECOVERY_FAILED:
+            return f"Resubmission failed{code}: ", job, queue
+        case FactKind.CAPACITY_ADJUSTED:
+            return "Capacity adjusted: ", plain(subject_name(fact)), ""
+        case FactKind.CAPACITY_LIMITED:
+            return f"Capacity limited{code}: ", plain(subject_name(fact)), ""
+        case FactKind.JOB_STARVING:
+            return f"Starving{code}: ", job, queue
+    if not fact.terminal and fact.category is Category.SPOT_INTERRUPTION:
+        return "Attempt lost to spot, Batch retrying: ", job, queue
+    status = fact.status or "?"
+    if fact.secondary_status and fact.secondary_status != status:
+        status = f"{status}/{fact.secondary_status}"
+    return f"{status}{category}: ", job, queue
+
+
+def headline(fact: AlertFact, limit: int, mark: str = ELISION_MARK) -> str:
+    """The fact's headline in at most ``limit`` characters, e.g. ``Resubmitted (SPOT_INTERRUPTION):
+    container job llama3-8b-lora-ft-run-39 on gpu-spot-queue`` (see the module docstring): what
+    happened, then the job (or the job queue, or the service environment), then its job queue
+    when that fits; a name too long is elided in its middle with ``mark``."""
+    if fact.alarm:
+        return _alarm_headline(fact, limit, mark)
+    lead, name, where = _headline_parts(fact)
+    return _fit(lead, name, where, limit, mark)
+
+
+def _alarm_headline(fact: AlertFact, limit: int, mark: str) -> str:
+    """:func:`_alarm_title` in at most ``limit`` characters: the alarm's state stays, its name (up
+    to 255 characters: PutMetricAlarm ``AlarmName``) is elided in its middle when needed."""
+    alarm = fact.alarm
+    assert alarm is not None
+    if alarm.resolved:
+        lead, suffix = "resolved: alarm ", " is OK again"
+    elif alarm.state.value == "INSUFFICIENT_DATA":
+        lead, suffix = "alarm ", " has insufficient data"
+    else:
+        lead, suffix = "alarm ", f" is in {alarm.state.value}"
+    name = plain(alarm.name)
+    room = limit - len(lead) - len(suffix)
+    if len(name) <= room:
+        return lead + name + suffix
+    if room < _MIN_NAME_ROOM:
+        return truncate(lead + name + suffix, limit, mark)
+    return lead + elide(name, room, mark) + suffix
 
 
 # ----------------------------------------------------------------------------------------- links
@@ -411,8 +533,7 @@ def sns_message(
             (:func:`batchpilot.alerts.amazon_q.custom_notification`); subject and attributes
             are the same.
     """
-    headline = title(fact)
-    lines = [f"{severity.value.upper()}: {plain(headline)}", "", *_fallback_lines(fallback)]
+    lines = [f"{severity.value.upper()}: {plain(title(fact))}", "", *_fallback_lines(fallback)]
     table = facts_table(fact)
     width = max((len(label) for label, _ in table), default=0)
     width = max(width, len("Training job")) + 2
@@ -438,24 +559,38 @@ def sns_message(
     if body_format is OnCallFormat.AMAZON_Q:
         from batchpilot.alerts.amazon_q import custom_notification  # it reads this module's helpers
 
-        body = custom_notification([fact], severity, why, headline, attributes, _fallback_lines(fallback))
-    return SnsMessage(
-        subject=sanitize_subject(f"[{severity.value.upper()}] {headline}"), body=body, attributes=attributes
-    )
+        body = custom_notification([fact], severity, why, title(fact), attributes, _fallback_lines(fallback))
+    prefix = f"[{severity.value.upper()}] "
+    short = headline(fact, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK)
+    return SnsMessage(subject=sanitize_subject(prefix + short), body=body, attributes=attributes)
+
+
+def _group_parts(facts: Sequence[AlertFact]) -> tuple[str, str]:
+    """``(lead, name)`` of a burst's headline: the job queue is the name :func:`digest_headline`
+    may elide."""
+    first = facts[0]
+    if all(f.alarm for f in facts):
+        return f"{len(facts)} alarms: {first.status}", ""
+    kinds = {f.job_kind for f in facts}
+    kind = _KIND_LABEL.get(first.job_kind, "job") if first.job_kind else "job"
+    noun = kind + "s" if len(kinds) == 1 else "jobs"
+    what = first.category.value if first.category else (first.status or first.event_kind.value)
+    lead = f"{len(facts)} {noun}: {what}"
+    return (f"{lead} on ", plain(first.job_queue)) if first.job_queue else (lead, "")
 
 
 def group_headline(facts: Sequence[AlertFact]) -> str:
     """``40 container jobs: SPOT_INTERRUPTION on ml-training-highpri`` (``6 alarms: ALARM``): a
     burst in one line."""
-    first = facts[0]
-    if all(f.alarm for f in facts):
-        return f"{len(facts)} alarms: {first.status}"
-    kinds = {f.job_kind for f in facts}
-    kind = _KIND_LABEL.get(first.job_kind, "job") if first.job_kind else "job"
-    noun = kind + "s" if len(kinds) == 1 else "jobs"
-    what = first.category.value if first.category else (first.status or first.event_kind.value)
-    queue = f" on {first.job_queue}" if first.job_queue else ""
-    return f"{len(facts)} {noun}: {what}{queue}"
+    lead, queue = _group_parts(facts)
+    return lead + queue
+
+
+def digest_headline(facts: Sequence[AlertFact], limit: int, mark: str = ELISION_MARK) -> str:
+    """:func:`group_headline` in at most ``limit`` characters: the job queue's name (the burst's
+    identity, up to 128 characters) elided in its middle when it does not fit."""
+    lead, queue = _group_parts(facts)
+    return _fit(lead, queue, "", limit, mark)
 
 
 def sns_digest(
@@ -469,8 +604,7 @@ def sns_digest(
     """One on-call message for a burst (same job queue, category and severity), listing every job
     (up to 500 lines; the rest counted). ``fallback`` and ``body_format``: as for
     :func:`sns_message`."""
-    headline = group_headline(facts)
-    lines = [f"{severity.value.upper()}: {headline}", "", *_fallback_lines(fallback)]
+    lines = [f"{severity.value.upper()}: {plain(group_headline(facts))}", "", *_fallback_lines(fallback)]
     shown = list(facts)[:500]
     for fact in shown:
         reason = truncate(plain(fact.reason or ""), 300, ASCII_TRUNCATION_MARK)
@@ -485,7 +619,7 @@ def sns_digest(
         from batchpilot.alerts.amazon_q import custom_notification  # it reads this module's helpers
 
         notes = _fallback_lines(fallback)
-        body = custom_notification(list(facts), severity, why, headline, attributes, notes)
-    return SnsMessage(
-        subject=sanitize_subject(f"[{severity.value.upper()}] {headline}"), body=body, attributes=attributes
-    )
+        body = custom_notification(list(facts), severity, why, group_headline(facts), attributes, notes)
+    prefix = f"[{severity.value.upper()}] "
+    short = digest_headline(facts, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK)
+    return SnsMessage(subject=sanitize_subject(prefix + short), body=body, attributes=attributes)

@@ -5,8 +5,10 @@ slack-sdk is imported on the first post, never with this module: a deployment wi
 loads it.
 
 Rendering (Slack Block Kit reference, https://api.slack.com/reference/block-kit/blocks): header
-text at most 150 characters, section text at most 3,000, each section field at most 2,000 and at
-most 10 fields per section, at most 50 blocks, always a top-level ``text`` (notifications and
+text at most 150 characters (the severity, then :func:`~batchpilot.alerts.render.headline` made to
+fit: what happened and to which job, the rest in the fields below it), section text at most
+3,000, each section field at most 2,000 and at most 10 fields per section, at most 50 blocks,
+always a top-level ``text`` with the whole title (notifications and
 screen readers use it); event text is escaped for mrkdwn everywhere, the top-level ``text`` included
 (Slack parses it as mrkdwn too: an unescaped ``<!channel>``, ``<@U…>`` or ``<http://…|x>`` in a job
 name would notify or link) (``&``, ``<``, ``>``:
@@ -57,8 +59,10 @@ from batchpilot.alerts.render import (
     DIGEST_REASON_MAX,
     EMOJI,
     console_links,
+    digest_headline,
     facts_table,
     group_headline,
+    headline,
     plain,
     subject_name,
     title,
@@ -115,8 +119,19 @@ def _mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _header_prefix(severity: Severity) -> str:
+    return f"{EMOJI[severity]} {severity.value.upper()} · "
+
+
+def _header_room(severity: Severity) -> int:
+    """Characters left for the headline in a header of at most :data:`HEADER_MAX`, counting the
+    emoji as two (one character outside the Basic Multilingual Plane is two UTF-16 code units)."""
+    return HEADER_MAX - len(_header_prefix(severity)) - 1
+
+
 def _header(severity: Severity, text: str) -> dict[str, Any]:
-    label = f"{EMOJI[severity]} {severity.value.upper()} · {plain(text)}"
+    """A header block: the severity, then ``text`` (already made to fit :func:`_header_room`)."""
+    label = _header_prefix(severity) + plain(text)
     return {
         "type": "header",
         "text": {"type": "plain_text", "text": truncate(label, HEADER_MAX), "emoji": True},
@@ -137,10 +152,10 @@ def _link(label: str, url: str) -> str:
 
 
 def slack_message(fact: AlertFact, severity: Severity, why: str) -> SlackMessage:
-    """The Block Kit message for one fact: header, the facts as fields, the reason, console links,
-    and a context line saying why this severity."""
-    headline = title(fact)
-    blocks: list[dict[str, Any]] = [_header(severity, headline)]
+    """The Block Kit message for one fact: header (the severity and the fact's
+    :func:`~batchpilot.alerts.render.headline`), the facts as fields, the reason, console links,
+    and a context line saying why this severity. The top-level ``text`` holds the whole title."""
+    blocks: list[dict[str, Any]] = [_header(severity, headline(fact, _header_room(severity)))]
     fields = [
         {"type": "mrkdwn", "text": truncate(f"*{label}*\n{_mrkdwn(plain(value))}", SECTION_FIELD_MAX)}
         for label, value in facts_table(fact)
@@ -155,7 +170,7 @@ def slack_message(fact: AlertFact, severity: Severity, why: str) -> SlackMessage
     blocks.append(
         _context(_mrkdwn(f"Why {severity.value}: {why}. {fact.detail_type} at {fact.event_time.isoformat()}"))
     )
-    return SlackMessage(text=_mrkdwn(top_text(severity, headline)), blocks=blocks[:MAX_BLOCKS])
+    return SlackMessage(text=_mrkdwn(top_text(severity, title(fact))), blocks=blocks[:MAX_BLOCKS])
 
 
 def slack_digest(
@@ -163,9 +178,8 @@ def slack_digest(
 ) -> SlackMessage:
     """One Block Kit digest for a burst: header, a summary, one line per job for the first
     ``max_items`` jobs (linked to the console), then "…and N more". Always ≤50 blocks."""
-    headline = group_headline(facts)
     first = facts[0]
-    blocks: list[dict[str, Any]] = [_header(severity, headline)]
+    blocks: list[dict[str, Any]] = [_header(severity, digest_headline(facts, _header_room(severity)))]
     category = first.category.value if first.category else "-"
     summary = (
         f"*{len(facts)}* jobs in one batch of events share job queue *{_mrkdwn(first.job_queue or '-')}*"
@@ -197,7 +211,7 @@ def slack_digest(
     blocks.append(_context(_mrkdwn(f"Why {severity.value}: {why}.")))
     if len(blocks) > MAX_BLOCKS:  # only with absurd settings: keep the header, summary and the end
         blocks = [*blocks[: MAX_BLOCKS - 2], _context("…list truncated to fit Slack's 50 blocks"), blocks[-1]]
-    return SlackMessage(text=_mrkdwn(top_text(severity, headline)), blocks=blocks)
+    return SlackMessage(text=_mrkdwn(top_text(severity, group_headline(facts))), blocks=blocks)
 
 
 def payload_size(message: SlackMessage) -> int:

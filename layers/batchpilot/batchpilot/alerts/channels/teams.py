@@ -60,8 +60,10 @@ from batchpilot.alerts.render import (
     DIGEST_REASON_MAX,
     EMOJI,
     console_links,
+    digest_headline,
     facts_table,
     group_headline,
+    headline,
     plain,
     subject_name,
     title,
@@ -80,6 +82,7 @@ __all__ = [
     "ADAPTIVE_CARD",
     "CARD_VERSION",
     "MAX_PAYLOAD_BYTES",
+    "TITLE_MAX",
     "TeamsMessage",
     "TeamsNotifier",
     "card_text",
@@ -99,6 +102,10 @@ REASON_MAX = 2000
 """Characters of a reason shown in one card (shortened further if the card would be too large)."""
 VALUE_MAX = 500
 """Characters of one fact value (a job name, a queue)."""
+TITLE_MAX = 150
+"""Characters of the card's title (:func:`~batchpilot.alerts.render.headline`, made to fit). Adaptive
+Cards set no limit; 150, Slack's header limit, keeps it to one line on a desktop and two on a phone,
+with the rest of the title's facts in the card's fact lines."""
 CONNECT_TIMEOUT_SECONDS = 5.0
 """Longest wait for the TCP and TLS connection of one request."""
 BACKOFF_FACTOR = 0.5
@@ -165,6 +172,7 @@ def _rich(*inlines: dict[str, Any], **style: Any) -> dict[str, Any]:
 
 
 def _header(severity: Severity, headline: str) -> list[dict[str, Any]]:
+    """The severity line, then the title (``headline``, already at most :data:`TITLE_MAX`)."""
     return [
         {
             "type": "TextBlock",
@@ -173,7 +181,7 @@ def _header(severity: Severity, headline: str) -> list[dict[str, Any]]:
             "color": _COLOR[severity],
             "wrap": True,
         },
-        _rich(_run(truncate(plain(headline), VALUE_MAX), weight="Bolder", size="Medium")),
+        _rich(_run(truncate(plain(headline), TITLE_MAX), weight="Bolder", size="Medium")),
     ]
 
 
@@ -201,8 +209,7 @@ def _fits(message: TeamsMessage) -> bool:
 
 
 def _single(fact: AlertFact, severity: Severity, why: str, reason_max: int) -> TeamsMessage:
-    headline = title(fact)
-    body = _header(severity, headline)
+    body = _header(severity, headline(fact, TITLE_MAX))
     for label, value in facts_table(fact):
         body.append(_rich(_run(f"{label}: ", weight="Bolder"), _run(truncate(plain(value), VALUE_MAX))))
     if fact.reason and reason_max > 0:
@@ -211,12 +218,13 @@ def _single(fact: AlertFact, severity: Severity, why: str, reason_max: int) -> T
     event = f"{fact.detail_type} at {fact.event_time.isoformat()}"
     body.append(_why(severity, why, event))
     actions = [{"type": "Action.OpenUrl", "title": label, "url": url} for label, url in console_links(fact)]
-    text = top_text(severity, headline)
+    text = top_text(severity, title(fact))
     return TeamsMessage(text=text, card=_card(text, body, actions))
 
 
 def teams_message(fact: AlertFact, severity: Severity, why: str) -> TeamsMessage:
-    """The Adaptive Card for one fact: the severity, the headline, the facts one per line, the
+    """The Adaptive Card for one fact: the severity, the headline (at most :data:`TITLE_MAX`
+    characters; the whole title is the card's ``fallbackText``), the facts one per line, the
     reason, why this severity, and console links as ``Action.OpenUrl`` buttons. Within
     :data:`MAX_PAYLOAD_BYTES` (the reason is shortened, then left out, when needed)."""
     message = _single(fact, severity, why, REASON_MAX)
@@ -228,9 +236,8 @@ def teams_message(fact: AlertFact, severity: Severity, why: str) -> TeamsMessage
 
 
 def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) -> TeamsMessage:
-    headline = group_headline(facts)
     first = facts[0]
-    body = _header(severity, headline)
+    body = _header(severity, digest_headline(facts, TITLE_MAX))
     category = first.category.value if first.category else "-"
     if all(f.alarm for f in facts):
         said = (
@@ -264,7 +271,7 @@ def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) ->
     if hidden > 0:
         body.append(_rich(_run(f"…and {hidden} more (list truncated)", isSubtle=True)))
     body.append(_why(severity, why))
-    text = top_text(severity, headline)
+    text = top_text(severity, group_headline(facts))
     return TeamsMessage(text=text, card=_card(text, body, []))
 
 
