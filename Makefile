@@ -13,12 +13,13 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build clean help simulate report-screenshot
+.PHONY: run test lint typecheck validate security unit bench build clean help simulate report-screenshot test-moto-latest
 
 help:
 	@echo "make run    - set up and replay every sample event in events/ (the main local job)"
 	@echo "make test   - set up and run every check (ruff, mypy, sam validate --lint, checkov, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
+	@echo "make test-moto-latest - the embedded-AWS tests against the newest moto the project allows (a venv of its own)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
@@ -91,6 +92,23 @@ unit: $(BIN)/.installed $(SAM)
 
 test: lint typecheck validate security unit
 
+# The embedded AWS against the newest moto release pyproject.toml's range allows (moto floats
+# within its major version), in a venv of its own so that .venv keeps its moto: the emulator's
+# tests, the moto fixes' and the contract tests. CI runs it after `make test`.
+MOTOVENV := .venv-moto-latest
+EMBEDDED_AWS_TESTS := tests/integration/test_emulator.py tests/integration/test_emulator_quota_shares.py \
+  tests/integration/test_moto_fixes.py tests/aws
+MOTO_REQUIREMENT = $(shell $(BIN)/python -c 'from importlib.metadata import requires; \
+  print(next(r for r in requires("batchpilot") if r.startswith("moto")))')
+test-moto-latest: $(BIN)/.installed
+	rm -rf $(MOTOVENV)
+	$(PYTHON) -m venv $(MOTOVENV)
+	$(MOTOVENV)/bin/pip install --quiet --upgrade pip
+	$(MOTOVENV)/bin/pip install --quiet -e '.[dev]'
+	$(MOTOVENV)/bin/pip install --quiet --upgrade '$(MOTO_REQUIREMENT)'
+	@$(MOTOVENV)/bin/python -c 'from importlib.metadata import version; print("test-moto-latest: moto", version("moto"))'
+	$(MOTOVENV)/bin/python -m pytest -p no:cacheprovider $(EMBEDDED_AWS_TESTS)
+
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_metrics_handler.py
 	$(BIN)/python benchmarks/bench_cold_start.py
@@ -107,4 +125,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) $(MOTOVENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

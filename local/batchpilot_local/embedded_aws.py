@@ -36,8 +36,7 @@ import botocore.session
 from moto import mock_aws
 
 from batchpilot_local import world as _world
-from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
-from batchpilot_local.emulator import moto_fixes
+from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay, moto_fixes
 from batchpilot_local.emulator.direct import direct_calls
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError

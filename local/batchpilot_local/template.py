@@ -35,7 +35,6 @@ import yaml
 from moto.events.models import EventPattern
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
-
 __all__ = [
     "ACCOUNT_ID",
     "DEFAULT_BUS",

@@ -36,7 +36,11 @@ class _Handler(BaseHTTPRequestHandler):
             response = self.server.answers.answer_http(self.command, url, list(self.headers.items()), body)
         except Exception as exc:  # a bug, or a member the emulator does not model: a 500 that says so
             response = None
-            status, headers, data = 500, {"Content-Type": "text/plain"}, f"{type(exc).__name__}: {exc}".encode()
+            status, headers, data = (
+                500,
+                {"Content-Type": "text/plain"},
+                f"{type(exc).__name__}: {exc}".encode(),
+            )
         else:
             if response is None:
                 status, headers, data = 404, {"Content-Type": "text/plain"}, b"not an emulated service"

@@ -44,11 +44,13 @@ __all__ = [
     "DISABLE_ENV",
     "UPSTREAM",
     "WRITTEN_FOR",
-    "install",
     "input_paths_parsed_once",
+    "install",
     "installed",
+    "moto_version",
     "retention_read_directly",
     "transaction_copies_items",
+    "uninstall",
     "update_expressions_parsed_once",
     "validators_find_processors_once",
 ]
@@ -65,11 +67,36 @@ UPSTREAM = "local/batchpilot_local/emulator/upstream/"
 
 _PARSES_KEPT = 512
 _state: dict[str, Any] = {"installed": None, "told": False}
+_replaced: list[tuple[Any, str, Any]] = []  # (owner, attribute, what it was), in the order replaced
+_MISSING = object()
+
+
+def _replace(owner: Any, name: str, value: Any) -> None:
+    """Set ``owner.name`` to ``value``, remembering what it was for :func:`uninstall`."""
+    _replaced.append((owner, name, owner.__dict__.get(name, _MISSING)))
+    setattr(owner, name, value)
+
+
+def moto_version() -> str:
+    """The installed moto's version (its distribution metadata)."""
+    return metadata.version("moto")
 
 
 def installed() -> bool:
     """Whether :func:`install` applied the fixes in this process."""
     return bool(_state["installed"])
+
+
+def uninstall() -> None:
+    """Put back everything :func:`install` replaced (for the tests that compare moto's answers
+    with and without the fixes); :func:`install` applies them again. Idempotent."""
+    while _replaced:
+        owner, name, value = _replaced.pop()
+        if value is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
+    _state["installed"] = None
 
 
 def install() -> bool:
@@ -79,7 +106,7 @@ def install() -> bool:
     """
     if _state["installed"] is not None:
         return bool(_state["installed"])
-    version = metadata.version("moto")
+    version = moto_version()
     if os.environ.get(DISABLE_ENV) == "0":
         _state["installed"] = False
         return False
@@ -111,7 +138,7 @@ def transaction_copies_items() -> None:
     event into one table, each event copies the whole table: time quadratic in the events and a
     peak memory of several table copies. A transaction only changes the items it names, so
     keeping those items (or their absence) and putting them back is the same rollback
-    (``tests/integration/test_transaction_rollback.py``). Upstream:
+    (``tests/integration/test_moto_fixes.py``). Upstream:
     ``upstream/01-transact-write-items-rollback.md``. Idempotent.
     """
     import copy
@@ -119,7 +146,7 @@ def transaction_copies_items() -> None:
     from moto.dynamodb import models
 
     backend_class = models.DynamoDBBackend
-    if getattr(backend_class, "_batchpilot_items_rollback", False):
+    if "_batchpilot_items_rollback" in vars(backend_class):
         return
     original = backend_class.transact_write_items
     table_class = getattr(models, "Table")  # noqa: B009 - not in moto's __all__
@@ -152,7 +179,7 @@ def transaction_copies_items() -> None:
                 continue
             try:
                 current = self.get_item(name, key)
-            except Exception:  # moto's own refusal of the key: the transaction raises it too
+            except Exception:  # noqa: S112 - moto refuses the key: the transaction raises it too
                 continue
             snapshot = copy.deepcopy(current.to_json()["Attributes"]) if current else None
             saved.append((name, key, snapshot))
@@ -171,8 +198,8 @@ def transaction_copies_items() -> None:
         finally:
             models.copy = module_copy
 
-    backend_class.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    backend_class._batchpilot_items_rollback = True  # type: ignore[attr-defined]
+    _replace(backend_class, "transact_write_items", transact_write_items)
+    _replace(backend_class, "_batchpilot_items_rollback", True)
 
 
 def validators_find_processors_once() -> None:
@@ -193,7 +220,7 @@ def validators_find_processors_once() -> None:
     from moto.dynamodb.parsing import ast_nodes
 
     traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - untyped in moto
-    if getattr(traverser, "_batchpilot_processors_once", False):
+    if "_batchpilot_processors_once" in vars(traverser):
         return
     node_base: Any = getattr(ast_nodes, "Node")  # noqa: B009
     nested_types = (getattr(ast_nodes, "Expression"), getattr(ast_nodes, "UpdateExpressionFunction"))  # noqa: B009
@@ -248,9 +275,9 @@ def validators_find_processors_once() -> None:
                 clauses.extend(child.find_clauses(clause_types))
         return clauses
 
-    traverser.traverse_node_recursively = traverse_node_recursively
-    node_base.find_clauses = find_clauses
-    traverser._batchpilot_processors_once = True
+    _replace(traverser, "traverse_node_recursively", traverse_node_recursively)
+    _replace(node_base, "find_clauses", find_clauses)
+    _replace(traverser, "_batchpilot_processors_once", True)
 
 
 def update_expressions_parsed_once() -> None:
@@ -266,10 +293,10 @@ def update_expressions_parsed_once() -> None:
     from moto.dynamodb.parsing import expressions
 
     parser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009 - untyped in moto
-    if getattr(parser, "_batchpilot_parsed_once", False):
+    if "_batchpilot_parsed_once" in vars(parser):
         return
-    parser.make = staticmethod(functools.lru_cache(maxsize=_PARSES_KEPT)(parser.make))
-    parser._batchpilot_parsed_once = True
+    _replace(parser, "make", staticmethod(functools.lru_cache(maxsize=_PARSES_KEPT)(parser.make)))
+    _replace(parser, "_batchpilot_parsed_once", True)
 
 
 def input_paths_parsed_once() -> None:
@@ -290,7 +317,7 @@ def input_paths_parsed_once() -> None:
     from moto.events import utils
 
     template_parser: Any = utils.EventTemplateParser
-    if getattr(template_parser, "_batchpilot_paths_once", False):
+    if "_batchpilot_paths_once" in vars(template_parser):
         return
     original = template_parser.parse
     module: Any = ext
@@ -306,8 +333,8 @@ def input_paths_parsed_once() -> None:
             finally:
                 module.parse = plain
 
-    template_parser.parse = staticmethod(parse)
-    template_parser._batchpilot_paths_once = True
+    _replace(template_parser, "parse", staticmethod(parse))
+    _replace(template_parser, "_batchpilot_paths_once", True)
 
 
 def retention_read_directly() -> None:
@@ -323,7 +350,7 @@ def retention_read_directly() -> None:
     from moto.sqs import models
 
     backend: Any = models.SQSBackend
-    if getattr(backend, "_batchpilot_retention_read", False):
+    if "_batchpilot_retention_read" in vars(backend):
         return
     module: Any = models
 
@@ -331,5 +358,7 @@ def retention_read_directly() -> None:
         retention = int(self.get_queue(queue_name).message_retention_period)
         return bool(retention + message.sent_timestamp / 1000 > module.unix_time())
 
-    backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
-    backend._batchpilot_retention_read = True
+    _replace(
+        backend, "is_message_valid_based_on_retention_period", is_message_valid_based_on_retention_period
+    )
+    _replace(backend, "_batchpilot_retention_read", True)

@@ -205,7 +205,9 @@ class Overlay:
         if service_id is None:
             return None
         names = event_name.split(".")
-        operation = names[2] if len(names) > 2 and names[1] == service_id else operation_of(service_id, request)
+        operation = (
+            names[2] if len(names) > 2 and names[1] == service_id else operation_of(service_id, request)
+        )
         identity = identity or request_identity(request, self.region)
         answer: Response | None = route(service_id, operation, request, self, identity)
         if answer is not None:
@@ -217,7 +219,9 @@ class Overlay:
             request.body,
             request.stream_output,
         )
-        return botocore_stubber(event_name=event_name or f"before-send.{service_id}.{operation}", request=moto_request)
+        return botocore_stubber(
+            event_name=event_name or f"before-send.{service_id}.{operation}", request=moto_request
+        )
 
     def answer_http(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes) -> Any:
         """:meth:`answer` for a request that came over the loopback endpoint (:mod:`.endpoint`)."""

@@ -182,7 +182,9 @@ def route(
             arn = path[path.index(_TAGS_PREFIX) + len(_TAGS_PREFIX) :] if _TAGS_PREFIX in path else ""
             tag_keys = parse_qs(parts.query).get("tagKeys", [])
             batch = backends.batch(*identity)
-            return batch_responses.BatchResponse(batch).tags(request.method.upper(), arn, _body(request), tag_keys)
+            return batch_responses.BatchResponse(batch).tags(
+                request.method.upper(), arn, _body(request), tag_keys
+            )
         if operation not in batch_responses.OPERATIONS:
             return None
         return batch_responses.BatchResponse(backends.batch(*identity)).dispatch(operation, _body(request))

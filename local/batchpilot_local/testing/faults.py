@@ -187,8 +187,9 @@ class HttpFaults:
     def _forward(request: Any, event_name: str) -> Any:
         """Let the embedded AWS handle ``request``: the emulator, for a request on its endpoint
         (it hands what it does not serve to moto), else moto's stubber."""
-        from batchpilot_local.emulator import Overlay
         from moto.core.models import botocore_stubber
+
+        from batchpilot_local.emulator import Overlay
 
         _moto_on()
         try:
