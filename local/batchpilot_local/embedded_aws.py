@@ -199,7 +199,8 @@ class EmbeddedAws:
             self._guard = _network_guard()
             self._guard.__enter__()
             # moto leaves the emulator's endpoint alone (its passthrough setting): see emulator.overlay.
-            self._mock = mock_aws(config={"batch": {"use_docker": False}, "core": self.overlay.moto_config()})
+            config: Any = {"batch": {"use_docker": False}, "core": self.overlay.moto_config()}
+            self._mock = mock_aws(config=config)
             self._mock.start()
             moto_fixes.install()  # moto's own inefficiencies, fixed for the moto it was written for
             # After moto's start: it patches os.environ with credentials of its own.

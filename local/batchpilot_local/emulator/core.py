@@ -76,7 +76,10 @@ class _Body:
 def http_response(url: str, status: int, headers: dict[str, str], body: str | bytes) -> Any:
     """An HTTP answer as the ``AWSResponse`` a botocore ``before-send`` handler returns (what
     botocore's endpoint would have read from the wire)."""
-    from botocore.awsrequest import AWSResponse
+    from botocore.awsrequest import AWSResponse, HTTPHeaders
 
     data = body.encode("utf-8") if isinstance(body, str) else body
-    return AWSResponse(url, status, headers, _Body(data))
+    http_headers = HTTPHeaders()
+    for name, value in headers.items():
+        http_headers[name] = value
+    return AWSResponse(url, status, http_headers, _Body(data))

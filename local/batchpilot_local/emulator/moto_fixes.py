@@ -189,8 +189,9 @@ def transaction_copies_items() -> None:
                 continue
             snapshot = copy.deepcopy(current.to_json()["Attributes"]) if current else None
             saved.append((name, key, snapshot))
-        module_copy = models.copy
-        models.copy = _NoTableCopy()  # type: ignore[assignment]
+        module: Any = models
+        module_copy = module.copy
+        module.copy = _NoTableCopy()
         try:
             original(self, transact_items)
         except BaseException:
@@ -202,7 +203,7 @@ def transaction_copies_items() -> None:
                     self.put_item(name, attributes)
             raise
         finally:
-            models.copy = module_copy
+            module.copy = module_copy
 
     _replace(backend_class, "transact_write_items", transact_write_items)
     _replace(backend_class, "_batchpilot_items_rollback", True)
