@@ -21,7 +21,7 @@ from batchpilot_local.emulator import Overlay
 from batchpilot_local.emulator.shapes import service_model, shape_problems
 from batchpilot_local.testing.samples import sample
 from botocore.config import Config
-from botocore.retries.standard import ThrottledRetryableChecker
+from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -369,7 +369,8 @@ def test_submit_is_throttled_at_five_per_second(aws: EmbeddedAws) -> None:
         submit(batch)
     error = error_of(batch.submit_service_job, **_base_submit())
     assert error["code"] == "TooManyRequestsException" and error["status"] == 429
-    assert error["code"] in ThrottledRetryableChecker._THROTTLED_ERROR_CODES  # botocore: a throttling error
+    throttled = RetryContext(attempt_number=1, parsed_response={"Error": {"Code": error["code"]}})
+    assert ThrottledRetryableChecker().is_retryable(throttled)  # botocore: a throttling error
     assert len(aws.batch.service_jobs) == 5
     time.sleep(1.05)
     submit(batch)  # the window slid
