@@ -98,14 +98,14 @@ test: lint typecheck validate security unit
 MOTOVENV := .venv-moto-latest
 EMBEDDED_AWS_TESTS := tests/integration/test_emulator.py tests/integration/test_emulator_quota_shares.py \
   tests/integration/test_moto_fixes.py tests/aws
-MOTO_REQUIREMENT = $(shell $(BIN)/python -c 'from importlib.metadata import requires; \
-  print(next(r for r in requires("batchpilot") if r.startswith("moto")))')
-test-moto-latest: $(BIN)/.installed
+MOTO_REQUIREMENT := from importlib.metadata import requires; \
+  print(next(r for r in requires("batchpilot") if r.startswith("moto")))
+test-moto-latest:
 	rm -rf $(MOTOVENV)
 	$(PYTHON) -m venv $(MOTOVENV)
 	$(MOTOVENV)/bin/pip install --quiet --upgrade pip
 	$(MOTOVENV)/bin/pip install --quiet -e '.[dev]'
-	$(MOTOVENV)/bin/pip install --quiet --upgrade '$(MOTO_REQUIREMENT)'
+	$(MOTOVENV)/bin/pip install --quiet --upgrade "$$($(MOTOVENV)/bin/python -c '$(MOTO_REQUIREMENT)')"
 	@$(MOTOVENV)/bin/python -c 'from importlib.metadata import version; print("test-moto-latest: moto", version("moto"))'
 	$(MOTOVENV)/bin/python -m pytest -p no:cacheprovider $(EMBEDDED_AWS_TESTS)
 
