@@ -1,12 +1,15 @@
 """The embedded AWS reaches moto and botocore through their public names only: no module imports an
 underscore module or name of moto or botocore, or reads an underscore attribute of something it
 imported from them, but ``local/batchpilot_local/emulator/moto_fixes.py``, the version-checked
-fixes of moto's own inefficiencies (and each of those is offered upstream)."""
+fixes of moto's own inefficiencies (and each of those is offered upstream). And the test run
+refuses a moto outside pyproject.toml's range, in one line (``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "local/batchpilot_local/emulator/moto_fixes.py"
@@ -82,3 +85,19 @@ def test_no_private_moto_or_botocore_name_outside_the_version_checked_shim() -> 
         if (found := private_uses(path.read_text(encoding="utf-8")))
     }
     assert uses == {}
+
+
+def test_a_moto_outside_the_supported_range_is_refused_in_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib import metadata
+
+    from tests.conftest import moto_outside_range
+
+    assert moto_outside_range() is None  # the venv's own moto is in the range
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "6.0.0" if name == "moto" else real(name))
+    reason = moto_outside_range()
+    assert reason is not None and "\n" not in reason
+    assert reason.startswith("moto 6.0.0 is installed, but batchpilot supports moto")
+    assert "pyproject.toml" in reason and "make test-moto-latest" in reason
