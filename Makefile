@@ -17,7 +17,7 @@ CHECKOV_VERSION := 3.3.30
 export AWS_DEFAULT_REGION ?= us-east-1
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate docs docs-images report-screenshot
+.PHONY: run test lint typecheck validate security unit bench build wheel constraints clean help simulate docs docs-images report-screenshot test-moto-latest
 
 help:
 	@echo "make run    - set up what running needs (runtime dependencies only) and replay every sample event in"
@@ -25,6 +25,7 @@ help:
 	@echo "              template parameters, e.g. RUN_PARAMETERS='SlackWebhookSecretArn=<ARN>' for Slack"
 	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
+	@echo "make test-moto-latest - the embedded-AWS tests against the newest moto the project allows (a venv of its own)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
@@ -151,6 +152,25 @@ unit: $(BIN)/.installed $(SAM)
 
 test: lint typecheck validate security docs unit
 
+# The embedded AWS against the newest moto release pyproject.toml's range allows (moto floats
+# within its major version), in a venv of its own so that .venv keeps its moto: the emulator's
+# tests, the moto fixes' and the contract tests. CI runs it after `make test`.
+MOTOVENV := .venv-moto-latest
+EMBEDDED_AWS_TESTS := tests/integration/test_emulator.py tests/integration/test_emulator_quota_shares.py \
+  tests/integration/test_moto_fixes.py tests/aws
+MOTO_REQUIREMENT := from importlib.metadata import requires; \
+  print(next(r for r in requires("batchpilot") if r.startswith("moto")))
+test-moto-latest: | $(UV)
+	rm -rf $(MOTOVENV)
+	$(PYTHON) -m venv --without-pip $(MOTOVENV)
+	@mkdir -p .aws-sam
+	grep -v '^moto==' $(CONSTRAINTS) > .aws-sam/constraints-but-moto.txt
+	$(UV) pip install --quiet --python $(MOTOVENV)/bin/python -c .aws-sam/constraints-but-moto.txt -e '.[dev]'
+	$(UV) pip install --quiet --python $(MOTOVENV)/bin/python -c .aws-sam/constraints-but-moto.txt --upgrade \
+	  "$$($(MOTOVENV)/bin/python -c '$(MOTO_REQUIREMENT)')"
+	@$(MOTOVENV)/bin/python -c 'from importlib.metadata import version; print("test-moto-latest: moto", version("moto"))'
+	$(MOTOVENV)/bin/python -m pytest -p no:cacheprovider $(EMBEDDED_AWS_TESTS)
+
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_metrics_handler.py
 	$(BIN)/python benchmarks/bench_cold_start.py
@@ -168,4 +188,4 @@ build: $(SAM)
 	PATH="$(if $(PY313_DIR),$(PY313_DIR):)$$PATH" $(SAM) build --template template.yaml
 
 clean:
-	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache dist
+	rm -rf $(VENV) $(SAMVENV) $(CHECKOVVENV) $(MOTOVENV) .aws-sam site .pytest_cache .mypy_cache .ruff_cache dist

@@ -44,12 +44,12 @@ from bench_replay import archive
 FUNCTIONS = re.compile(r"\(batchpilot/(ledger|alerts|metrics|recovery|capacity)/")
 LAYERS: list[tuple[str, re.Pattern[str]]] = [
     ("aws call: moto DynamoDB work", re.compile(r"DynamoHandler\.call_action")),
-    ("aws call: botocore", re.compile(r"_parsed_answer")),  # botocore's parser on the direct path
+    ("aws call: botocore", re.compile(r"parsed_answer")),  # botocore's parser on the direct path
     (
         "aws call: moto request and response",
-        re.compile(r"BotocoreStubber|process_request|_announced"),
+        re.compile(r"BotocoreStubber|process_request|emulator/direct\.py"),
     ),
-    ("aws call: botocore", re.compile(r"BaseClient\._make_api_call")),
+    ("aws call: botocore", re.compile(r"botocore/client\.py")),
     (
         "powertools and logging",
         re.compile(
@@ -76,7 +76,7 @@ def categorise(raw: str) -> dict[str, Counter[str]]:
         if not stack or not count.isdigit() or "selectors.py" in stack:
             continue
         samples = int(count)
-        in_call = "BaseClient._make_api_call" in stack
+        in_call = "botocore/client.py" in stack  # inside a client's API call
         layer = OTHER
         for name, pattern in LAYERS:
             if name.startswith("aws call") and not in_call:

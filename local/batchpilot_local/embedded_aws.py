@@ -5,7 +5,11 @@
 - ``os.environ`` holds fake credentials and region (``AWS_ACCESS_KEY_ID=testing``,
   ``AWS_DEFAULT_REGION=us-east-1``, ...); every variable that could point boto3 at a real
   account (profiles, config and credential files, custom endpoints, session tokens) is removed;
-- ``moto.mock_aws()`` answers every boto3/botocore call in the process;
+- ``moto.mock_aws()`` answers every boto3/botocore call in the process, and the emulator
+  (:mod:`batchpilot_local.emulator`) what moto lacks of Batch and SageMaker: clients of those two
+  created while open talk to the emulator's endpoint (``AWS_ENDPOINT_URL_BATCH`` /
+  ``_SAGEMAKER``), which answers for the sessions the code under test uses (the adapters'
+  ``batchpilot.io.clients.session()``, boto3's default session, :meth:`EmbeddedAws.client`'s);
 - outbound network connections are refused, except to loopback addresses (local endpoints such as
   a Slack sink): even a library that bypassed moto could not reach real AWS.
 
@@ -30,39 +34,24 @@ from typing import Any, Protocol
 
 import boto3
 import botocore
+import botocore.session
 from moto import mock_aws
 
 from batchpilot_local import world as _world
-from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay
-from batchpilot_local.emulator.patch import (
-    bounded_deleted_receipt_handles,
-    cached_condition_parses,
-    cached_condition_tokens,
-    cached_event_input_paths,
-    cached_method_names,
-    cached_name_conversion,
-    cached_request_routes,
-    cached_update_expressions,
-    cached_user_agent,
-    cheap_expression_traversal,
-    cheap_random_strings,
-    cheap_sqs_bookkeeping,
-    cheap_sqs_clock,
-    cheap_structure_members,
-    cheap_transaction_rollback,
-    direct_dynamodb_calls,
-    direct_emulator_reads,
-    light_json_requests,
-    shallow_received_messages,
-    single_item_size_check,
-    single_partition_queries,
-    spilled_dynamodb_items,
-    untracked_model_instances,
-)
+from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining, Overlay, moto_fixes
+from batchpilot_local.emulator.direct import direct_calls
 from batchpilot_local.template import ACCOUNT_ID, REGION
 from batchpilot_local.world import ApiJournal, JournalEntry, WorldError
 
-__all__ = ["ApiObserver", "EmbeddedAws", "NetworkBlockedError", "WorldError", "create_tables", "observing"]
+__all__ = [
+    "ApiObserver",
+    "EmbeddedAws",
+    "NetworkBlockedError",
+    "WorldError",
+    "create_tables",
+    "forget_model_instances",
+    "observing",
+]
 
 _FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -209,12 +198,11 @@ class EmbeddedAws:
 
     Not re-entrant; not thread-safe. Raises ``RuntimeError`` when used while closed.
 
-    ``direct_calls=True`` answers DynamoDB calls, and the emulator's Batch and SageMaker reads,
-    without botocore's HTTP hop (:func:`~batchpilot_local.emulator.patch.direct_dynamodb_calls`,
-    :func:`~batchpilot_local.emulator.patch.direct_emulator_reads`: botocore still validates and
-    serialises each request and parses each answer; moto and the emulator still act): what the
-    replay uses, for speed. It skips ``before-send`` hooks, so the HTTP fault hooks
-    (:mod:`batchpilot_local.testing.faults`) need the default, False.
+    ``direct_calls=True`` answers DynamoDB calls, and the emulator's Batch and SageMaker reads, at
+    botocore's ``before-call`` without the HTTP hop (:func:`~batchpilot_local.emulator.direct.direct_calls`:
+    botocore still validates and serialises each request and parses each answer; moto and the
+    emulator still act): what the replay uses, for speed. It skips ``before-send`` hooks, so the
+    HTTP fault hooks (:mod:`batchpilot_local.testing.faults`) need the default, False.
     """
 
     def __init__(self, region: str = REGION, *, direct_calls: bool = False) -> None:
@@ -234,6 +222,7 @@ class EmbeddedAws:
         self._observers: list[ApiObserver] = []  # those of observing() installed by this open
         self._unsigned: list[Any] = []  # event emitters whose requests go unsigned
         self._default_session_created = False
+        self._loader: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> EmbeddedAws:
@@ -248,30 +237,11 @@ class EmbeddedAws:
         try:
             self._guard = _network_guard()
             self._guard.__enter__()
-            self._mock = mock_aws(config={"batch": {"use_docker": False}})
+            # moto leaves the emulator's endpoint alone (its passthrough setting): see emulator.overlay.
+            config: Any = {"batch": {"use_docker": False}, "core": self.overlay.moto_config()}
+            self._mock = mock_aws(config=config)
             self._mock.start()
-            cheap_transaction_rollback()  # TransactWriteItems keeps its items, not table copies
-            cheap_expression_traversal()  # validators stop rebuilding their node-type maps per node
-            cached_name_conversion()  # SQS queue attributes stop re-converting names per message
-            cached_update_expressions()  # one parse per UpdateExpression text
-            cached_method_names()  # a response class's action methods listed once
-            cached_request_routes()  # moto finds the handler of a request URL once per URL
-            cached_user_agent()  # botocore builds a client's User-Agent text once per feature set
-            light_json_requests()  # moto reads a JSON-protocol request without a werkzeug one
-            single_item_size_check()  # a new item's size is summed once, not once per attribute
-            cheap_structure_members()  # answers' structure members found by keys worked out once
-            cached_condition_tokens()  # one tokenisation per ConditionExpression text
-            cached_condition_parses()  # one syntax tree per condition text, names and values
-            cached_event_input_paths()  # EventBridge targets' input paths parsed once
-            cheap_random_strings()  # moto's request ids drawn in one call, not one per character
-            untracked_model_instances()  # sent messages and old items are freed, not kept
-            cheap_sqs_bookkeeping()  # retention check and receipt handles without per-message waste
-            cheap_sqs_clock()  # SQS reads time.time(), not two datetimes, per message
-            shallow_received_messages()  # a received message is copied shallowly, not deeply
-            bounded_deleted_receipt_handles()  # a queue remembers its last 1,024 deleted messages
-            single_partition_queries()  # a table Query reads its own partition, not the table
-            spilled_dynamodb_items()  # each table keeps 1,000 partitions in memory, the rest on disk
-            self.overlay.install()
+            moto_fixes.install()  # moto's own inefficiencies, fixed for the moto it was written for
             # After moto's start: it patches os.environ with credentials of its own.
             for name in list(self._saved_env):
                 os.environ.pop(name, None)
@@ -280,6 +250,7 @@ class EmbeddedAws:
                 aws_access_key_id="testing",
                 aws_secret_access_key="testing",  # noqa: S106 - moto's fake credentials
                 region_name=self.region,
+                botocore_session=self._botocore_session(),
             )
             self._install_journal()
         except BaseException:
@@ -330,6 +301,17 @@ class EmbeddedAws:
                     os.environ[name] = value
             self._saved_env.clear()
 
+    def _botocore_session(self) -> botocore.session.Session:
+        """A new botocore session with this object's one data loader (public
+        ``register_component``): this object's session and the default one it creates read and
+        hold each service model (DynamoDB, SageMaker, ...) once for both."""
+        session = botocore.session.Session()
+        if self._loader is None:
+            self._loader = session.get_component("data_loader")
+        else:
+            session.register_component("data_loader", self._loader)
+        return session
+
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` bound to the embedded account (cached per service)."""
         if self._session is None:
@@ -340,41 +322,38 @@ class EmbeddedAws:
 
     def _install_journal(self) -> None:
         """Record the API calls made through ``batchpilot.io.clients.session()`` and boto3's
-        default session (created here when missing, dropped again on close); give every session
-        the functions' session's data loader."""
+        default session (created here when missing, dropped again on close); put the emulator in
+        front of moto for those sessions and this object's own; send the requests of the services
+        that moto checks no signature on unsigned."""
         from batchpilot.io import clients as adapters_aws
 
         self._journal = ApiJournal()  # a fresh journal per open
         if boto3.DEFAULT_SESSION is None:
-            boto3.setup_default_session()
+            boto3.setup_default_session(botocore_session=self._botocore_session())
             self._default_session_created = True
         default_session = boto3.DEFAULT_SESSION
         assert default_session is not None
-        self._journal.install([adapters_aws.session().events, default_session.events])
+        emitters = [adapters_aws.session().events, default_session.events]
+        self._journal.install(list(emitters))
         for observer in _OBSERVERS:
-            observer.install([adapters_aws.session().events, default_session.events])
+            observer.install(list(emitters))
             self._observers.append(observer)
+        if self._session is not None:
+            emitters.append(self._session.events)
+        self.overlay.install(emitters)
         # moto checks no signature on these services (their account is MOTO_ACCOUNT_ID, their
         # region the endpoint's), so their requests go unsigned: SigV4 was about a fifth of each
         # embedded call's botocore time. S3 stays signed: moto treats an unsigned S3 request as
-        # anonymous and denies it.
-        self._unsigned = [adapters_aws.session().events, default_session.events]
-        if self._session is not None:
-            self._unsigned.append(self._session.events)
+        # anonymous and denies it; Batch and SageMaker too: the emulator reads their region from
+        # the signature (their endpoint, the emulator's, names none).
+        self._unsigned = emitters
         for emitter in self._unsigned:
             for service_id in _UNSIGNED_SERVICES:
                 emitter.register_first(
                     f"choose-signer.{service_id}", _unsigned, unique_id=f"{_UNSIGNED_ID}-{service_id}"
                 )
         if self.direct_calls:  # each undo kept as soon as it exists: close() runs them all
-            self._undo_direct.append(direct_dynamodb_calls(self._unsigned))
-            self._undo_direct.append(direct_emulator_reads(self._unsigned, self.overlay.route))
-        # One botocore data loader for the functions', the default and this object's sessions:
-        # each service model (DynamoDB, SageMaker, ...) is read and held once, not once per session.
-        loader = adapters_aws.session()._session.get_component("data_loader")
-        for other in (default_session, self._session):
-            if other is not None:
-                other._session.register_component("data_loader", loader)
+            self._undo_direct.append(direct_calls(self._unsigned, self.overlay))
 
     # ------------------------------------------------------------------ embedded services
     @property
@@ -540,6 +519,7 @@ class EmbeddedAws:
             if record["messageId"] not in failed_ids:
                 backend.delete_message(queue, record["receiptHandle"])
                 deleted += 1
+        forget_model_instances()
         return deleted
 
     def approximate_depth(self, queue: str) -> int:
@@ -552,13 +532,24 @@ class EmbeddedAws:
 
 
 _UNSIGNED_ID = "batchpilot-embedded-unsigned"
-_UNSIGNED_SERVICES = ("dynamodb", "sqs", "sns", "eventbridge", "batch", "sagemaker")
+_UNSIGNED_SERVICES = ("dynamodb", "sqs", "sns", "eventbridge")
 """botocore service ids (hyphenated) whose requests to the embedded AWS go unsigned."""
 
 
 def _unsigned(**_: Any) -> Any:
     """``choose-signer`` handler: no signature (``botocore.UNSIGNED``)."""
     return botocore.UNSIGNED
+
+
+def forget_model_instances() -> None:
+    """Empty moto's registry of the model objects it made (``BaseModel.instances_tracked``: every
+    SQS message and DynamoDB item version moto ever made, kept for its server's dashboard, which
+    the embedded AWS does not run) with moto's own ``reset_model_data``: the objects nothing else
+    holds are then freed, and a replay's memory stays flat in its events. Called after each batch
+    (:meth:`EmbeddedAws.delete_processed`); what moto's backends hold is untouched."""
+    from moto.core.model_instances import reset_model_data
+
+    reset_model_data()
 
 
 def _lambda_message_attribute(value: Mapping[str, Any]) -> dict[str, Any]:

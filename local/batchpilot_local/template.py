@@ -36,7 +36,6 @@ from moto.events.models import EventPattern
 from samtranslator.yaml_helper import intrinsics_multi_constructor
 
 from batchpilot_local.bundle import application_dir
-from batchpilot_local.emulator.patch import matches_each
 
 __all__ = [
     "ACCOUNT_ID",
@@ -191,11 +190,9 @@ class AppTemplate:
         self, event: Mapping[str, Any], bus: str = DEFAULT_BUS, *, decoded: bool = False
     ) -> list[Route]:
         """The routes on ``bus`` whose pattern matches the event, in template order (moto's
-        EventBridge matcher, the event prepared once for all rules; ``decoded``: the event is
-        fresh from ``json.loads``, see :func:`batchpilot_local.emulator.patch.matches_each`)."""
-        on_bus = [r for r in self.routes if r.event_bus == bus]
-        answers = matches_each([r._matcher for r in on_bus], event, decoded=decoded)
-        return [route for route, matched in zip(on_bus, answers, strict=True) if matched]
+        EventBridge matcher, :meth:`Route.matches`). ``decoded`` (the event is fresh from
+        ``json.loads``) is accepted for callers that say so; the matcher copies the event anyway."""
+        return [route for route in self.routes if route.event_bus == bus and route.matches(event)]
 
     @property
     def own_event_bus(self) -> str:

@@ -1,9 +1,9 @@
-"""The direct DynamoDB path (batchpilot_local.emulator.patch.direct_dynamodb_answer) gives exactly
-the answers botocore's whole HTTP path to moto gives.
+"""The direct DynamoDB path (batchpilot_local.emulator.direct.direct_calls, at botocore's
+``before-call``) gives exactly the answers botocore's whole HTTP path to moto gives.
 
 Two clients of one boto3 session talk to one embedded AWS: one the normal way (botocore prepares,
 signs and "sends" the request, moto's stubber answers at ``before-send``), the other with
-``direct_dynamodb_calls`` on its event emitter. Each runs the same operations on tables of the
+``direct_calls`` on its event emitter. Each runs the same operations on tables of the
 same names, created afresh for it (at one frozen creation time), and everything a caller sees is
 compared: the parsed response or the raised error (its class, message, ``Error``, modeled fields
 such as a ConditionalCheckFailedException's ``Item`` and a TransactionCanceledException's
@@ -16,17 +16,12 @@ Also: ``EmbeddedAws(direct_calls=True)`` sends no DynamoDB request (no ``before-
 API journal still records each call's status and error code; the handler steps aside while moto's
 stubber is off (the HTTP fault hooks); the undo puts a client back on the HTTP path. A call moto
 fails with an exception of its own (not an AWS error) is journalled alike on both paths.
-
-And the same scripted run and random items give moto's own serialiser's answers byte for byte
-with :func:`batchpilot_local.emulator.patch.cheap_structure_members` (the last section).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -34,12 +29,7 @@ from typing import Any, cast
 import boto3
 import pytest
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
-from batchpilot_local.emulator import patch as emulator_patch
-from batchpilot_local.emulator.patch import (
-    STRUCTURE_PLANS_KEPT,
-    direct_dynamodb_answer,
-    direct_dynamodb_calls,
-)
+from batchpilot_local.emulator.direct import direct_calls
 from batchpilot_local.testing.twin import answer_of, pages_of, wire_recorder
 from botocore.exceptions import ClientError
 
@@ -142,7 +132,7 @@ def _http_and_direct_clients() -> Iterator[tuple[Any, Any]]:
             region_name=aws.region,
         )
         http, direct = session.client("dynamodb"), session.client("dynamodb")
-        undo = direct_dynamodb_calls([direct.meta.events])
+        undo = direct_calls([direct.meta.events], aws.overlay)
         try:
             yield http, direct
         finally:
@@ -1021,7 +1011,6 @@ def test_the_direct_path_steps_aside_while_motos_stubber_is_off() -> None:
         was = botocore_stubber.enabled
         botocore_stubber.enabled = False
         try:
-            assert direct_dynamodb_answer(model=None, params={}) is None
             assert direct.list_tables()["TableNames"] == ["from-before-send"]
         finally:
             botocore_stubber.enabled = was
@@ -1030,7 +1019,7 @@ def test_the_direct_path_steps_aside_while_motos_stubber_is_off() -> None:
 
 
 def test_the_undo_puts_a_client_back_on_the_http_path() -> None:
-    """``direct_dynamodb_calls`` answers a client's calls directly until its undo; after it the
+    """``direct_calls`` answers a client's calls directly until its undo; after it the
     client sends its requests again, and gets the same answers."""
     with EmbeddedAws() as aws:
         client = boto3.Session(
@@ -1039,7 +1028,7 @@ def test_the_undo_puts_a_client_back_on_the_http_path() -> None:
             region_name=aws.region,
         ).client("dynamodb")
         sent = _sends(client)
-        undo = direct_dynamodb_calls([client.meta.events])
+        undo = direct_calls([client.meta.events], aws.overlay)
         create_tables(client, {FLAT: TABLES[FLAT]})
         client.put_item(TableName=FLAT, Item={"pk": _s("a"), "v": {"B": b"\x01"}})
         before = client.get_item(TableName=FLAT, Key={"pk": _s("a")})["Item"]
@@ -1048,216 +1037,3 @@ def test_the_undo_puts_a_client_back_on_the_http_path() -> None:
         after = client.get_item(TableName=FLAT, Key={"pk": _s("a")})["Item"]
         assert sent == ["GetItem"]
     assert before == after == {"pk": _s("a"), "v": {"B": b"\x01"}}
-
-
-def test_only_operations_whose_input_moto_parses_as_plain_json_skip_motos_parser() -> None:
-    """The ``json.loads`` shortcut is taken only where moto's JSON parser would change nothing:
-    the operations whose input has a timestamp, a double or a blob outside an AttributeValue
-    always take moto's parser (which turns an epoch number into a datetime), the data-plane
-    operations the functions call do not."""
-    import json
-
-    from batchpilot_local.emulator.patch import _plain_json_input
-    from botocore.session import get_session
-    from moto.core.parse import JSONParser
-
-    service = get_session().get_service_model("dynamodb")
-    parsed_by_moto = sorted(
-        name for name in service.operation_names if not _plain_json_input(service.operation_model(name))
-    )
-    assert parsed_by_moto == [
-        "ExportTableToPointInTime",
-        "ListBackups",
-        "RestoreTableToPointInTime",
-        "UpdateGlobalTableSettings",
-        "UpdateTableReplicaAutoScaling",
-    ]
-    for name in ("PutItem", "UpdateItem", "GetItem", "BatchGetItem", "TransactWriteItems", "Query"):
-        assert _plain_json_input(service.operation_model(name)), name
-
-    def moto_reads(operation: str, body: bytes) -> Any:
-        return JSONParser(service.operation_model(operation), map_type=dict).parse({"body": body})
-
-    timed = b'{"TableName": "t", "TimeRangeLowerBound": 1700000000}'
-    assert moto_reads("ListBackups", timed) != json.loads(timed)  # a datetime, not a number
-    plain = json.dumps({"TableName": "t", "Item": {"pk": {"S": "B "}, "n": {"N": "1.5"}}}).encode()
-    assert moto_reads("PutItem", plain) == json.loads(plain)
-
-
-# ------------------------------------------------------- moto's own serialiser (cheap_structure_members)
-# batchpilot_local.emulator.patch.cheap_structure_members looks each member of a dict value up by
-# possible keys worked out once per structure and member. The same calls run on botocore's HTTP
-# path with moto's own ``_serialize_type_structure`` (the patch's ``__wrapped__``) and with the
-# patch: callers' answers and the HTTP answers' bytes are equal for the scripted run above and
-# random nested items; the answers (random ids and clock times masked) for other services whose
-# structures hold dicts, and for Lambda's REST-JSON, whose serialiser overrides member
-# serialisation, so the patch steps aside.
-# tests/integration/test_replay.py replays events/ both ways.
-
-
-def _moto_own(patch: pytest.MonkeyPatch) -> None:
-    """Put moto's own structure serialiser back for the rest of ``patch``'s context."""
-    from moto.core.serialize import ResponseSerializer
-
-    patched = ResponseSerializer._serialize_type_structure
-    assert patched.__wrapped__ is not patched  # the patch is installed (EmbeddedAws did it)
-    patch.setattr(ResponseSerializer, "_serialize_type_structure", patched.__wrapped__)
-
-
-@contextmanager
-def _client(own: bool) -> Iterator[tuple[EmbeddedAws, Callable[[str], Any]]]:
-    """An open embedded AWS (tables created at ``CREATED``) and a maker of HTTP-path clients of
-    one session; ``own``: moto's own serialiser answers, not the patched one."""
-    from moto.dynamodb.models import table
-
-    with EmbeddedAws() as aws, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(table, "utcnow", lambda: CREATED)
-        if own:
-            _moto_own(patch)
-        session = boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=aws.region
-        )
-        yield aws, session.client
-
-
-def _both(run: Callable[[Callable[[str], Any]], Run]) -> tuple[Run, Run, list[int]]:
-    """``run`` with moto's own serialiser, then with the patched one; and how many times each run
-    asked moto's attribute picker for a member's value (the patch asks it for none of a dict's)."""
-    from moto.core.serialize import AttributePicker, XFormedAttributePicker
-
-    runs, asked = [], []
-    for own in (True, False):
-        calls = [0]
-
-        def counted(picker: Any, context: Any, calls: list[int] = calls) -> Any:
-            calls[0] += 1
-            return AttributePicker.__call__(picker, context)
-
-        with _client(own) as (_, client), pytest.MonkeyPatch.context() as patch:
-            patch.setattr(XFormedAttributePicker, "__call__", counted)
-            runs.append(run(client))
-        asked.append(calls[0])
-    return runs[0], runs[1], asked
-
-
-@pytest.mark.parametrize("kept", [STRUCTURE_PLANS_KEPT, 1])
-def test_a_scripted_dynamodb_run_gets_motos_own_answers_byte_for_byte(kept: int) -> None:
-    steps = _script()
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(emulator_patch, "STRUCTURE_PLANS_KEPT", kept)  # 1: look-ups made again and again
-        own, patched, asked = _both(lambda client: _run(client("dynamodb"), steps, TABLES))
-
-    assert asked[0] > 10 * asked[1]  # the patch did the work
-    assert len(own.wire) > 50
-    assert patched.answers == own.answers
-    assert patched.wire == own.wire
-    assert any(b'"Item": {' in answer["body"] for answer in own.wire)  # items were serialised
-
-
-def test_random_nested_items_get_motos_own_answers_byte_for_byte() -> None:
-    from hypothesis import HealthCheck, given, settings
-
-    with _client(own=False) as (_, make):
-        client = make("dynamodb")
-
-        @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-        @given(case=_cases())
-        def check(case: tuple[Any, ...]) -> None:
-            steps = _property_steps(*case)
-            patched = _run(client, steps, {FLAT: TABLES[FLAT]})
-            with pytest.MonkeyPatch.context() as patch:
-                _moto_own(patch)
-                own = _run(client, steps, {FLAT: TABLES[FLAT]})
-            assert patched.answers == own.answers
-            assert patched.wire == own.wire
-
-        check()
-
-
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_SECRET_SUFFIX = re.compile(r"(:secret:[^-\"]+)-[A-Za-z0-9]{6}")
-_CLOCK_KEYS = (
-    "CreatedTimestamp",
-    "LastModifiedTimestamp",
-    "CreatedDate",
-    "LastChangedDate",
-    "LastAccessedDate",
-)
-
-
-def _without_draws(answer: dict[str, Any]) -> Any:
-    """``answer`` as JSON with what moto draws at random (uuids) or reads off the wall clock
-    masked: not the serialiser's doing."""
-    for holder in (answer, answer.get("Attributes") or {}):
-        for key in _CLOCK_KEYS:
-            if key in holder:
-                holder[key] = "<clock>"
-    text = _UUID.sub("<uuid>", json.dumps(answer, default=str, sort_keys=True))
-    return json.loads(_SECRET_SUFFIX.sub(r"\1-<random>", text))
-
-
-def _other_services(client: Callable[[str], Any]) -> Run:
-    """Answers of SQS (JSON), SNS (query XML), EventBridge and Secrets Manager (JSON) whose
-    structures are serialised from dicts and objects alike, and of Lambda (REST-JSON)."""
-    run = Run()
-    sqs, sns, events = client("sqs"), client("sns"), client("events")
-    secrets, lambda_ = client("secretsmanager"), client("lambda")
-    url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
-    topic = sns.create_topic(Name="t", Attributes={"DisplayName": "d"})["TopicArn"]
-    calls: list[tuple[str, Any, str, dict[str, Any]]] = [
-        ("queue attributes", sqs, "get_queue_attributes", {"QueueUrl": url, "AttributeNames": ["All"]}),
-        (
-            "send",
-            sqs,
-            "send_message",
-            {
-                "QueueUrl": url,
-                "MessageBody": "b",
-                "MessageAttributes": {"k": {"DataType": "String", "StringValue": "v"}},
-            },
-        ),
-        ("topic attributes", sns, "get_topic_attributes", {"TopicArn": topic}),
-        (
-            "publish batch",
-            sns,
-            "publish_batch",
-            {
-                "TopicArn": topic,
-                "PublishBatchRequestEntries": [
-                    {"Id": "1", "Message": "m"},
-                    {"Id": "1", "Message": "duplicate id"},
-                ],
-            },
-        ),
-        (
-            "put events",
-            events,
-            "put_events",
-            {
-                "Entries": [
-                    {"Source": "s", "DetailType": "d", "Detail": json.dumps({"a": 1})},
-                    {"Source": "s"},
-                ]
-            },
-        ),
-        ("rule", events, "put_rule", {"Name": "r", "EventPattern": json.dumps({"source": ["s"]})}),
-        ("describe rule", events, "describe_rule", {"Name": "r"}),
-        ("secret", secrets, "create_secret", {"Name": "s", "SecretString": "x"}),
-        ("describe secret", secrets, "describe_secret", {"SecretId": "s"}),
-        ("lambda missing", lambda_, "get_function", {"FunctionName": "nope"}),
-        ("lambda list", lambda_, "list_functions", {}),
-    ]
-    for label, service, operation, kwargs in calls:
-        run.answers[label] = _without_draws(answer_of(service, operation, kwargs))
-    return run
-
-
-def test_other_services_answers_are_motos_own() -> None:
-    own, patched, asked = _both(_other_services)
-
-    assert asked[0] > asked[1]
-    assert patched.answers == own.answers
-    assert own.answers["queue attributes"]["Attributes"]["VisibilityTimeout"] == "30"
-    assert own.answers["publish batch"]["raised"] == "BatchEntryIdsNotDistinctException"
-    assert own.answers["lambda missing"]["Error"]["Code"] == "ResourceNotFoundException"

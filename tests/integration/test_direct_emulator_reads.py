@@ -1,19 +1,21 @@
-"""The direct emulator reads (batchpilot_local.emulator.patch.direct_emulator_reads) give exactly the
-answers botocore's whole HTTP path to the emulator (and to moto) gives.
+"""The direct emulator reads (batchpilot_local.emulator.direct.direct_calls, at botocore's
+``before-call``) give exactly the answers botocore's whole HTTP path to the emulator (and to moto)
+gives.
 
-Two Batch and two SageMaker clients of one boto3 session talk to one embedded AWS holding one
-seeded world (the repository's sample jobs and more, the emulator's clock frozen): the HTTP
-clients the normal way (botocore prepares and "sends" each request, moto's stubber and the emulator
-in front of it answer at ``before-send``), the direct ones with ``direct_emulator_reads`` on their
-event emitters. Every step of a script of reads runs on an HTTP client and at once on its direct
-twin (reads leave the world as it was, but for the emulator's own bookkeeping, which both calls
-then see alike), and everything a caller sees is compared: the parsed response (datetimes
+Two Batch and two SageMaker clients of one boto3 session (the functions' own,
+``batchpilot.io.clients.session()``) talk to one embedded AWS holding one seeded world (the
+repository's sample jobs and more, the emulator's clock frozen): the HTTP clients the normal way
+(botocore prepares, signs and "sends" each request to the emulator's endpoint, where the emulator's
+``before-send`` handler answers it, or hands it to moto), the direct ones with ``direct_calls`` on
+their event emitters. Every step of a script of reads runs on an HTTP client and at once on its
+direct twin (reads leave the world as it was, but for the emulator's own bookkeeping, which both
+calls then see alike), and everything a caller sees is compared: the parsed response (datetimes
 included) or the raised error (its class, text, ``Error``, modeled fields such as Batch's
 ``message``), ``ResponseMetadata`` (status, headers, RetryAttempts) but for the request id and the
 date, the HTTP answer ``after-call`` handlers see (status, headers, body bytes) and the exceptions
-announced as ``after-call-error``. The direct clients send a request (``before-send``) only for
-the reads the emulator leaves to moto (job definitions, compute environments, scheduling policies,
-tags of moto's resources, SageMaker models).
+announced as ``after-call-error``. The direct clients send no read (no ``before-send``), neither
+those the emulator answers nor those it leaves to moto (job definitions, compute environments,
+scheduling policies, tags of moto's resources, SageMaker models), which moto answers alike.
 
 Also: writes (SubmitServiceJob, SubmitJob, TerminateJob, ...) take the HTTP path on a direct
 client, and botocore retries a throttled SubmitServiceJob there; ``EmbeddedAws(direct_calls=True)``
@@ -33,12 +35,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 import botocore.endpoint
 import pytest
 from batchpilot.io import clients as adapters
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.emulator.patch import direct_emulator_reads
+from batchpilot_local.emulator.direct import direct_calls
 from batchpilot_local.emulator.routing import route as emulator_route
 from batchpilot_local.testing.paths import EVENTS_DIR
 from batchpilot_local.testing.twin import answer_of, pages_of, wire_recorder
@@ -283,14 +284,15 @@ def _run_steps(steps: list[Step], http: Mapping[str, Any], direct: Mapping[str, 
 
 def _assert_same(http: Run, direct: Run) -> None:
     """The two runs' answers, HTTP answers and announced exceptions are equal; the HTTP clients
-    sent every call, the direct ones only those the emulator leaves to moto."""
+    sent every call, the direct ones none (moto's reads included: the emulator hands them to moto
+    at ``before-call`` too)."""
     assert direct.answers == http.answers
     assert direct.wire == http.wire
     assert direct.errors == http.errors
     assert direct.calls == http.calls
     assert http.sent == [operation for operation, _ in http.calls]
-    assert direct.sent == [operation for operation, moto in direct.calls if moto]
-    assert 0 < len(direct.sent) < len(http.sent)
+    assert direct.sent == []
+    assert any(moto for _, moto in direct.calls) and len(http.sent) > 0
 
 
 @contextmanager
@@ -298,13 +300,13 @@ def _exploding_route() -> Iterator[None]:
     """The emulator raises (a bug of its own, not an AWS error) for a DescribeServiceJob of
     :data:`BOOM`, on the HTTP path (moto's stubber asks the overlay) and the direct one alike."""
 
-    def route(request: Any, backends: Any) -> Any:
-        if BOOM.encode() in (request.body or b"") and request.url.endswith("/v1/describeservicejob"):
+    def route(service_id: str, operation: str, request: Any, backends: Any, identity: Any) -> Any:
+        if BOOM.encode() in (request.body or b"") and operation == "DescribeServiceJob":
             raise RuntimeError("the emulator failed")
-        return emulator_route(request, backends)
+        return emulator_route(service_id, operation, request, backends, identity)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("batchpilot_local.emulator.overlay.route", route)  # what Overlay.route calls
+        patch.setattr("batchpilot_local.emulator.overlay.route", route)  # what Overlay.answer calls
         yield
 
 
@@ -335,12 +337,10 @@ def _http_and_direct_clients() -> Iterator[tuple[EmbeddedAws, str, dict[str, Any
     """The seeded embedded AWS (HTTP path for its own clients), and a Batch and a SageMaker client
     of one session on botocore's HTTP path, and two more on the direct path."""
     with _seeded() as (aws, array_id):
-        session = boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
-        )
+        session = adapters.session()
         http = {"batch": session.client("batch"), "sagemaker": session.client("sagemaker")}
         direct = {"batch": session.client("batch"), "sagemaker": session.client("sagemaker")}
-        undo = direct_emulator_reads([client.meta.events for client in direct.values()], aws.overlay.route)
+        undo = direct_calls([client.meta.events for client in direct.values()], aws.overlay)
         try:
             yield aws, array_id, http, direct
         finally:
@@ -640,8 +640,8 @@ def _code(answer: Mapping[str, Any]) -> tuple[Any, ...]:
 def test_every_read_gets_the_http_paths_answer() -> None:
     """Every Batch and SageMaker read the emulator answers (found and unknown ids, filters, pages,
     bad tokens, too many ids, an emulator exception) gets on the direct clients exactly the HTTP
-    clients' answers, HTTP answers and announced exceptions, without a request; the reads it leaves
-    to moto are sent by the direct clients and answered alike."""
+    clients' answers, HTTP answers and announced exceptions, without a request; so do the reads it
+    leaves to moto, which moto answers alike."""
     with _http_and_direct_clients() as (_, array_id, http_clients, direct_clients):
         http, direct = _run_steps(_script(array_id), http_clients, direct_clients)
     _assert_same(http, direct)
@@ -705,11 +705,9 @@ def test_writes_take_the_http_path_and_a_throttled_submit_is_retried(monkeypatch
     retries = Config(retries={"mode": "standard", "total_max_attempts": 3})
     monkeypatch.setattr(botocore.endpoint.time, "sleep", lambda seconds: None)  # keep the test fast
     with _seeded() as (aws, _):
-        session = boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
-        )
+        session = adapters.session()
         http, direct = session.client("batch", config=retries), session.client("batch", config=retries)
-        undo = direct_emulator_reads([direct.meta.events], aws.overlay.route)
+        undo = direct_calls([direct.meta.events], aws.overlay)
         runs = {"http": Run(), "direct": Run()}
         runs["http"].watch(http)
         runs["direct"].watch(direct)
@@ -813,10 +811,10 @@ def _journalled_reads(direct: bool) -> tuple[list[str], list[Any], list[Any]]:
 
 def test_embedded_aws_with_direct_calls_sends_no_read_request_and_journals_every_call() -> None:
     """``EmbeddedAws(direct_calls=True)`` answers the functions' clients' emulator reads without a
-    request (no ``before-send``: DescribeServiceJob, ListServiceJobs, DescribeTrainingJob), still
-    sends moto's reads and the writes, and its API journal records every call exactly as with the
-    HTTP path: a ClientException read with its status and error code, an emulator exception with
-    its name, the same answers."""
+    request (no ``before-send``: DescribeServiceJob, ListServiceJobs, DescribeTrainingJob, and
+    moto's ListTags and DescribeJobDefinitions), still sends the writes, and its API journal records
+    every call exactly as with the HTTP path: a ClientException read with its status and error
+    code, an emulator exception with its name, the same answers."""
     http_sent, http_journal, http_answers = _journalled_reads(direct=False)
     direct_sent, direct_journal, direct_answers = _journalled_reads(direct=True)
     assert http_sent == [
@@ -829,7 +827,7 @@ def test_embedded_aws_with_direct_calls_sends_no_read_request_and_journals_every
         "DescribeJobDefinitions",
         "TerminateJob",
     ]
-    assert direct_sent == ["ListTags", "DescribeJobDefinitions", "TerminateJob"]
+    assert direct_sent == ["TerminateJob"]
     assert direct_answers == http_answers
     assert direct_journal == http_journal
     assert [
@@ -877,17 +875,15 @@ def test_the_direct_reads_step_aside_while_motos_stubber_is_off() -> None:
 
 
 def test_the_undo_puts_a_client_back_on_the_http_path() -> None:
-    """``direct_emulator_reads`` answers a client's reads directly until its undo; after it the
-    client sends its reads again, and gets the same answers."""
+    """``direct_calls`` answers a client's reads directly until its undo; after it the client
+    sends its reads again, and gets the same answers."""
     with _seeded() as (aws, _):
-        session = boto3.Session(
-            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
-        )
+        session = adapters.session()
         batch, sagemaker = session.client("batch"), session.client("sagemaker")
         run = Run()
         run.watch(batch)
         run.watch(sagemaker)
-        undo = direct_emulator_reads([batch.meta.events, sagemaker.meta.events], aws.overlay.route)
+        undo = direct_calls([batch.meta.events, sagemaker.meta.events], aws.overlay)
         before = (
             batch.describe_service_job(jobId="sweep-5")["status"],
             sagemaker.describe_training_job(TrainingJobName="probe-1")["TrainingJobStatus"],

@@ -8,6 +8,7 @@ emulator in front of it, and is parsed by botocore's own parser.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +21,7 @@ from batchpilot_local.emulator import Overlay
 from batchpilot_local.emulator.shapes import service_model, shape_problems
 from batchpilot_local.testing.samples import sample
 from botocore.config import Config
-from botocore.retries.standard import ThrottledRetryableChecker
+from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -368,7 +369,8 @@ def test_submit_is_throttled_at_five_per_second(aws: EmbeddedAws) -> None:
         submit(batch)
     error = error_of(batch.submit_service_job, **_base_submit())
     assert error["code"] == "TooManyRequestsException" and error["status"] == 429
-    assert error["code"] in ThrottledRetryableChecker._THROTTLED_ERROR_CODES  # botocore: a throttling error
+    throttled = RetryContext(attempt_number=1, parsed_response={"Error": {"Code": error["code"]}})
+    assert ThrottledRetryableChecker().is_retryable(throttled)  # botocore: a throttling error
     assert len(aws.batch.service_jobs) == 5
     time.sleep(1.05)
     submit(batch)  # the window slid
@@ -883,3 +885,83 @@ def test_one_emulator_at_a_time_and_moto_alone_after_it_closes(aws: EmbeddedAws)
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
     aws.overlay.install()
     assert batch.describe_service_environments()["serviceEnvironments"]
+
+
+def test_a_session_the_emulator_does_not_know_reaches_it_over_its_loopback_endpoint(aws: EmbeddedAws) -> None:
+    """A client of a fresh ``boto3.Session()`` (not one the emulator's ``before-send`` handler is
+    registered on) is sent to the emulator's endpoint on 127.0.0.1 over HTTP and gets the same
+    answers: the emulator's own, and moto's for what the emulator leaves to it."""
+    import boto3
+
+    sent: list[str] = []
+    stranger = boto3.Session(region_name=aws.region)
+    batch, sagemaker = stranger.client("batch"), stranger.client("sagemaker")
+    for client in (batch, sagemaker):
+        client.meta.events.register("before-send", lambda request, **_: sent.append(str(request.url)))
+    names = [
+        e["serviceEnvironmentName"] for e in batch.describe_service_environments()["serviceEnvironments"]
+    ]
+    sagemaker.create_model(
+        ModelName="over-loopback",
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole",
+        PrimaryContainer={"Image": "img:1"},
+    )
+    known = aws.client("sagemaker")
+    assert names == ["sm-env", "sm-quota-env"]
+    assert [m["ModelName"] for m in known.list_models()["Models"]] == ["over-loopback"]
+    assert len(sent) == 2 and all(url.startswith("http://127.0.0.1:") for url in sent)
+    assert all("/embedded-aws/" in url for url in sent)
+
+
+def test_an_emulated_request_reads_the_region_it_is_signed_for(aws: EmbeddedAws) -> None:
+    """The emulator's endpoint names no region: a request's is the one botocore signed it for."""
+    session = adapters.session()
+    ireland = session.client("batch", region_name="eu-west-1")
+    created = ireland.create_service_environment(
+        serviceEnvironmentName="dublin",
+        serviceEnvironmentType="SAGEMAKER_TRAINING",
+        capacityLimits=[{"maxCapacity": 1, "capacityUnit": "NUM_INSTANCES"}],
+    )
+    here = [
+        e["serviceEnvironmentName"]
+        for e in aws.client("batch").describe_service_environments()["serviceEnvironments"]
+    ]
+    there = [
+        e["serviceEnvironmentName"] for e in ireland.describe_service_environments()["serviceEnvironments"]
+    ]
+    assert created["serviceEnvironmentArn"] == f"arn:aws:batch:eu-west-1:{ACCOUNT}:service-environment/dublin"
+    assert (here, there) == (["sm-env", "sm-quota-env"], ["dublin"])
+
+
+def test_unsigned_requests_land_in_the_embedded_account_and_s3_batch_sagemaker_stay_signed() -> None:
+    signed: dict[str, set[bool]] = {}
+
+    def remember(request: Any, event_name: str, **_: Any) -> None:
+        signed.setdefault(event_name.split(".")[1], set()).add("Authorization" in request.headers)
+
+    with EmbeddedAws() as aws:
+        sqs, s3, batch = adapters.client("sqs"), adapters.client("s3"), adapters.client("batch")
+        for client in (sqs, s3, batch):
+            client.meta.events.register("before-send", remember)
+        url = sqs.create_queue(QueueName="unsigned")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        s3.create_bucket(Bucket="signed-bucket")
+        s3.put_object(Bucket="signed-bucket", Key="k", Body=b"v")
+        body = s3.get_object(Bucket="signed-bucket", Key="k")["Body"].read()
+        batch.describe_service_environments()
+    assert arn == f"arn:aws:sqs:{aws.region}:{ACCOUNT}:unsigned"
+    assert body == b"v"
+    assert signed == {"sqs": {False}, "s3": {True}, "batch": {True}}
+
+
+def test_a_closed_embedded_aws_stops_its_endpoint_and_the_next_starts_empty() -> None:
+    with EmbeddedAws() as aws:
+        aws.seed(WORLD)
+        endpoint = adapters.client("batch").meta.endpoint_url
+        assert endpoint.startswith("http://127.0.0.1:")
+        assert aws.client("batch").describe_service_environments()["serviceEnvironments"]
+    port = int(endpoint.split(":")[2].split("/")[0])
+    with pytest.raises(ConnectionRefusedError):  # nothing listens there any more
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with EmbeddedAws() as aws:
+        assert aws.client("batch").describe_service_environments()["serviceEnvironments"] == []

@@ -599,21 +599,3 @@ def test_direct_calls_replay_events_as_the_http_path_does(
     http, direct = _events_replayed_twice(capsys, monkeypatch, http_path)
 
     assert direct == http
-
-
-def test_motos_own_structure_serialiser_replays_events_as_the_patched_one(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``cheap_structure_members`` (moto's answers' members looked up by keys worked out once)
-    changes no report of ``events/``."""
-    from moto.core.serialize import ResponseSerializer
-
-    def motos_own() -> None:
-        with EmbeddedAws():  # installs the patch, if no earlier test did
-            pass
-        patched = ResponseSerializer._serialize_type_structure
-        monkeypatch.setattr(ResponseSerializer, "_serialize_type_structure", patched.__wrapped__)
-
-    own, patched = _events_replayed_twice(capsys, monkeypatch, motos_own)
-
-    assert patched == own

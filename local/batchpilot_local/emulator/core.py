@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-__all__ = ["ApiError", "Clock", "Response", "deep", "json_response", "request_id"]
+__all__ = ["ApiError", "Clock", "Response", "deep", "http_response", "json_response", "request_id"]
 
 Response = tuple[int, dict[str, str], str]
 """An HTTP answer as moto's stubber hands it to botocore: status, headers, body."""
@@ -57,3 +57,29 @@ def json_response(
     ``headers`` are added as given (e.g. ``**{"x-amzn-ErrorType": ...}``)."""
     all_headers = {"Content-Type": content_type, "x-amzn-RequestId": request_id(), **headers}
     return status, all_headers, json.dumps(body, default=_json_default)
+
+
+class _Body:
+    """A response body as botocore's ``AWSResponse`` reads it (``stream``, ``read``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, *_: Any) -> bytes:
+        data, self.data = self.data, b""
+        return data
+
+    def stream(self, **_: Any) -> Any:
+        yield self.read()
+
+
+def http_response(url: str, status: int, headers: dict[str, str], body: str | bytes) -> Any:
+    """An HTTP answer as the ``AWSResponse`` a botocore ``before-send`` handler returns (what
+    botocore's endpoint would have read from the wire)."""
+    from botocore.awsrequest import AWSResponse, HTTPHeaders
+
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    http_headers = HTTPHeaders()
+    for name, value in headers.items():
+        http_headers[name] = value
+    return AWSResponse(url, status, http_headers, _Body(data))

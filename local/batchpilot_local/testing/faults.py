@@ -6,8 +6,8 @@ it; botocore's retry logic, parsers and error classes run as they do against AWS
 :class:`Fault` answers the next ``times`` requests of one operation:
 
 - ``THROTTLE`` / ``SERVER_ERROR``: a 429 / 500 answer; the request never reaches the emulator;
-- ``ACCEPTED_SERVER_ERROR`` / ``ACCEPTED_TIMEOUT``: the emulator (moto and the embedded Batch and
-  SageMaker) handles the request, then the client sees a 500 / a read timeout instead of the answer,
+- ``ACCEPTED_SERVER_ERROR`` / ``ACCEPTED_TIMEOUT``: the embedded AWS (moto and the emulated Batch
+  and SageMaker) handles the request, then the client sees a 500 / a read timeout instead of the answer,
   as when AWS accepted a request whose answer was lost;
 - ``INVALID``: a 400 ``ValidationException`` (as DynamoDB answers a key over 2,048 bytes, or
   SageMaker a 100 KB training-job name); never retried by botocore;
@@ -185,12 +185,17 @@ class HttpFaults:
 
     @staticmethod
     def _forward(request: Any, event_name: str) -> Any:
-        """Let the emulator handle ``request`` (moto's stubber and the embedded backends)."""
+        """Let the embedded AWS handle ``request``: the emulator, for a request on its endpoint
+        (it hands what it does not serve to moto), else moto's stubber."""
         from moto.core.models import botocore_stubber
+
+        from batchpilot_local.emulator import Overlay
 
         _moto_on()
         try:
-            return botocore_stubber(event_name=event_name, request=request)
+            overlay = Overlay.active()
+            answer = overlay.answer(request, event_name) if overlay is not None else None
+            return answer if answer is not None else botocore_stubber(event_name=event_name, request=request)
         finally:
             _moto_off()
 

@@ -4,8 +4,7 @@ The direct-path tests (``tests/integration/test_direct_dynamodb.py``,
 ``tests/integration/test_direct_emulator_reads.py``) run the same calls on a client whose requests
 take botocore's whole HTTP path (moto's stubber, and the emulator in front of it, answer at
 ``before-send``) and on its twin, answered at ``before-call``
-(:func:`batchpilot_local.emulator.patch.direct_dynamodb_calls`,
-:func:`~batchpilot_local.emulator.patch.direct_emulator_reads`), and compare everything a caller
+(:func:`batchpilot_local.emulator.direct.direct_calls`), and compare everything a caller
 sees. The helpers here say what that is, the same way for both tests:
 
 - :func:`answer_of`: one call's response or raised error, without what is each request's own
