@@ -26,7 +26,14 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.replay import Replayer
 from batchpilot_local.template import resolved_resources
-from batchpilot_local.testing.alerts import ENV, TEAMS_PARAMETER_VALUE, Rig, fact_of, open_rig
+from batchpilot_local.testing.alerts import (
+    ENV,
+    SLACK_PARAMETERS,
+    TEAMS_PARAMETER_VALUE,
+    Rig,
+    fact_of,
+    open_rig,
+)
 from batchpilot_local.testing.harness import load_app, metric_values, printed, sqs_event, template_environment
 from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
 from batchpilot_local.testing.samples import sample, sample_event_paths
@@ -349,7 +356,8 @@ def test_replay_of_the_alarm_samples_reaches_sns_slack_and_teams() -> None:
     paths = sorted((ROOT / "events" / "cloudwatch-alarm").glob("*.json"))
     events = [json.loads(Path(p).read_text()) for p in paths]
     reports = Replayer(
-        ROOT / "template.yaml", parameters={"TeamsWebhookSecretArn": TEAMS_PARAMETER_VALUE}
+        ROOT / "template.yaml",
+        parameters={"TeamsWebhookSecretArn": TEAMS_PARAMETER_VALUE, **SLACK_PARAMETERS},
     ).run(events)
     assert [r.errors for r in reports] == [[]] * len(paths)
     assert all(r.functions == ["alerts"] for r in reports)

@@ -78,6 +78,7 @@ def test_every_tick_is_a_report_without_errors(reports: dict[str, list[EventRepo
                 "actions",
                 "errors",
                 "own_events",
+                "batches",
             ]
 
 

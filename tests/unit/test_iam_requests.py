@@ -190,7 +190,9 @@ def test_the_template_expands_as_cloudformation_would(cfn: dict[str, Any], confi
         default.functions["alerts"].environment["BATCHPILOT_ONCALL_TOPIC_ARN"].endswith(":batchpilot-oncall")
     )
     topic, key = f"arn:aws:sns:us-east-1:{ACCOUNT}:batchpilot-oncall", f"arn:aws:kms:us-east-1:{ACCOUNT}"
-    assert default.topic_keys == {topic: f"{key}:key/AlertsTopicKey"}
+    watchdog = f"arn:aws:sns:us-east-1:{ACCOUNT}:batchpilot-alerts-watchdog"
+    # both topics (on-call and the alerts path's watchdog) are encrypted with the one alerts key
+    assert default.topic_keys == {topic: f"{key}:key/AlertsTopicKey", watchdog: f"{key}:key/AlertsTopicKey"}
     assert default.tables == {"StateTable": "pk"}
     with pytest.raises(ValueError, match="not declared"):
         expand(cfn, {"NoSuchParameter": "x"})

@@ -92,7 +92,7 @@ def test_a_moto_outside_the_supported_range_is_refused_in_one_clear_line(
 ) -> None:
     from importlib import metadata
 
-    from tests.conftest import moto_outside_range
+    from batchpilot_local.testing.moto_range import moto_outside_range
 
     assert moto_outside_range() is None  # the venv's own moto is in the range
     real = metadata.version
