@@ -37,6 +37,7 @@ __all__ = [
     "TEAMS_PARAMETER_VALUE",
     "Clock",
     "Rig",
+    "StaticSecrets",
     "capacity_resubmission",
     "fact_of",
     "failed_fleet",
@@ -108,6 +109,18 @@ ENV = {
     "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
 }
 START = datetime.fromtimestamp(1_800_000_000, UTC)
+
+
+@dataclass
+class StaticSecrets:
+    """A :class:`batchpilot.alerts.ports.SecretReader` over a dict (secret id → value); an unknown
+    id raises ``KeyError``, as a missing secret makes ``SecretSource.get`` raise."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def get(self, secret_id: str) -> str:
+        """The value stored under ``secret_id``."""
+        return self.values[secret_id]
 
 
 @dataclass

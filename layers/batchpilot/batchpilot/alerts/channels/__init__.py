@@ -153,12 +153,11 @@ class ChannelOptions:
 
 
 class Rendered(Protocol):
-    """What every channel's message offers besides its own shape: the one-line summary ``text``
+    """What every channel's message offers besides its own shape: the one-line summary
     (notifications, screen readers), the headline and the request body."""
 
-    @property
-    def text(self) -> str:
-        """The one-line summary (severity and the whole title), escaped for the channel."""
+    def summary(self) -> str:
+        """The one-line summary as sent (severity and the whole title, escaped for the channel)."""
         ...
 
     def headline(self) -> str:
@@ -182,9 +181,8 @@ class Registration:
         factory: ``(settings, secrets, options) -> notifier | None`` (None: not configured; the
             notifier class's ``configured``).
         limits: its documented render limits.
-        escape: what it does to event text in its summary line (:attr:`Rendered.text`).
+        escape: what it does to event text in its summary line (:meth:`Rendered.summary`).
         accepted: the answer its service gives a delivered webhook post, ``(status, body)``.
-        webhook_variable: the alerts function's variable naming its webhook URL secret.
     """
 
     channel: Channel
@@ -192,11 +190,6 @@ class Registration:
     limits: RenderLimits
     escape: Callable[[str], str]
     accepted: tuple[int, str]
-
-    @property
-    def webhook_variable(self) -> str:
-        """``BATCHPILOT_<NAME>_WEBHOOK_SECRET`` (template.yaml: ``!Ref <Name>WebhookSecretArn``)."""
-        return f"BATCHPILOT_{self.channel.value.upper()}_WEBHOOK_SECRET"
 
 
 class _Configurable(Protocol):

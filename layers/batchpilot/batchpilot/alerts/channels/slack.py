@@ -124,6 +124,10 @@ class SlackMessage:
         ``unfurl_*`` flags)."""
         return json.dumps(self.payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
+    def summary(self) -> str:
+        """The top-level ``text`` (mrkdwn-escaped)."""
+        return self.text
+
     def headline(self) -> str:
         """The header block's text (the severity and the headline), or "" without one."""
         first = self.blocks[0] if self.blocks else {}

@@ -120,6 +120,10 @@ class TeamsMessage:
         """:meth:`payload` as UTF-8 JSON."""
         return json.dumps(self.payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
+    def summary(self) -> str:
+        """The card's ``fallbackText`` (:attr:`text`, Markdown-escaped)."""
+        return str(self.card.get("fallbackText", ""))
+
     def headline(self) -> str:
         """The card's title (its second body element, the first after the severity line)."""
         title_block = self.card["body"][1]
