@@ -190,12 +190,14 @@ def notification_from_teams(request: TeamsRequest) -> dict[str, Any]:
 def notification_from_webhook(request: WebhookRequest) -> dict[str, Any]:
     """A report entry from a message a generic webhook accepted: severity and title come from the
     first string of the body that reads ``Critical: <title>`` (every channel's one-line summary is
-    ``batchpilot.alerts.render.top_text``), searched depth-first in the body's own order."""
+    ``batchpilot.alerts.render.top_text``), searched depth-first in the body's own order, shown as
+    a Markdown reader shows it (:func:`markdown_shown`: webhook channels backslash-escape event
+    text)."""
     stack: list[Any] = [request.payload]
     while stack:
         value = stack.pop(0)
         if isinstance(value, str) and _TEXT_PREFIX.match(value):
-            return _chat_note(request.channel, value)
+            return _chat_note(request.channel, markdown_shown(value))
         if isinstance(value, Mapping):
             stack[:0] = list(value.values())
         elif isinstance(value, list):
