@@ -36,12 +36,16 @@ def test_alerts_modules_import_no_chat_library_http_client_or_boto3() -> None:
         "batchpilot.alerts.settings",
         "batchpilot.alerts.channels.slack",
         "batchpilot.alerts.channels.teams",
+        "batchpilot.alerts.channels.webhook",
+        "batchpilot.alerts.registry",
+        "batchpilot.io.webhook",
         "batchpilot.io.secrets",
         "batchpilot.io.sns",
     ]
     code = (
         "import sys\n"
         + "".join(f"import {m}\n" for m in modules)
+        + "batchpilot.alerts.channels.registered()\n"  # discovery imports every channel module
         + "loaded = {k.split('.')[0] for k in sys.modules}\n"
         + "print(sorted(loaded & {'slack_sdk', 'urllib3', 'boto3'}))"
     )
