@@ -2,7 +2,9 @@
 built as the alerts function builds it (its registration's factory, from the settings), through the
 same cases against the generic local webhook sink (a real HTTP server on 127.0.0.1): render limits,
 escaping of event text, the deadline, HTTP 429, 5xx, a hang, an unreachable webhook, and the URL
-(a credential) never logged. A new channel that registers itself is run through all of them."""
+(a credential) never logged; then through the real alerts service (embedded AWS): delivered once,
+and a failed post falling back to the on-call topic once. A new channel that registers itself is
+run through all of them."""
 
 from __future__ import annotations
 
@@ -22,11 +24,13 @@ from batchpilot.alerts.channels import (
     Rendered,
     registered,
 )
-from batchpilot.alerts.policy import Channel, Severity
+from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
 from batchpilot.alerts.ports import Delivery, Notice, Notifier
+from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.shared.records import Outcome
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, LocalWebhook
-from batchpilot_local.testing.alerts import ENV, StaticSecrets, fact_of, failed_fleet
+from batchpilot_local.testing.alerts import ENV, Rig, StaticSecrets, fact_of, failed_fleet, open_rig
 from batchpilot_local.testing.samples import batch_job, sample
 
 REGISTRATIONS = registered()
@@ -223,3 +227,39 @@ def test_the_webhook_url_is_never_logged(subject: Subject, caplog: pytest.LogCap
     logged = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
     assert subject.hook.token not in logged
     assert not any(subject.hook.token in (reason or "") for reason in reasons)
+
+
+# --------------------------------------------------------------- through the alerts service
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    yield from open_rig()  # a fresh StateTable and topic per case
+
+
+def service_of(subject: Subject) -> tuple[RoutingPolicy, ChannelRegistry]:
+    """The default policy of a deployment with only this channel, and a registry holding it."""
+    return RoutingPolicy().for_chat((subject.registration.channel,)), ChannelRegistry([subject.notifier])
+
+
+def test_a_fact_reaches_the_channel_once(rig: Rig, subject: Subject) -> None:
+    policy, channels = service_of(subject)
+    event = sample("batch-job/failed-spot-reclaim")
+    result = rig.run(event, policy=policy, channels=channels)
+    assert result.sent == [(subject.registration.channel.value, "info")] and result.failed == []
+    again = rig.run({**event, "id": "another-envelope-id"}, policy=policy, channels=channels)
+    assert again.records[0].outcome is Outcome.DUPLICATE
+    assert len(subject.hook.delivered()) == 1 and rig.sns() == []
+
+
+def test_a_failed_post_falls_back_to_the_on_call_topic_once(rig: Rig, subject: Subject) -> None:
+    name = subject.registration.channel.value
+    policy, channels = service_of(subject)
+    subject.hook.fail_next("server_error")
+    event = sample("batch-job/failed-spot-reclaim")
+    result = rig.run(event, policy=policy, channels=channels)
+    assert result.failed == [(name, "http_500")] and not result.records[0].failed
+    [message] = rig.sns()
+    assert f"{subject.registration.channel.label} delivery failed: http_500" in message["Message"]
+    assert message["MessageAttributes"]["fallback_from"]["Value"] == name
+    retry = rig.run(event, policy=policy, channels=channels)  # the fallback counts as delivered
+    assert retry.records[0].outcome is Outcome.DUPLICATE and rig.sns() == []
+    assert len(subject.hook.requests) == 1
