@@ -6,8 +6,6 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.alerts.channels.slack import SlackNotifier
-from batchpilot.alerts.channels.teams import TeamsNotifier
 from batchpilot.alerts.handler import AlertsProcessor
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.service import AlertService
@@ -23,7 +21,7 @@ from batchpilot.shared.observability import configure, logger, metrics
 settings = AlertsSettings.from_environ(os.environ, function="alerts")
 configure(settings)
 secrets = SecretSource(client("secretsmanager")) if settings.chat_channels else None
-channels = ChannelRegistry([n.configured(settings, secrets) for n in (SlackNotifier, TeamsNotifier)])
+channels = ChannelRegistry.configured(settings, secrets)  # every channel that registered itself
 store = DynamoAlertStore(client("dynamodb"), settings.state_table)
 topic = SnsPublisher(client("sns"), settings.oncall_topic_arn)
 jobs = BatchJobDirectory(LazyClient("batch"))  # preemption alerts only: made at their first lookup

@@ -1,6 +1,17 @@
 """A local chat service: one real HTTP server on 127.0.0.1 that answers like Slack (an incoming
-webhook and the Web API's ``chat.postMessage``) and like a Microsoft Teams Workflows webhook,
-records every request, and can be told to fail.
+webhook and the Web API's ``chat.postMessage``), like a Microsoft Teams Workflows webhook, and like
+the incoming webhook of any registered channel (:meth:`LocalChatEndpoint.webhook`: the generic
+sink), records every request, and can be told to fail.
+
+The generic sink (:class:`LocalWebhook`) serves one webhook per channel at
+``/hooks/<channel>/<token>`` (the token is the URL's secret part) and answers a post with the
+answer the channel's registration documents (``Registration.accepted``: Teams 202 and an empty
+body, Slack 200 ``ok``), or, per failure mode (:data:`WEBHOOK_FAILURE_MODES`), ``rate_limited``
+429 with ``Retry-After``, ``bad_request`` 400, ``unauthorized`` 401, ``not_found`` 404,
+``server_error`` 500 (each with an empty body: a channel reads the status), ``timeout`` (the
+accepted answer after ``delay`` seconds) and ``hang`` (no answer); a post with another token is
+401. It knows nothing of a channel's message format: the channel contract test and every webhook
+channel's local run use it as is.
 
 Used by the replay runner, the tests and the benchmarks instead of Slack and Teams (nothing leaves
 the machine)::
@@ -72,11 +83,14 @@ __all__ = [
     "FAILURE_MODES",
     "TEAMS_FAILURE_MODES",
     "TEAMS_MAX_MESSAGE_BYTES",
+    "WEBHOOK_FAILURE_MODES",
     "LocalChatEndpoint",
     "LocalSlack",
     "LocalTeams",
+    "LocalWebhook",
     "SlackRequest",
     "TeamsRequest",
+    "WebhookRequest",
     "adaptive_card_problem",
     "block_kit_problem",
 ]
@@ -103,6 +117,15 @@ TEAMS_FAILURE_MODES = (
     "hang",
 )
 """The Teams webhook's scripted failure modes."""
+WEBHOOK_FAILURE_MODES = TEAMS_FAILURE_MODES
+"""The generic webhook sink's scripted failure modes."""
+_WEBHOOK_FAILURES: dict[str, int] = {
+    "rate_limited": 429,
+    "bad_request": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "server_error": 500,
+}
 TEAMS_MAX_MESSAGE_BYTES = 28 * 1024
 """Teams' message size limit (Microsoft Teams platform, "Create Incoming Webhooks")."""
 
@@ -221,6 +244,35 @@ class TeamsRequest:
         return value if isinstance(value, str) else ""
 
 
+@dataclass(frozen=True)
+class WebhookRequest:
+    """One request a generic webhook (:class:`LocalWebhook`) received, and what it answered.
+
+    Attributes:
+        channel: the channel the webhook serves (its ``Channel`` value).
+        path: the request path without the token (``/hooks/<channel>``).
+        payload: the decoded JSON body.
+        status: the HTTP status answered (0: none, the ``hang`` mode).
+        answer: the body answered.
+        size: the body's size in bytes.
+        authorized: the URL's token was the webhook's.
+        delivered: the answer was the channel's documented success answer.
+        received_at: ``time.time()`` when it arrived.
+        delay: seconds the answer was held back.
+    """
+
+    channel: str
+    path: str
+    payload: dict[str, Any]
+    status: int
+    answer: str
+    size: int = 0
+    authorized: bool = True
+    delivered: bool = False
+    received_at: float = 0.0
+    delay: float = 0.0
+
+
 def _length(obj: Any) -> int:
     text = obj.get("text") if isinstance(obj, Mapping) else None
     return len(text) if isinstance(text, str) else 0
@@ -312,7 +364,7 @@ class _Script:
     delay: float = 0.0
 
 
-R = TypeVar("R", SlackRequest, TeamsRequest)
+R = TypeVar("R", SlackRequest, TeamsRequest, WebhookRequest)
 
 
 class _Side(Generic[R]):
@@ -544,6 +596,70 @@ class LocalTeams(_Side[TeamsRequest]):
         return 202, "", {}, True, 0.0
 
 
+class LocalWebhook(_Side[WebhookRequest]):
+    """A generic incoming webhook for one channel (see the module docstring).
+
+    Attributes:
+        channel: the channel's name (``Channel`` value).
+        token: the URL's secret part.
+        accepted: ``(status, body)`` answered for a post it takes.
+    """
+
+    MODES = WEBHOOK_FAILURE_MODES
+
+    def __init__(
+        self, endpoint: LocalChatEndpoint, *, channel: str, token: str, accepted: tuple[int, str]
+    ) -> None:
+        super().__init__(endpoint)
+        self.channel = channel
+        self.token = token
+        self.accepted = accepted
+
+    @property
+    def path(self) -> str:
+        """``/hooks/<channel>`` (the URL without its token)."""
+        return f"/hooks/{self.channel}"
+
+    @property
+    def webhook_url(self) -> str:
+        """The webhook URL (what the channel's webhook secret holds)."""
+        return f"{self.base_url}{self.path}/{self.token}"
+
+    def answer(
+        self, token: str, payload: Mapping[str, Any], size: int
+    ) -> tuple[WebhookRequest, dict[str, str]]:
+        """The answer to a post carrying ``token``, as recorded (status 0: no answer), and the
+        answer's headers."""
+        status, body, delay = self.accepted[0], self.accepted[1], 0.0
+        headers: dict[str, str] = {}
+        authorized = token == self.token
+        script = self._next_failure() if authorized else None
+        if not authorized:
+            status, body = 401, "unauthorized"
+        elif script is not None and script.mode in _WEBHOOK_FAILURES:
+            status, body = _WEBHOOK_FAILURES[script.mode], ""
+            if status == 429:
+                headers["Retry-After"] = str(script.retry_after)
+        elif script is not None:  # timeout: the accepted answer, late; hang: none
+            delay = script.delay
+            status = 0 if script.mode == "hang" else status
+        delivered = authorized and status == self.accepted[0] and (script is None or script.mode == "timeout")
+        request = WebhookRequest(
+            self.channel,
+            self.path,
+            dict(payload),
+            status,
+            body,
+            size,
+            authorized,
+            delivered,
+            time.time(),
+            delay,
+        )
+        self._record(request)
+        return request, headers
+
+
 def _teams_error(status: int, code: str, message: str) -> tuple[int, str, dict[str, str]]:
     return status, json.dumps({"error": {"code": code, "message": message}}), {}
 
@@ -563,7 +679,11 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = parts.path
         slack, teams = endpoint.slack, endpoint.teams
-        if path == teams.workflow_path:
+        hook = endpoint.hooks.get(path.rsplit("/", 1)[0]) if path.startswith("/hooks/") else None
+        if hook is not None:
+            request, headers = hook.answer(path.rsplit("/", 1)[-1], payload, len(raw_bytes))
+            status, body, delay = request.status, request.answer, request.delay
+        elif path == teams.workflow_path:
             status, body, headers, authorized, delay = teams.answer(parts.query, payload, len(raw_bytes))
             size = len(raw_bytes)
             teams._record(TeamsRequest(path, payload, status, body, size, authorized, time.time(), delay))
@@ -646,10 +766,22 @@ class LocalChatEndpoint:
     ) -> None:
         self.slack = LocalSlack(self, bot_token=bot_token, channel=channel, webhook_path=webhook_path)
         self.teams = LocalTeams(self, workflow_path=workflow_path, signature=teams_signature)
+        self.hooks: dict[str, LocalWebhook] = {}
+        """The generic webhooks (:meth:`webhook`), by path."""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         """Set while the endpoint stops: held answers (``timeout``, ``hang``) end at once."""
+
+    def webhook(self, channel: str, accepted: tuple[int, str] = (200, "")) -> LocalWebhook:
+        """The generic webhook of ``channel`` (a ``Channel`` value), made on first use; ``accepted``:
+        the answer it gives a post it takes (the channel's ``Registration.accepted``; the first
+        call's value is kept)."""
+        path = f"/hooks/{channel}"
+        if path not in self.hooks:
+            token = f"batchpilotlocal{channel}hook{len(self.hooks):04d}secret"
+            self.hooks[path] = LocalWebhook(self, channel=channel, token=token, accepted=accepted)
+        return self.hooks[path]
 
     def start(self) -> LocalChatEndpoint:
         """Listen on 127.0.0.1 at an ephemeral port (idempotent)."""

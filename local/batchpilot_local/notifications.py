@@ -16,7 +16,12 @@ what the alerts function's environment in ``template.yaml`` points at:
   endpoint's URL or token (the deployment's own secret is not in the embedded AWS); a channel whose
   parameter is empty stays off, as in a stack deployed with the parameters' empty defaults, and its
   messages go to the on-call topic. ``slack=``, ``bot=`` and ``teams=`` force a channel on or off
-  (tests, benchmarks).
+  (tests, benchmarks);
+- for every other registered channel (``batchpilot.alerts.channels.registered``) whose
+  ``BATCHPILOT_<CHANNEL>_WEBHOOK_SECRET`` the environment names (or that ``webhooks=`` names), a
+  local secret holding the URL of its generic webhook at the same endpoint
+  (:meth:`~batchpilot_local.chat_endpoint.LocalChatEndpoint.webhook`): a new webhook channel needs
+  nothing here.
 
 :meth:`LocalAlerts.spec_for` gives the alerts function's spec with that environment;
 :meth:`LocalAlerts.collect` returns what was delivered since the previous call, as the replay
@@ -34,7 +39,17 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from batchpilot_local.chat_endpoint import LocalChatEndpoint, SlackRequest, TeamsRequest
+from batchpilot.alerts.channels import Registration, registered
+from batchpilot.alerts.policy import Channel
+from batchpilot.alerts.settings import AlertsSettings
+
+from batchpilot_local.chat_endpoint import (
+    LocalChatEndpoint,
+    LocalWebhook,
+    SlackRequest,
+    TeamsRequest,
+    WebhookRequest,
+)
 from batchpilot_local.embedded_aws import EmbeddedAws, create_tables
 from batchpilot_local.template import (
     STATE_TABLE,
@@ -54,6 +69,7 @@ __all__ = [
     "notification_from_slack",
     "notification_from_sns",
     "notification_from_teams",
+    "notification_from_webhook",
 ]
 
 ALERTS_FUNCTION = "alerts"
@@ -71,10 +87,17 @@ SLACK_BOT_VARIABLE = "BATCHPILOT_SLACK_BOT_TOKEN_SECRET"
 """The alerts function's variable that names the Slack bot token secret (``!Ref SlackBotTokenSecretArn``)."""
 
 
+def generic_channels() -> tuple[Registration, ...]:
+    """The registered channels served by the generic webhook sink: all but Slack and Teams, which
+    have their own local services (their API rules and answers)."""
+    return tuple(r for r in registered() if r.channel not in (Channel.SLACK, Channel.TEAMS))
+
+
 def chat_wiring(environment: Mapping[str, str] | None) -> dict[str, str]:
     """The chat channels an alerts function with ``environment`` has, as a deploy gives them:
-    ``{"slack": "webhook" | "bot token" | "webhook and bot token", "teams": "webhook"}``, only the
-    channels whose secret variable is set (empty: on-call topic only)."""
+    ``{"slack": "webhook" | "bot token" | "webhook and bot token", "teams": "webhook", <other
+    registered channel>: "webhook"}``, only the channels whose secret variable is set (empty:
+    on-call topic only)."""
     env = environment or {}
     wiring: dict[str, str] = {}
     slack = [
@@ -86,6 +109,9 @@ def chat_wiring(environment: Mapping[str, str] | None) -> dict[str, str]:
         wiring["slack"] = " and ".join(slack)
     if env.get(TEAMS_VARIABLE):
         wiring["teams"] = "webhook"
+    for registration in generic_channels():
+        if env.get(AlertsSettings.webhook_variable(registration.channel)):
+            wiring[registration.channel.value] = "webhook"
     return wiring
 
 
@@ -161,6 +187,24 @@ def notification_from_teams(request: TeamsRequest) -> dict[str, Any]:
     return _chat_note("teams", markdown_shown(request.text))
 
 
+def notification_from_webhook(request: WebhookRequest) -> dict[str, Any]:
+    """A report entry from a message a generic webhook accepted: severity and title come from the
+    first string of the body that reads ``Critical: <title>`` (every channel's one-line summary is
+    ``batchpilot.alerts.render.top_text``), searched depth-first in the body's own order, shown as
+    a Markdown reader shows it (:func:`markdown_shown`: webhook channels backslash-escape event
+    text)."""
+    stack: list[Any] = [request.payload]
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, str) and _TEXT_PREFIX.match(value):
+            return _chat_note(request.channel, markdown_shown(value))
+        if isinstance(value, Mapping):
+            stack[:0] = list(value.values())
+        elif isinstance(value, list):
+            stack[:0] = value
+    return {"channel": request.channel, "severity": None, "title": ""}
+
+
 class LocalAlerts:
     """The alerts function's topic, table, chat endpoint and secrets in an embedded AWS.
 
@@ -177,6 +221,8 @@ class LocalAlerts:
             or the webhook (False); None: the mode the environment names (both when it names both).
         teams: configure Teams (True), or not (False); None: when the environment names a Teams
             secret (the template's ``TeamsWebhookSecretArn`` is set).
+        webhooks: other registered channels to configure at the generic webhook sink, whatever
+            the environment names (each also on when the environment names its webhook secret).
 
     Raises (from :meth:`open`):
         ValueError: the environment lacks ``BATCHPILOT_ONCALL_TOPIC_ARN`` or ``BATCHPILOT_STATE_TABLE``,
@@ -193,6 +239,7 @@ class LocalAlerts:
         slack: bool | None = None,
         bot: bool | None = None,
         teams: bool | None = None,
+        webhooks: tuple[Channel, ...] = (),
     ) -> None:
         self.aws = aws
         self._template = template
@@ -209,6 +256,13 @@ class LocalAlerts:
         self.bot = self.slack_on and (bool(bot) if bot is not None else "bot token" in mode)
         self.webhook = self.slack_on and (not bot if bot is not None else ("webhook" in mode or not mode))
         self.teams_on = bool(teams) if teams is not None else "teams" in wiring
+        self.hooks: dict[Channel, LocalWebhook] = {
+            r.channel: self.chat.webhook(r.channel.value, r.accepted)
+            for r in generic_channels()
+            if r.channel in webhooks or r.channel.value in wiring
+        }
+        """The generic webhooks of the other registered channels this run configures."""
+        self._hook_marks: dict[Channel, int] = dict.fromkeys(self.hooks, 0)
         self._bot_forced = bot is True
         self.environment: dict[str, str] = {}
         """The alerts function's environment for this run (set by :meth:`open`)."""
@@ -228,7 +282,8 @@ class LocalAlerts:
         ``teams`` when configured; empty without an alerts function."""
         if not self.active:
             return []
-        return ["sns", *(["slack"] if self.slack_on else []), *(["teams"] if self.teams_on else [])]
+        chat = [*(["slack"] if self.slack_on else []), *(["teams"] if self.teams_on else [])]
+        return ["sns", *chat, *(channel.value for channel in self.hooks)]
 
     def __enter__(self) -> LocalAlerts:
         return self.open()
@@ -284,6 +339,12 @@ class LocalAlerts:
             )["ARN"]
         else:
             env.pop(TEAMS_VARIABLE, None)
+        for channel, hook in self.hooks.items():
+            self._hook_marks[channel] = hook.mark()
+            env[AlertsSettings.webhook_variable(channel)] = secrets.create_secret(
+                Name=f"batchpilot/local/{channel.value}-webhook",
+                SecretString=json.dumps({"url": hook.webhook_url}),
+            )["ARN"]
         self.environment = env
         return self
 
@@ -348,4 +409,11 @@ class LocalAlerts:
             self._teams_mark += len(posts)
         out += [Delivery(notification_from_slack(r), dict(r.payload)) for r in requests if r.delivered]
         out += [Delivery(notification_from_teams(p), dict(p.payload)) for p in posts if p.delivered]
+        for channel, hook in self.hooks.items():
+            if self._own_chat:
+                hooked = hook.take()
+            else:
+                hooked = hook.since(self._hook_marks[channel])
+                self._hook_marks[channel] += len(hooked)
+            out += [Delivery(notification_from_webhook(h), dict(h.payload)) for h in hooked if h.delivered]
         return out

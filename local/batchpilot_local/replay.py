@@ -270,7 +270,7 @@ class Replayer:
             )
         alerts = self.template.functions.get(ALERTS_FUNCTION)
         chat = chat_wiring(alerts.environment if alerts else None)
-        channels = (["sns"] if alerts else []) + [c for c in ("slack", "teams") if c in chat]
+        channels = (["sns"] if alerts else []) + list(chat)  # Slack, Teams, other registered channels
         return Wiring(
             {name: sorted(sources) for name, sources in sorted(functions.items())},
             channels,

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = ["batch_label", "build_report", "event_label", "short_labels", "write_report"]
 
 _MAX_PREVIEWS = 60  # messages previewed; the rest are counted
+_PREVIEW_BODY_MAX = 4000  # characters of a generic channel's body shown
 _MAX_EVENT_ROWS = 500  # rows of the per-event table; the rest are counted
 _MAX_TIMELINE_CHARTS = 12
 _PREVIEW_STYLE = """
@@ -208,8 +209,12 @@ def _preview(delivery: Delivery, source: str = "") -> str:
         body = slack_preview(delivery.payload)
     elif channel == "teams":
         body = teams_preview(delivery.payload)
-    else:
+    elif channel == "sns":
         body = sns_preview(delivery.payload)
+    else:  # another registered webhook channel: its summary line, then the body as sent
+        shown = json.dumps(delivery.payload, ensure_ascii=False, indent=2)[:_PREVIEW_BODY_MAX]
+        title = _e(str(delivery.note.get("title") or ""))
+        body = f'<div class="hdr">{title}</div><pre>{_e(shown)}</pre>'
     head = f'<div class="chan">{_e(label)} · <span class="sev-{_e(severity)}">{_e(severity)}</span></div>'
     origin = f'<div class="from">{_e(source)}</div>' if source else ""
     return f'<div class="msg {_e(channel)}">{head}{origin}{body}</div>'

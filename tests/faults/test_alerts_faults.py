@@ -161,7 +161,7 @@ def test_teams_failures_end_with_one_copy_per_channel_and_nothing_lost(
     teams_rig: Rig, mode: str, script: dict[str, Any]
 ) -> None:
     rig = teams_rig
-    rig.teams_timeout = 1.0
+    rig.chat_timeout = 1.0
     bodies = [*jobs(CRITICAL, 1), *jobs(INFO, 1)]
     rig.teams.fail_next(mode, **script)
     results = deliver(lambda: service(rig), bodies)

@@ -234,7 +234,7 @@ def test_a_failed_post_falls_back_to_the_on_call_topic_once(rig: Rig, mode: str,
 
 
 def test_a_timeout_falls_back(rig: Rig) -> None:
-    rig.teams_timeout = 0.5
+    rig.chat_timeout = 0.5
     rig.teams.fail_next("timeout", delay=2.0)
     result = rig.run(sample(INFO))
     assert result.failed == [("teams", "timeout")]
@@ -293,7 +293,7 @@ def test_the_webhook_url_is_never_logged(rig: Rig, caplog: pytest.LogCaptureFixt
     rig.teams.fail_next("server_error")
     rig.run(sample(INFO))
     rig.run(sample("batch-job/failed-attempt-timeout"))
-    rig.teams_timeout = 0.3
+    rig.chat_timeout = 0.3
     rig.teams.fail_next("timeout", delay=1.0)
     rig.run(sample("service-job/failed-sagemaker-capacity"))
     assert len(rig.teams.requests) == 3

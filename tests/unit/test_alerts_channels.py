@@ -3,6 +3,7 @@ and the Teams renderer within Teams' limits (checked with the local endpoint's c
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -12,8 +13,9 @@ from batchpilot.alerts.channels.teams import MAX_PAYLOAD_BYTES, card_text, teams
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.shared.settings import ConfigError
-from batchpilot_local.chat_endpoint import adaptive_card_problem
-from batchpilot_local.testing.alerts import fact_of
+from batchpilot_local.chat_endpoint import WebhookRequest, adaptive_card_problem
+from batchpilot_local.notifications import notification_from_webhook
+from batchpilot_local.testing.alerts import StaticSecrets, fact_of
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import batch_job, sample
 
@@ -34,12 +36,16 @@ def test_alerts_modules_import_no_chat_library_http_client_or_boto3() -> None:
         "batchpilot.alerts.settings",
         "batchpilot.alerts.channels.slack",
         "batchpilot.alerts.channels.teams",
+        "batchpilot.alerts.channels.webhook",
+        "batchpilot.alerts.registry",
+        "batchpilot.io.webhook",
         "batchpilot.io.secrets",
         "batchpilot.io.sns",
     ]
     code = (
         "import sys\n"
         + "".join(f"import {m}\n" for m in modules)
+        + "batchpilot.alerts.channels.registered()\n"  # discovery imports every channel module
         + "loaded = {k.split('.')[0] for k in sys.modules}\n"
         + "print(sorted(loaded & {'slack_sdk', 'urllib3', 'boto3'}))"
     )
@@ -125,3 +131,60 @@ def test_a_teams_card_has_the_facts_reason_links_and_why() -> None:
     assert {"Job: ", "Job queue: ", "Status: ", "Category: ", "Wait time: ", "Run time: "} <= labels
     assert [a["title"] for a in message.card["actions"]] == ["Batch job", "Training job", "Logs"]
     assert "Why info" in body[-1]["inlines"][0]["text"]
+
+
+def test_every_chat_channel_is_configured_by_its_own_webhook_variable() -> None:
+    chat = [c for c in Channel if c is not Channel.SNS]
+    assert chat  # Slack and Teams at least
+    env = {**BASE_ENV, **{AlertsSettings.webhook_variable(c): f"batchpilot/{c.value}-webhook" for c in chat}}
+    settings = AlertsSettings.from_environ(env)
+    assert settings.chat_channels == tuple(chat)
+    assert settings.webhook_secrets == {c: f"batchpilot/{c.value}-webhook" for c in chat}
+    assert AlertsSettings.webhook_variable(Channel.TEAMS) == "BATCHPILOT_TEAMS_WEBHOOK_SECRET"
+    with pytest.raises(ConfigError, match="BATCHPILOT_SLACK_WEBHOOK_SECRET"):
+        AlertsSettings.from_environ(
+            {**BASE_ENV, "BATCHPILOT_SLACK_WEBHOOK_SECRET": "https://hooks.slack.com/x"}
+        )
+
+
+def test_the_registry_builds_exactly_the_configured_channels() -> None:
+    from batchpilot.alerts.registry import ChannelRegistry
+
+    secrets = StaticSecrets({})
+    teams_only = AlertsSettings.from_environ({**BASE_ENV, "BATCHPILOT_TEAMS_WEBHOOK_SECRET": TEAMS_ARN})
+    assert list(ChannelRegistry.configured(teams_only, secrets)) == [Channel.TEAMS]
+    assert len(ChannelRegistry.configured(AlertsSettings.from_environ(BASE_ENV), secrets)) == 0
+    both = AlertsSettings.from_environ(
+        {
+            **BASE_ENV,
+            "BATCHPILOT_TEAMS_WEBHOOK_SECRET": TEAMS_ARN,
+            "BATCHPILOT_SLACK_WEBHOOK_SECRET": SLACK_ARN,
+        }
+    )
+    assert list(ChannelRegistry.configured(both, secrets)) == [Channel.SLACK, Channel.TEAMS]
+    assert len(ChannelRegistry.configured(both, None)) == 0  # no secret reader: no chat channel
+
+
+def test_the_alerts_app_names_no_channel() -> None:
+    # Channels register themselves: adding one changes no wiring (functions/alerts/app.py).
+    source = (ROOT / "functions" / "alerts" / "app.py").read_text(encoding="utf-8")
+    imported = [
+        node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    ]
+    assert "batchpilot.alerts.registry" in imported
+    assert [m for m in imported if m.startswith("batchpilot.alerts.channels")] == []
+    assert not any(c.value in source.lower() for c in Channel if c is not Channel.SNS)
+
+
+def test_a_generic_webhooks_notification_is_its_summary_as_shown() -> None:
+    payload = {"embeds": [{"title": "x"}], "content": "Critical: container job \\[dry run\\] a\\_b FAILED"}
+    request = WebhookRequest("discord", "/hooks/discord", payload, 204, "", delivered=True)
+    assert notification_from_webhook(request) == {
+        "channel": "discord",
+        "severity": "critical",
+        "title": "container job [dry run] a_b FAILED",
+    }
+    empty = WebhookRequest("discord", "/hooks/discord", {"content": "no severity"}, 204, "")
+    assert notification_from_webhook(empty)["severity"] is None

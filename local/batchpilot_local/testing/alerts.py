@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from batchpilot.alerts.channels.slack import SlackNotifier
-from batchpilot.alerts.channels.teams import TeamsNotifier
+from batchpilot.alerts.channels import ChannelOptions
 from batchpilot.alerts.facts import AlertFact, fact_from_event
 from batchpilot.alerts.policy import RoutingPolicy
 from batchpilot.alerts.registry import ChannelRegistry
@@ -38,6 +37,7 @@ __all__ = [
     "TEAMS_PARAMETER_VALUE",
     "Clock",
     "Rig",
+    "StaticSecrets",
     "capacity_resubmission",
     "fact_of",
     "failed_fleet",
@@ -112,6 +112,18 @@ START = datetime.fromtimestamp(1_800_000_000, UTC)
 
 
 @dataclass
+class StaticSecrets:
+    """A :class:`batchpilot.alerts.ports.SecretReader` over a dict (secret id → value); an unknown
+    id raises ``KeyError``, as a missing secret makes ``SecretSource.get`` raise."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    def get(self, secret_id: str) -> str:
+        """The value stored under ``secret_id``."""
+        return self.values[secret_id]
+
+
+@dataclass
 class Clock:
     """A settable "now" (aware UTC), the service's :data:`batchpilot.shared.clock.Clock`."""
 
@@ -125,7 +137,8 @@ class Clock:
 class Rig:
     """The alerts service with its real adapters (DynamoDB, SNS, Secrets Manager in the embedded
     AWS; Slack and Teams at the local chat endpoint). :meth:`run` processes one batch; the clock,
-    the time left and the sleep between 429 retries (recorded in ``sleeps``) are injected."""
+    the time left, the sleep between 429 retries (recorded in ``sleeps``) and every channel's
+    request timeout (``chat_timeout``) are injected."""
 
     aws: EmbeddedAws
     chat: LocalChatEndpoint
@@ -133,7 +146,7 @@ class Rig:
     clock: Clock = field(default_factory=Clock)
     sleeps: list[float] = field(default_factory=list)
     remaining: float = 60.0
-    teams_timeout: float = 10.0
+    chat_timeout: float = 10.0
 
     @property
     def slack(self) -> LocalSlack:
@@ -144,24 +157,12 @@ class Rig:
         return self.chat.teams
 
     def channels(self, *, real_sleep: bool = False) -> ChannelRegistry:
-        env = self.local.environment
+        """Every registered channel this run's environment configures, as the function builds them
+        (:meth:`ChannelRegistry.configured`), with the rig's sleep and timeout."""
+        settings = AlertsSettings.from_environ(self.local.environment, function="alerts")
         secrets = SecretSource(self.aws.client("secretsmanager"))
         sleep = time.sleep if real_sleep else self.sleeps.append
-        slack = SlackNotifier(
-            secrets,
-            webhook_secret=env.get("BATCHPILOT_SLACK_WEBHOOK_SECRET"),
-            bot_token_secret=env.get("BATCHPILOT_SLACK_BOT_TOKEN_SECRET"),
-            channel=env.get("BATCHPILOT_SLACK_CHANNEL"),
-            api_url=env.get("BATCHPILOT_SLACK_API_URL", "https://slack.com/api/"),
-            sleep=sleep,
-        )
-        teams_secret = env.get("BATCHPILOT_TEAMS_WEBHOOK_SECRET")
-        teams = (
-            TeamsNotifier(secrets, webhook_secret=teams_secret, sleep=sleep, timeout=self.teams_timeout)
-            if teams_secret
-            else None
-        )
-        return ChannelRegistry([slack, teams])
+        return ChannelRegistry.configured(settings, secrets, ChannelOptions(sleep, self.chat_timeout))
 
     def service(
         self,

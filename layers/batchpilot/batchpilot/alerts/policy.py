@@ -75,7 +75,8 @@ class Channel(StrEnum):
     """Where a notification goes: the on-call SNS topic (``sns``) or a chat channel.
 
     Each chat channel is delivered by the adapter registered under its name
-    (:class:`batchpilot.alerts.channels.ChannelRegistry`); the on-call topic is also the fallback
+    (:class:`batchpilot.alerts.registry.ChannelRegistry`, built from the channels that register
+    themselves: :func:`batchpilot.alerts.channels.registered`); the on-call topic is also the fallback
     of every chat channel. The value is the policy's name, the ``Channel`` metric dimension and
     the name recorded in the StateTable.
     """

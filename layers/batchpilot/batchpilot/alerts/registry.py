@@ -2,16 +2,23 @@
 
 The routing policy names channels (:class:`~batchpilot.alerts.policy.Channel`); the service looks
 each one up here and knows nothing else about it. A channel the policy names but nobody registered
-is "not configured": its facts go to the on-call topic instead (not a failure). Pure.
+is "not configured": its facts go to the on-call topic instead (not a failure).
+:meth:`ChannelRegistry.configured` builds it from every channel that registered itself
+(:func:`batchpilot.alerts.channels.registered`), so adding a channel changes no wiring.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from batchpilot.alerts.channels import ChannelOptions, registered
 from batchpilot.alerts.policy import Channel
 from batchpilot.alerts.ports import Notifier
+
+if TYPE_CHECKING:
+    from batchpilot.alerts.ports import SecretReader
+    from batchpilot.alerts.settings import AlertsSettings
 
 __all__ = ["ChannelRegistry"]
 
@@ -33,6 +40,20 @@ class ChannelRegistry:
         for notifier in notifiers:
             if notifier is not None:
                 self.register(notifier)
+
+    @classmethod
+    def configured(
+        cls, settings: AlertsSettings, secrets: SecretReader | None, options: ChannelOptions | None = None
+    ) -> ChannelRegistry:
+        """The notifiers of every registered channel the settings configure (each registration's
+        factory; one that returns None is not configured).
+
+        Args:
+            settings: the alerts function's settings.
+            secrets: where channels read their URLs and tokens (None: no chat channel configured).
+            options: how notifiers wait and how long a request may take (tests inject these).
+        """
+        return cls(registration.factory(settings, secrets, options) for registration in registered())
 
     def register(self, notifier: Notifier[Any]) -> None:
         """Deliver ``notifier.name`` through ``notifier`` from now on."""

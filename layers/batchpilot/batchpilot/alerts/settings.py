@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, ClassVar, TypedDict
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -31,17 +32,18 @@ class AlertsSettings(FunctionSettings):
     Attributes:
         state_table: the StateTable's name (``BATCHPILOT_STATE_TABLE``, required).
         oncall_topic_arn: the on-call SNS topic (``BATCHPILOT_ONCALL_TOPIC_ARN``, required).
-        slack_webhook_secret: ARN or name of the Secrets Manager secret that holds the incoming
-            webhook URL (``BATCHPILOT_SLACK_WEBHOOK_SECRET``); empty: no webhook. The URL itself is
-            never in the environment.
+        webhook_secrets: per chat channel, the ARN or name of the Secrets Manager secret that holds
+            its incoming webhook URL (``BATCHPILOT_<CHANNEL>_WEBHOOK_SECRET``, one variable per
+            :class:`~batchpilot.alerts.policy.Channel`: ``BATCHPILOT_SLACK_WEBHOOK_SECRET``,
+            ``BATCHPILOT_TEAMS_WEBHOOK_SECRET``, ...); a channel without one has no webhook. The
+            URL itself is never in the environment. :attr:`slack_webhook_secret` and
+            :attr:`teams_webhook_secret` read it.
         slack_bot_token_secret: ARN or name of the secret holding a bot token
             (``BATCHPILOT_SLACK_BOT_TOKEN_SECRET``); with it, ``chat.postMessage`` threads
             messages per job and ``slack_channel`` is required.
         slack_channel: channel id or name for the bot (``BATCHPILOT_SLACK_CHANNEL``).
         slack_api_url: Slack Web API base URL (``BATCHPILOT_SLACK_API_URL``, default
             ``https://slack.com/api/``; https, or http to a loopback address for local runs).
-        teams_webhook_secret: ARN or name of the secret that holds the Microsoft Teams Workflows
-            webhook URL (``BATCHPILOT_TEAMS_WEBHOOK_SECRET``); empty: no Teams.
         alert_policy: the routing policy JSON (``BATCHPILOT_ALERT_POLICY``; empty: the defaults). A
             policy with ``slack_channels`` routes requires ``slack_bot_token_secret``.
         alarm_name_prefix: the prefix of the stack's alarm names (``BATCHPILOT_ALARM_NAME_PREFIX``,
@@ -57,14 +59,13 @@ class AlertsSettings(FunctionSettings):
     oncall_topic_arn: str = Field(
         pattern=r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$"
     )
-    slack_webhook_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
+    webhook_secrets: dict[Channel, Annotated[str, Field(pattern=_ARN_OR_NAME)]] = Field(default_factory=dict)
     slack_bot_token_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
     slack_channel: str | None = Field(default=None, min_length=1, max_length=80, validate_default=True)
     slack_api_url: str = Field(
         default="https://slack.com/api/",
         pattern=r"^(https://\S+|http://(127\.0\.0\.1|localhost)(:\d+)?(/\S*)?)$",
     )
-    teams_webhook_secret: str | None = Field(default=None, pattern=_ARN_OR_NAME)
     alert_policy: str = Field(default="", max_length=8192)
     alarm_name_prefix: str = Field(default="", max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")
     alarms_notified_directly: str = Field(default="", max_length=8192, pattern=r"^[^\x00-\x1f\x7f]*$")
@@ -74,16 +75,45 @@ class AlertsSettings(FunctionSettings):
         **FunctionSettings._ENV,
         "state_table": "BATCHPILOT_STATE_TABLE",
         "oncall_topic_arn": "BATCHPILOT_ONCALL_TOPIC_ARN",
-        "slack_webhook_secret": "BATCHPILOT_SLACK_WEBHOOK_SECRET",
         "slack_bot_token_secret": "BATCHPILOT_SLACK_BOT_TOKEN_SECRET",
         "slack_channel": "BATCHPILOT_SLACK_CHANNEL",
         "slack_api_url": "BATCHPILOT_SLACK_API_URL",
-        "teams_webhook_secret": "BATCHPILOT_TEAMS_WEBHOOK_SECRET",
         "alert_policy": "BATCHPILOT_ALERT_POLICY",
         "alarm_name_prefix": "BATCHPILOT_ALARM_NAME_PREFIX",
         "alarms_notified_directly": "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY",
         "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
     }
+
+    @staticmethod
+    def webhook_variable(channel: Channel) -> str:
+        """The variable naming ``channel``'s webhook secret: ``BATCHPILOT_<CHANNEL>_WEBHOOK_SECRET``."""
+        return f"BATCHPILOT_{channel.value.upper()}_WEBHOOK_SECRET"
+
+    @classmethod
+    def _grouped_values(cls, environ: Mapping[str, str]) -> dict[str, object]:
+        secrets = {
+            channel.value: environ[variable].strip()
+            for channel in Channel
+            if channel is not Channel.SNS
+            and environ.get(variable := cls.webhook_variable(channel), "").strip()
+        }
+        return {"webhook_secrets": secrets} if secrets else {}
+
+    @classmethod
+    def _variable(cls, loc: tuple[int | str, ...]) -> str:
+        if loc[0] == "webhook_secrets" and len(loc) > 1 and str(loc[1]) in set(Channel):
+            return cls.webhook_variable(Channel(str(loc[1])))
+        return super()._variable(loc)
+
+    @property
+    def slack_webhook_secret(self) -> str | None:
+        """The Slack incoming webhook's secret (``BATCHPILOT_SLACK_WEBHOOK_SECRET``), or None."""
+        return self.webhook_secrets.get(Channel.SLACK)
+
+    @property
+    def teams_webhook_secret(self) -> str | None:
+        """The Teams Workflows webhook's secret (``BATCHPILOT_TEAMS_WEBHOOK_SECRET``), or None."""
+        return self.webhook_secrets.get(Channel.TEAMS)
 
     @field_validator("slack_channel")
     @classmethod
@@ -111,13 +141,12 @@ class AlertsSettings(FunctionSettings):
 
     @property
     def chat_channels(self) -> tuple[Channel, ...]:
-        """The chat channels this deployment configures, in the order the defaults route to them:
-        Slack (a webhook, or a bot token), then Teams."""
-        configured = {
-            Channel.SLACK: bool(self.slack_webhook_secret or self.slack_bot_token_secret),
-            Channel.TEAMS: bool(self.teams_webhook_secret),
-        }
-        return tuple(channel for channel, on in configured.items() if on)
+        """The chat channels this deployment configures, in ``Channel`` order (the order the
+        defaults route to them): each with a webhook secret, and Slack with a bot token too."""
+        configured = set(self.webhook_secrets)
+        if self.slack_bot_token_secret:
+            configured.add(Channel.SLACK)
+        return tuple(channel for channel in Channel if channel in configured)
 
     @property
     def policy(self) -> RoutingPolicy:

@@ -45,22 +45,32 @@ class FunctionSettings(BaseModel):
         Raises:
             ConfigError: a variable is set but invalid; the message names the variable.
         """
-        values: dict[str, str] = {"function": function}
+        values: dict[str, object] = {"function": function}
         for field, var in cls._ENV.items():
             if environ.get(var, "").strip():
                 values[field] = environ[var].strip()
+        values.update(cls._grouped_values(environ))
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
             raise ConfigError(f"invalid {function} function configuration: {cls._problems(exc)}") from None
 
     @classmethod
+    def _grouped_values(cls, environ: Mapping[str, str]) -> dict[str, object]:
+        """Fields read from a family of variables (a mapping field, one variable per key); none
+        here. A subclass returns ``{field: {key: value}}`` and names each variable in
+        :meth:`_variable`."""
+        return {}
+
+    @classmethod
+    def _variable(cls, loc: tuple[int | str, ...]) -> str:
+        """The variable a validation error's location came from (the field's name if none)."""
+        return cls._ENV.get(str(loc[0]), str(loc[0]))
+
+    @classmethod
     def _problems(cls, exc: ValidationError) -> str:
         """The validation errors for :class:`ConfigError`, each named by its variable."""
-        return "; ".join(
-            f"{cls._ENV.get(str(e['loc'][0]), str(e['loc'][0]))}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        return "; ".join(f"{cls._variable(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False))
 
 
 class MetricsSettings(FunctionSettings):

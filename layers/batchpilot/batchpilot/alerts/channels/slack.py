@@ -47,6 +47,9 @@ from batchpilot.alerts.channels import (
     MAX_RATE_LIMIT_RETRIES,
     MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
+    ChannelOptions,
+    RenderLimits,
+    register_channel,
     request_timeout,
     retry_after_seconds,
     safe_url,
@@ -93,6 +96,9 @@ SECTION_TEXT_MAX = 3000
 SECTION_FIELD_MAX = 2000
 FIELDS_PER_SECTION = 10
 MAX_BLOCKS = 50
+MAX_BODY_BYTES = 40_000
+"""Largest request body, in UTF-8 bytes: Slack truncates a message's text at 40,000 characters
+(chat.postMessage, "Truncating content"); batchpilot's messages stay well below it."""
 SLACK_REASON_MAX = 2500
 """Characters of a reason shown in one Slack message (below the 3,000 of a section)."""
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -112,6 +118,21 @@ class SlackMessage:
     def payload(self) -> dict[str, Any]:
         """``{"text", "blocks"}`` as sent to a webhook or ``chat.postMessage``."""
         return {"text": self.text, "blocks": self.blocks}
+
+    def body(self) -> bytes:
+        """:meth:`payload` as UTF-8 JSON (what the webhook receives, without slack-sdk's
+        ``unfurl_*`` flags)."""
+        return json.dumps(self.payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def summary(self) -> str:
+        """The top-level ``text`` (mrkdwn-escaped)."""
+        return self.text
+
+    def headline(self) -> str:
+        """The header block's text (the severity and the headline), or "" without one."""
+        first = self.blocks[0] if self.blocks else {}
+        text = first.get("text") if first.get("type") == "header" else None
+        return str(text.get("text", "")) if isinstance(text, dict) else ""
 
 
 def _mrkdwn(text: str) -> str:
@@ -301,6 +322,12 @@ def _deadline_retry_handler(
     return DeadlineRateLimitRetryHandler(max_retry_count=MAX_RATE_LIMIT_RETRIES)
 
 
+@register_channel(
+    Channel.SLACK,
+    limits=RenderLimits(headline=HEADER_MAX, body=MAX_BODY_BYTES),
+    escape=lambda text: _mrkdwn(text),
+    accepted=(200, "ok"),
+)
 class SlackNotifier:
     """The Slack channel (:class:`batchpilot.alerts.ports.Notifier` of :class:`SlackMessage`).
 
@@ -343,16 +370,21 @@ class SlackNotifier:
         self._logger = quiet_logger()
 
     @classmethod
-    def configured(cls, settings: AlertsSettings, secrets: SecretReader | None) -> SlackNotifier | None:
+    def configured(
+        cls, settings: AlertsSettings, secrets: SecretReader | None, options: ChannelOptions | None = None
+    ) -> SlackNotifier | None:
         """The notifier the function's settings configure, or None without Slack settings."""
         if secrets is None or Channel.SLACK not in settings.chat_channels:
             return None
+        options = options or ChannelOptions()
         return cls(
             secrets,
             webhook_secret=settings.slack_webhook_secret,
             bot_token_secret=settings.slack_bot_token_secret,
             channel=settings.slack_channel,
             api_url=settings.slack_api_url,
+            sleep=options.sleep,
+            timeout=options.timeout,
         )
 
     @property

@@ -6,8 +6,8 @@ in the channel, Workflows → "Post to a channel when a webhook request is recei
 trigger ("When a Teams webhook request is received") gives an HTTPS URL whose ``sig`` query
 parameter is its credential. That URL lives in AWS Secrets Manager (plain text, or JSON
 ``{"url": "..."}``), read through :class:`batchpilot.io.secrets.SecretSource`; it is never logged
-(urllib3's request lines, which print the path and query at DEBUG, are held at INFO), and a failed
-request is reported by its kind only (``timeout``, ``connection_error``, ``http_<status>``).
+(the shared transport holds urllib3's request lines at INFO), and a failed request is reported by
+its kind only (``timeout``, ``connection_error``, ``http_<status>``).
 
 Message (Microsoft Teams platform, "Send Adaptive Cards using an Incoming Webhook",
 https://learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/connectors-using#send-adaptive-cards-using-an-incoming-webhook):
@@ -30,32 +30,23 @@ Delivery rules, the same as Slack's (:mod:`batchpilot.alerts.channels`): the Wor
 accepts a request with 202 Accepted and runs the flow after answering, so any 2xx counts as
 delivered and nothing else does; 429 honours ``Retry-After`` while it fits in the time left (at
 most 3 times); every other answer, a timeout or a refused connection fails at once and the service
-falls back to the on-call topic. HTTP goes through urllib3 (already in the layer: botocore depends
-on it), imported on the first post; the 429 retries are urllib3's own ``Retry``
-(``status_forcelist``, ``respect_retry_after_header``), bounded by the time left
-(:func:`_deadline_policy`).
+falls back to the on-call topic. HTTP goes through the shared webhook transport
+(:mod:`batchpilot.io.webhook`: urllib3, imported on the first post; the 429 retries are urllib3's
+own ``Retry``, bounded by the time left).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from batchpilot.alerts.channels import (
-    MAX_RATE_LIMIT_RETRIES,
-    MIN_REQUEST_SECONDS,
-    REQUEST_TIMEOUT_SECONDS,
-    request_timeout,
-    safe_url,
-    secret_field,
-)
+from batchpilot.alerts.channels import RenderLimits, register_channel
+from batchpilot.alerts.channels.webhook import WebhookNotifier
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Channel, Severity
-from batchpilot.alerts.ports import Delivery, Notice, SecretReader, TimeLeft
+from batchpilot.alerts.ports import Notice
 from batchpilot.alerts.render import (
     DIGEST_REASON_MAX,
     EMOJI,
@@ -70,13 +61,6 @@ from batchpilot.alerts.render import (
     top_text,
     truncate,
 )
-from batchpilot.io.secrets import protect_secret_logs
-
-if TYPE_CHECKING:
-    from urllib3 import Timeout
-    from urllib3.util.retry import Retry
-
-    from batchpilot.alerts.settings import AlertsSettings
 
 __all__ = [
     "ADAPTIVE_CARD",
@@ -106,15 +90,6 @@ TITLE_MAX = 150
 """Characters of the card's title (:func:`~batchpilot.alerts.render.headline`, made to fit). Adaptive
 Cards set no limit; 150, Slack's header limit, keeps it to one line on a desktop and two on a phone,
 with the rest of the title's facts in the card's fact lines."""
-CONNECT_TIMEOUT_SECONDS = 5.0
-"""Longest wait for the TCP and TLS connection of one request."""
-BACKOFF_FACTOR = 0.5
-"""urllib3 ``Retry.backoff_factor`` for a 429 without ``Retry-After``: waits 0, 1, 2 seconds."""
-BACKOFF_MAX_SECONDS = 4.0
-"""urllib3 ``Retry.backoff_max``: the longest backoff between two attempts."""
-RETRY_AFTER_MAX_SECONDS = 900
-"""urllib3 ``Retry.retry_after_max``: a ``Retry-After`` is read as at most Lambda's longest
-timeout; a wait is taken only when it also fits in the time left."""
 
 _COLOR = {
     Severity.CRITICAL: "Attention",
@@ -144,6 +119,15 @@ class TeamsMessage:
     def body(self) -> bytes:
         """:meth:`payload` as UTF-8 JSON."""
         return json.dumps(self.payload(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def summary(self) -> str:
+        """The card's ``fallbackText`` (:attr:`text`, Markdown-escaped)."""
+        return str(self.card.get("fallbackText", ""))
+
+    def headline(self) -> str:
+        """The card's title (its second body element, the first after the severity line)."""
+        title_block = self.card["body"][1]
+        return "".join(str(run.get("text", "")) for run in title_block.get("inlines", []))
 
 
 def card_text(text: str) -> str:
@@ -288,105 +272,17 @@ def teams_digest(facts: list[AlertFact], severity: Severity, why: str, max_items
 
 
 # --------------------------------------------------------------------------------------- post
-def _exception_reason(exc: BaseException) -> str:
-    from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
-    from urllib3.exceptions import TimeoutError as Urllib3Timeout
-
-    if isinstance(exc, MaxRetryError) and exc.reason is not None:  # an error retries=other=0 wrapped
-        exc = exc.reason
-    # NewConnectionError subclasses ConnectTimeoutError: test it first.
-    if isinstance(exc, NewConnectionError | ProtocolError | ConnectionError):
-        return "connection_error"
-    if isinstance(exc, Urllib3Timeout | TimeoutError):
-        return "timeout"
-    return "client_error"
-
-
-def _deadline_policy(
-    time_left: TimeLeft, pause: Callable[[float], None], cap: float
-) -> tuple[Retry, Timeout]:
-    """urllib3's ``Retry`` and ``Timeout`` for one webhook post, bounded by ``time_left()``.
-
-    The retry (urllib3 ``Retry``: ``status_forcelist={429}``, ``allowed_methods={"POST"}``,
-    ``respect_retry_after_header``) repeats a 429 at most :data:`MAX_RATE_LIMIT_RETRIES` times,
-    waiting ``Retry-After`` seconds (or, without the header, urllib3's exponential backoff:
-    :data:`BACKOFF_FACTOR`, at most :data:`BACKOFF_MAX_SECONDS`) through ``pause``; it gives up at
-    once (the 429 is the answer) when that wait plus :data:`MIN_REQUEST_SECONDS` does not fit in
-    ``time_left()``, so a post never sleeps past the invocation's budget. Anything else is final:
-    another status is returned as is, and a timeout or a dropped connection raises (``connect``,
-    ``read`` off; ``other`` errors come wrapped in ``MaxRetryError``), since the workflow may have
-    run already. The timeout is recomputed for every attempt (``clone``, which urllib3 calls per
-    request): at most ``cap`` seconds (connect at most :data:`CONNECT_TIMEOUT_SECONDS`) and never
-    past the time then left.
-
-    Returns:
-        ``(retries, timeout)`` for ``PoolManager.request``.
-    """
-    from urllib3 import BaseHTTPResponse
-    from urllib3 import Timeout as _Timeout
-    from urllib3.exceptions import InvalidHeader, MaxRetryError, ResponseError
-    from urllib3.util.retry import Retry as _Retry
-
-    class DeadlineRetry(_Retry):
-        def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
-            try:
-                return super().get_retry_after(response)
-            except InvalidHeader:  # neither delay-seconds nor an HTTP-date: back off instead
-                return None
-
-        def wait(self, response: BaseHTTPResponse | None) -> float:
-            """Seconds :meth:`sleep` waits: Retry-After when given and non-zero, else the backoff."""
-            after = self.get_retry_after(response) if response is not None else None
-            return after if after and self.respect_retry_after_header else self.get_backoff_time()
-
-        def increment(
-            self,
-            method: str | None = None,
-            url: str | None = None,
-            response: BaseHTTPResponse | None = None,
-            error: Exception | None = None,
-            _pool: Any = None,
-            _stacktrace: Any = None,
-        ) -> DeadlineRetry:
-            retry = super().increment(method, url, response, error, _pool, _stacktrace)
-            if response is not None and retry.wait(response) + MIN_REQUEST_SECONDS >= time_left():
-                # Exhausted early: with raise_on_status=False urllib3 returns this 429.
-                raise MaxRetryError(_pool, url, ResponseError("Retry-After does not fit in the time left"))
-            return retry
-
-        def sleep(self, response: BaseHTTPResponse | None = None) -> None:
-            seconds = self.wait(response)
-            if seconds > 0:
-                pause(seconds)
-
-    class DeadlineTimeout(_Timeout):
-        def clone(self) -> _Timeout:
-            seconds = float(request_timeout(time_left, cap))
-            connect = min(CONNECT_TIMEOUT_SECONDS, seconds)
-            return _Timeout(total=seconds, connect=connect, read=seconds)
-
-    retries = DeadlineRetry(
-        total=MAX_RATE_LIMIT_RETRIES,
-        status=MAX_RATE_LIMIT_RETRIES,
-        connect=False,
-        read=False,
-        other=0,
-        redirect=False,
-        status_forcelist=frozenset({429}),
-        allowed_methods=frozenset({"POST"}),
-        respect_retry_after_header=True,
-        backoff_factor=BACKOFF_FACTOR,
-        backoff_max=BACKOFF_MAX_SECONDS,
-        retry_after_max=RETRY_AFTER_MAX_SECONDS,
-        raise_on_status=False,
-    )
-    return retries, DeadlineTimeout(total=cap)
-
-
-class TeamsNotifier:
+@register_channel(
+    Channel.TEAMS,
+    limits=RenderLimits(headline=TITLE_MAX, body=MAX_PAYLOAD_BYTES),
+    escape=lambda text: markdown_escaped(card_text(text)),
+    accepted=(202, ""),
+)
+class TeamsNotifier(WebhookNotifier[TeamsMessage]):
     """The Microsoft Teams channel (:class:`batchpilot.alerts.ports.Notifier` of
-    :class:`TeamsMessage`), through a Workflows webhook. Workflows webhooks cannot reply in a
-    thread, so messages are never threaded.
+    :class:`TeamsMessage`), through a Workflows webhook and the shared webhook transport
+    (:class:`~batchpilot.alerts.channels.webhook.WebhookNotifier`). Workflows webhooks cannot reply
+    in a thread, so messages are never threaded.
 
     Args:
         secrets: where the webhook URL is read.
@@ -398,82 +294,10 @@ class TeamsNotifier:
         ValueError: no webhook secret.
     """
 
-    def __init__(
-        self,
-        secrets: SecretReader,
-        *,
-        webhook_secret: str,
-        sleep: Callable[[float], None] = time.sleep,
-        timeout: float = REQUEST_TIMEOUT_SECONDS,
-    ) -> None:
-        if not webhook_secret:
-            raise ValueError("Teams needs the secret of its Workflows webhook URL")
-        self._secrets = secrets
-        self.webhook_secret = webhook_secret
-        self._sleep = sleep
-        self._timeout = timeout
-        self._pool: Any = None  # urllib3.PoolManager, made on the first post (keeps connections)
-
-    @classmethod
-    def configured(cls, settings: AlertsSettings, secrets: SecretReader | None) -> TeamsNotifier | None:
-        """The notifier the function's settings configure, or None without a Teams webhook."""
-        if secrets is None or not settings.teams_webhook_secret:
-            return None
-        return cls(secrets, webhook_secret=settings.teams_webhook_secret)
-
-    @property
-    def name(self) -> Channel:
-        """:attr:`Channel.TEAMS`."""
-        return Channel.TEAMS
-
-    @property
-    def threads(self) -> bool:
-        """False: a Workflows webhook posts new messages only."""
-        return False
+    channel = Channel.TEAMS
 
     def render(self, notice: Notice) -> TeamsMessage:
         """One fact's card, or a burst's digest (:func:`teams_message`, :func:`teams_digest`)."""
         if notice.digest:
             return teams_digest(list(notice.facts), notice.severity, notice.why, notice.max_items)
         return teams_message(notice.facts[0], notice.severity, notice.why)
-
-    def post(self, message: TeamsMessage, *, thread: str | None, time_left: TimeLeft) -> Delivery:
-        """POST the card to the webhook; never raises (``thread`` is ignored: see :attr:`threads`)."""
-        try:
-            secret = self._secrets.get(self.webhook_secret)
-        except Exception:  # GetParameterError (AccessDenied, ResourceNotFound, throttled)
-            return Delivery(False, "secret_unavailable")
-        url = secret_field(secret, "url")
-        if not url:
-            return Delivery(False, "secret_unavailable")
-        if not safe_url(url):
-            return Delivery(False, "secret_invalid")
-        try:
-            return self._send(url, message.body(), time_left)
-        except Exception as exc:  # a timeout or a refused connection: may or may not have posted
-            return Delivery(False, _exception_reason(exc))
-
-    def _send(self, url: str, body: bytes, time_left: TimeLeft) -> Delivery:
-        import urllib3
-
-        protect_secret_logs()
-        if time_left() < MIN_REQUEST_SECONDS:
-            return Delivery(False, "deadline")
-        if self._pool is None:
-            self._pool = urllib3.PoolManager(num_pools=2, maxsize=1)
-        retries, timeout = _deadline_policy(time_left, self._sleep, self._timeout)
-        response = self._pool.request(
-            "POST",
-            url,
-            body=body,
-            headers={"Content-Type": "application/json; charset=utf-8"},
-            timeout=timeout,
-            retries=retries,
-            redirect=False,
-        )
-        status = int(response.status)
-        if 200 <= status < 300:
-            return Delivery(True)
-        if status == 429:  # still limited after the retries, or the wait did not fit in the time left
-            return Delivery(False, "rate_limited")
-        return Delivery(False, f"http_{status}")
