@@ -1,0 +1,129 @@
+"""Day one: a deploy with the template's default parameters feeds every alarm and dashboard widget.
+
+The samples of ``events/`` are replayed as a default deploy would see them: every plain event and
+event scenario with the template's defaults (a scenario's own ``parameters`` are left out), and
+the clock scenarios of the schedules a default deploy enables (the ``LedgerSchedule``; the
+``CapacitySchedule`` is ``DISABLED`` until capacity is configured), their parameters left out too.
+Every metric emitted is collected as ``(namespace, name, dimension names)``; every metric an alarm
+or a dashboard widget of template.yaml reads must be among them, except the namespaces AWS
+publishes itself (listed here) and the one counter a replay that delivers everything cannot show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from batchpilot_local.clock import DEFAULT_SCHEDULE, ClockScenario
+from batchpilot_local.dashboards import MetricRef, dashboard_bodies, metric_references
+from batchpilot_local.inputs import read_inputs
+from batchpilot_local.replay import Replayer
+from batchpilot_local.testing.paths import TEMPLATE_PATH, repo_root
+from batchpilot_local.testing.templates import Deployed
+
+EVENTS = repo_root() / "events"
+# Namespaces AWS publishes itself: a deploy's functions never emit them, AWS does for every
+# function and queue (AWS Lambda Developer Guide, "Types of metrics for Lambda functions"; Amazon
+# SQS Developer Guide, "Available CloudWatch metrics for Amazon SQS").
+AWS_PUBLISHED = {"AWS/Lambda", "AWS/SQS"}
+# Emitted only when a chat channel or the on-call topic fails; the replay delivers every message
+# (tests/integration/test_alerts_handler.py makes deliveries fail and reads it).
+ONLY_ON_FAILURE = {"NotificationsFailed"}
+Series = tuple[str, str, frozenset[str]]
+
+
+def _namespace(template: dict[str, Any]) -> str:
+    return str(template["Parameters"]["MetricsNamespace"]["Default"])
+
+
+def _enabled_schedules(translated: dict[str, Any]) -> set[str]:
+    deployed = Deployed(translated)
+    return {
+        name
+        for name, resource in translated["Resources"].items()
+        if resource["Type"] == "AWS::Scheduler::Schedule"
+        and deployed.resolve(resource["Properties"].get("State", "ENABLED")) == "ENABLED"
+    }
+
+
+@pytest.fixture(scope="module")
+def replayed(template: dict[str, Any], translated: dict[str, Any]) -> tuple[set[Series], list[str]]:
+    """The series a default deploy emits for ``events/``, and the clock scenarios left out."""
+    enabled = _enabled_schedules(translated)
+    assert "LedgerSchedule" in enabled and "CapacitySchedule" not in enabled
+    replay_input = read_inputs([str(EVENTS)])
+    skipped: list[str] = []
+
+    def items() -> Iterator[tuple[Any, str | None, str | None]]:
+        for item in replay_input.items:
+            value = item.value
+            if isinstance(value, ClockScenario):
+                if (value.schedule or DEFAULT_SCHEDULE) not in enabled:
+                    skipped.append(value.origin)
+                    continue
+                value = dataclasses.replace(value, parameters={})
+            yield value, item.origin, item.scope
+
+    reports = Replayer(TEMPLATE_PATH).run_items(
+        items(), scope_worlds={world.origin: world.data for world in replay_input.worlds}
+    )
+    namespace = _namespace(template)
+    series = {
+        (namespace, metric.name, frozenset(metric.dimensions))
+        for report in reports
+        for outputs in report.outputs()
+        for metric in outputs.metrics
+    }
+    return series, skipped
+
+
+def _aws_namespaces_read() -> set[str]:
+    """Every ``AWS/...`` namespace a dashboard widget or an alarm of the template reads."""
+    text = json.dumps([body for _, body in dashboard_bodies(TEMPLATE_PATH)])
+    text += TEMPLATE_PATH.read_text(encoding="utf-8")
+    return set(re.findall(r"\bAWS/[A-Za-z0-9]+", text)) - {"AWS/"}
+
+
+def test_the_default_replay_leaves_out_only_the_capacity_schedule(
+    replayed: tuple[set[Series], list[str]],
+) -> None:
+    series, skipped = replayed
+    assert skipped and all("scenarios/capacity/" in origin for origin in skipped)
+    assert len(series) > 50
+
+
+def test_every_alarm_and_widget_reads_a_metric_a_default_deploy_emits(
+    template: dict[str, Any], replayed: tuple[set[Series], list[str]]
+) -> None:
+    series, _ = replayed
+    namespace = _namespace(template)
+    emitted = {(name, dims) for ns, name, dims in series if ns == namespace}
+    references = metric_references(TEMPLATE_PATH)
+    assert len(references) > 40
+    empty = sorted(
+        f"{owner}: {ref}"
+        for owner, ref in references
+        if ref.name not in ONLY_ON_FAILURE and not any(ref.matches(n, d) for n, d in emitted)
+    )
+    assert empty == [], "alarms and widgets a default deploy leaves without data:\n" + "\n".join(empty)
+
+
+def test_the_only_metrics_read_from_other_namespaces_are_the_ones_aws_publishes() -> None:
+    assert _aws_namespaces_read() == AWS_PUBLISHED
+
+
+def test_a_reference_to_a_metric_only_the_capacity_function_emits_is_caught(
+    replayed: tuple[set[Series], list[str]],
+) -> None:
+    series, _ = replayed
+    emitted = {(name, dims) for _, name, dims in series}
+    # The capacity function's decisions are opt-in: a default deploy never makes one.
+    decisions = MetricRef(
+        "CapacityDecisions", frozenset({"CapacityUnit", "Decision", "Reason", "ServiceEnvironment", "service"})
+    )
+    assert not any(decisions.matches(n, d) for n, d in emitted)
+    assert any(name == "JobStateTransitions" for name, _ in emitted)
