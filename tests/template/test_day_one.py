@@ -96,13 +96,26 @@ def test_the_default_replay_leaves_out_only_the_capacity_schedule(
     assert len(series) > 50
 
 
+def _deployed_by_default(template: dict[str, Any], translated: dict[str, Any]) -> set[str]:
+    """The alarms and dashboards a default deploy creates (their ``Condition`` true at defaults)."""
+    deployed = Deployed(translated)
+    return {
+        name
+        for name, resource in template["Resources"].items()
+        if resource["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::Dashboard")
+        and ("Condition" not in resource or deployed.condition(resource["Condition"]))
+    }
+
+
 def test_every_alarm_and_widget_reads_a_metric_a_default_deploy_emits(
-    template: dict[str, Any], replayed: tuple[set[Series], list[str]]
+    template: dict[str, Any], translated: dict[str, Any], replayed: tuple[set[Series], list[str]]
 ) -> None:
     series, _ = replayed
     namespace = _namespace(template)
     emitted = {(name, dims) for ns, name, dims in series if ns == namespace}
-    references = metric_references(TEMPLATE_PATH)
+    created = _deployed_by_default(template, translated)
+    assert {"CapacityDashboard", "CapacityEnvironmentErrorsAlarm"}.isdisjoint(created)
+    references = [(owner, ref) for owner, ref in metric_references(TEMPLATE_PATH) if owner in created]
     assert len(references) > 40
     empty = sorted(
         f"{owner}: {ref}"
@@ -126,4 +139,18 @@ def test_a_reference_to_a_metric_only_the_capacity_function_emits_is_caught(
         "CapacityDecisions", frozenset({"CapacityUnit", "Decision", "Reason", "ServiceEnvironment", "service"})
     )
     assert not any(decisions.matches(n, d) for n, d in emitted)
-    assert any(name == "JobStateTransitions" for name, _ in emitted)
+    oldest = MetricRef("OldestRunnableAge", frozenset({"JobQueue", "service"}))
+    assert any(oldest.matches(n, d) for n, d in emitted)
+
+
+def test_one_name_per_concept_and_no_per_status_series_by_default(
+    replayed: tuple[set[Series], list[str]],
+) -> None:
+    # The ledger publishes oldest RUNNABLE age, demand, in use and limit under one name each; the
+    # names the capacity function used to publish beside them are gone, and state transitions by
+    # status are MetricsDetail=detailed only.
+    series, _ = replayed
+    names = {name for _, name, _ in series}
+    assert {"OldestRunnableAge", "RunnableInstances", "InstancesInUse", "CapacityLimit"} <= names
+    retired = {"OldestRunnableJobAge", "RunnableInstanceDemand", "CapacityUtilization", "GpuHours"}
+    assert names.isdisjoint(retired | {"JobStateTransitions"})
