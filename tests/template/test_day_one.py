@@ -135,9 +135,8 @@ def test_a_reference_to_a_metric_only_the_capacity_function_emits_is_caught(
     series, _ = replayed
     emitted = {(name, dims) for _, name, dims in series}
     # The capacity function's decisions are opt-in: a default deploy never makes one.
-    decisions = MetricRef(
-        "CapacityDecisions", frozenset({"CapacityUnit", "Decision", "Reason", "ServiceEnvironment", "service"})
-    )
+    dims = frozenset({"CapacityUnit", "Decision", "Reason", "ServiceEnvironment", "service"})
+    decisions = MetricRef("CapacityDecisions", dims)
     assert not any(decisions.matches(n, d) for n, d in emitted)
     oldest = MetricRef("OldestRunnableAge", frozenset({"JobQueue", "service"}))
     assert any(oldest.matches(n, d) for n, d in emitted)
