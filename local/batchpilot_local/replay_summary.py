@@ -91,9 +91,9 @@ class TickRow:
 
     Attributes:
         at: the tick's time (ISO-8601 UTC). environment, unit: the service environment and unit.
-        in_use, demand, limit: instances in use (``InstancesInUse``), RUNNABLE instance demand of
-            its job queues (``RunnableInstanceDemand``), the limit seen (``CapacityLimit``); None
-            when the run did not publish it.
+        in_use, demand, limit: instances in use, RUNNABLE instance demand of its job queues and
+            the limit the run saw (its ``capacity decision`` log line: ``in_use``,
+            ``runnable_demand``, ``current_max``); None when the run did not log them.
         decision, reason: the ``CapacityDecisions`` dimensions (``RAISE``/``DEMAND``, ...).
         new_limit: the limit set by this run (``UpdateServiceEnvironment``), None when unchanged.
     """
@@ -297,25 +297,25 @@ def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
             usage.waits_s.extend(values)
 
 
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _tick_rows(
     report: EventReport, at: str, queue_environments: Mapping[str, Mapping[str, str]], scenario: str
 ) -> list[TickRow]:
-    """One row per (service environment, unit) the run published a capacity gauge for."""
+    """One row per (service environment, unit) the run decided on: the decision from its
+    ``CapacityDecisions`` metric, the figures from its ``capacity decision`` log line."""
     by_unit: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
-    demand: dict[str, float] = defaultdict(float)
-    queues = queue_environments.get(scenario, {})
     for metric in report.metrics:
         dims = metric.dimensions
-        if "ServiceEnvironment" in dims and "CapacityUnit" in dims:
+        if metric.name == "CapacityDecisions" and "ServiceEnvironment" in dims and "CapacityUnit" in dims:
             row = by_unit[(dims["ServiceEnvironment"], dims["CapacityUnit"])]
-            if metric.name in ("InstancesInUse", "CapacityLimit"):
-                row[metric.name] = _value(metric)
-            elif metric.name == "CapacityDecisions":
-                row["decision"], row["reason"] = dims.get("Decision"), dims.get("Reason")
-        elif metric.name == "RunnableInstanceDemand" and not any(k in dims for k in _SHARE_KEYS):
-            environment = queues.get(dims.get("JobQueue", ""))
-            if environment is not None:
-                demand[environment] += _value(metric)
+            row["decision"], row["reason"] = dims.get("Decision"), dims.get("Reason")
+    for line in report.decisions:
+        key = (str(line.get("service_environment")), str(line.get("capacity_unit")))
+        if key in by_unit:
+            by_unit[key].update(line)
     updates = {
         str(a.get("request", {}).get("serviceEnvironment")): a.get("request", {}).get("capacityLimits")
         for a in report.actions
@@ -332,9 +332,9 @@ def _tick_rows(
                 at=at,
                 environment=environment,
                 unit=unit,
-                in_use=row.get("InstancesInUse"),
-                demand=demand.get(environment) if environment in demand or queues else None,
-                limit=row.get("CapacityLimit"),
+                in_use=_number_or_none(row.get("in_use")),
+                demand=_number_or_none(row.get("runnable_demand")),
+                limit=_number_or_none(row.get("current_max")),
                 decision=row.get("decision"),
                 reason=row.get("reason"),
                 new_limit=new_limit,
