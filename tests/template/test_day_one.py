@@ -153,3 +153,49 @@ def test_one_name_per_concept_and_no_per_status_series_by_default(
     assert {"OldestRunnableAge", "RunnableInstances", "InstancesInUse", "CapacityLimit"} <= names
     retired = {"OldestRunnableJobAge", "RunnableInstanceDemand", "CapacityUtilization", "GpuHours"}
     assert names.isdisjoint(retired | {"JobStateTransitions"})
+
+
+def _rule_value(node: Any, parameters: dict[str, str]) -> Any:
+    """A ``Rules`` condition or assertion as CloudFormation evaluates it (the functions used here:
+    ``Ref`` to a parameter, ``Fn::Equals``, ``Fn::Not``)."""
+    if isinstance(node, dict) and set(node) == {"Ref"}:
+        return parameters[node["Ref"]]
+    if isinstance(node, dict) and set(node) == {"Fn::Equals"}:
+        left, right = node["Fn::Equals"]
+        return _rule_value(left, parameters) == _rule_value(right, parameters)
+    if isinstance(node, dict) and set(node) == {"Fn::Not"}:
+        (inner,) = node["Fn::Not"]
+        return not _rule_value(inner, parameters)
+    assert isinstance(node, str), node
+    return node
+
+
+def _refused(template: dict[str, Any], overrides: dict[str, str]) -> list[str]:
+    """The ``AssertDescription`` of every rule assertion a deploy with ``overrides`` fails."""
+    parameters = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    parameters |= overrides
+    failed = []
+    for rule in template.get("Rules", {}).values():
+        if "RuleCondition" in rule and not _rule_value(rule["RuleCondition"], parameters):
+            continue
+        for assertion in rule["Assertions"]:
+            if not _rule_value(assertion["Assert"], parameters):
+                failed.append(" ".join(assertion["AssertDescription"].split()))
+    return failed
+
+
+def test_a_capacity_configuration_the_function_would_refuse_is_refused_at_deploy(
+    template: dict[str, Any],
+) -> None:
+    # The capacity function would fail every cold start (ConfigError) before counting anything,
+    # leaving CapacityEnvironmentErrorsAlarm and the capacity dashboard without data.
+    environment = "arn:aws:batch:us-east-1:111122223333:service-environment/sm-training"
+    queue = "arn:aws:batch:us-east-1:111122223333:job-queue/sm-training-highpri"
+    policy = '{"service_environments": {"sm-training": {"job_queues": ["sm-training-highpri"], "max": 8}}}'
+    assert _refused(template, {}) == []
+    complete = {"CapacityServiceEnvironmentArns": environment, "CapacityJobQueueArns": queue}
+    assert _refused(template, {**complete, "CapacityPolicy": policy}) == []
+    no_queues = _refused(template, {"CapacityServiceEnvironmentArns": environment, "CapacityPolicy": policy})
+    assert len(no_queues) == 1 and "CapacityJobQueueArns must name the job queues" in no_queues[0]
+    no_policy = _refused(template, complete)
+    assert len(no_policy) == 1 and "CapacityPolicy must give each service environment" in no_policy[0]
