@@ -11,21 +11,16 @@ publishes itself (listed here) and the one counter a replay that delivers everyt
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from batchpilot_local.clock import DEFAULT_SCHEDULE, ClockScenario
 from batchpilot_local.dashboards import MetricRef, dashboard_bodies, metric_references
-from batchpilot_local.inputs import read_inputs
-from batchpilot_local.replay import Replayer
-from batchpilot_local.testing.paths import TEMPLATE_PATH, repo_root
+from batchpilot_local.testing.day_one import Series, default_deploy_series, enabled_schedules
+from batchpilot_local.testing.paths import TEMPLATE_PATH
 from batchpilot_local.testing.templates import Deployed
 
-EVENTS = repo_root() / "events"
 # Namespaces AWS publishes itself: a deploy's functions never emit them, AWS does for every
 # function and queue (AWS Lambda Developer Guide, "Types of metrics for Lambda functions"; Amazon
 # SQS Developer Guide, "Available CloudWatch metrics for Amazon SQS").
@@ -33,52 +28,18 @@ AWS_PUBLISHED = {"AWS/Lambda", "AWS/SQS"}
 # Emitted only when a chat channel or the on-call topic fails; the replay delivers every message
 # (tests/integration/test_alerts_handler.py makes deliveries fail and reads it).
 ONLY_ON_FAILURE = {"NotificationsFailed"}
-Series = tuple[str, str, frozenset[str]]
 
 
 def _namespace(template: dict[str, Any]) -> str:
     return str(template["Parameters"]["MetricsNamespace"]["Default"])
 
 
-def _enabled_schedules(translated: dict[str, Any]) -> set[str]:
-    deployed = Deployed(translated)
-    return {
-        name
-        for name, resource in translated["Resources"].items()
-        if resource["Type"] == "AWS::Scheduler::Schedule"
-        and deployed.resolve(resource["Properties"].get("State", "ENABLED")) == "ENABLED"
-    }
-
-
 @pytest.fixture(scope="module")
-def replayed(template: dict[str, Any], translated: dict[str, Any]) -> tuple[set[Series], list[str]]:
+def replayed() -> tuple[set[Series], list[str]]:
     """The series a default deploy emits for ``events/``, and the clock scenarios left out."""
-    enabled = _enabled_schedules(translated)
+    enabled = enabled_schedules()
     assert "LedgerSchedule" in enabled and "CapacitySchedule" not in enabled
-    replay_input = read_inputs([str(EVENTS)])
-    skipped: list[str] = []
-
-    def items() -> Iterator[tuple[Any, str | None, str | None]]:
-        for item in replay_input.items:
-            value = item.value
-            if isinstance(value, ClockScenario):
-                if (value.schedule or DEFAULT_SCHEDULE) not in enabled:
-                    skipped.append(value.origin)
-                    continue
-                value = dataclasses.replace(value, parameters={})
-            yield value, item.origin, item.scope
-
-    reports = Replayer(TEMPLATE_PATH).run_items(
-        items(), scope_worlds={world.origin: world.data for world in replay_input.worlds}
-    )
-    namespace = _namespace(template)
-    series = {
-        (namespace, metric.name, frozenset(metric.dimensions))
-        for report in reports
-        for outputs in report.outputs()
-        for metric in outputs.metrics
-    }
-    return series, skipped
+    return default_deploy_series()
 
 
 def _aws_namespaces_read() -> set[str]:
@@ -112,7 +73,7 @@ def test_every_alarm_and_widget_reads_a_metric_a_default_deploy_emits(
 ) -> None:
     series, _ = replayed
     namespace = _namespace(template)
-    emitted = {(name, dims) for ns, name, dims in series if ns == namespace}
+    emitted = {(name, frozenset(k for k, _ in dims)) for ns, name, dims in series if ns == namespace}
     created = _deployed_by_default(template, translated)
     assert {"CapacityDashboard", "CapacityEnvironmentErrorsAlarm"}.isdisjoint(created)
     references = [(owner, ref) for owner, ref in metric_references(TEMPLATE_PATH) if owner in created]
@@ -133,7 +94,7 @@ def test_a_reference_to_a_metric_only_the_capacity_function_emits_is_caught(
     replayed: tuple[set[Series], list[str]],
 ) -> None:
     series, _ = replayed
-    emitted = {(name, dims) for _, name, dims in series}
+    emitted = {(name, frozenset(k for k, _ in dims)) for _, name, dims in series}
     # The capacity function's decisions are opt-in: a default deploy never makes one.
     dims = frozenset({"CapacityUnit", "Decision", "Reason", "ServiceEnvironment", "service"})
     decisions = MetricRef("CapacityDecisions", dims)
