@@ -180,7 +180,7 @@ class Run:
     def sample(self, queue: str) -> dict[str, Any]:
         """The ``capacity sample`` log line of ``queue`` (what the run saw of it)."""
         (line,) = [r for r in self.logs if r.get("message") == "capacity sample" and r["job_queue"] == queue]
-        return line
+        return dict(line)
 
     def count(self, name: str) -> float:
         """The sum of every value of the counter ``name``."""
