@@ -4,8 +4,9 @@ the HTML report, computed from the per-event :class:`~batchpilot_local.report.Ev
 :func:`summarise` reads only what the reports hold: notifications (what people were told),
 batchpilot's own events (Job Resubmitted, Recovery Skipped, Capacity Adjusted, Capacity Limited:
 their details carry checkpoint times, lost instance-hours, skip reasons and limits from and to),
-and the EMF metrics the functions printed (capacity gauges per tick, queue wait per share, the job
-ledger's share metrics when they are emitted).
+and the EMF metrics the functions printed (capacity decisions per tick, with the figures of the
+capacity function's decision log lines, queue wait per share, the job ledger's share metrics when
+they are emitted).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from batchpilot_local.report import OWN_COUNTERS, EventReport, MetricRecord
+from batchpilot_local.report import OWN_COUNTERS, EventReport, JobSummary, MetricRecord
 from batchpilot_local.text_table import render_table
 
 __all__ = [
@@ -278,10 +279,15 @@ def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
             setattr(fleet, _FLEET_FIELDS[metric.name], _value(metric))
 
 
-def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
+def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord], job: JobSummary | None = None) -> None:
+    """The share figures of one output's metrics; a ``QueueWaitTime`` without a share dimension
+    (``MetricsDetail=basic``: the share is per-job detail) counts for the share of the event's job."""
+    job_share = (job.share_identifier or job.quota_share) if job is not None else None
     for metric in metrics:
         queue = metric.dimensions.get("JobQueue")
         share = next((metric.dimensions[k] for k in _SHARE_KEYS if k in metric.dimensions), None)
+        if share is None and metric.name == "QueueWaitTime" and job is not None and queue == job.queue:
+            share = job_share
         if queue is None or share is None:
             continue
         usage = summary.shares.setdefault((queue, share), ShareUsage(queue, share))
@@ -376,7 +382,7 @@ def add_report(
             if channel == "sns" and severity == "critical":
                 summary.pages.append(str(note.get("title")))
         _own_events(summary, outputs.own_events, report.job.stopped_at if report.job else None)
-        _share_metrics(summary, outputs.metrics)
+        _share_metrics(summary, outputs.metrics, report.job if outputs is report else None)
         _fleet_metrics(summary, outputs.metrics)
     tick = scenario_of(report)
     if tick is not None:
