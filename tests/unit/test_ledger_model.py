@@ -494,3 +494,18 @@ def test_a_heterogeneous_jobs_gpus_count_every_instance_group() -> None:
     (delta,) = change.deltas.values()
     assert delta.gpus == 2 * 8 + 3 * 1
     assert delta.instances == 6
+
+
+def test_a_share_alone_in_its_queue_has_no_fairness_gauges() -> None:
+    alone = Aggregate(AggregateKey("env", "q", "HIGHPRI", JobStatus.RUNNING), Delta(2, 2, 8))
+    inputs = FleetInputs(
+        queues={"q": QueueInfo("q", True, "env", "policy")},
+        aggregates={"q": [alone]},
+        limits={"env": 12},
+        reserved={"env": 12},
+        weights={"q": {"HIGHPRI": 0.5, "LOWPRI": 2.0}},
+        oldest={},
+    )
+    names = {p.name for p in fleet_points(inputs, T0) if dict(p.dimensions).get("ShareIdentifier")}
+    # 100 % of the usage and of the entitlement says nothing: no series until a second share has jobs.
+    assert names == {"InstancesInUse"}

@@ -104,8 +104,9 @@ def fleet_points(
     A gauge is published only while there is something to measure (CloudWatch bills a custom
     metric for every hour it is published): a service environment's while it has jobs RUNNABLE or
     in use, a job queue's and a share's while they have jobs, a RUNNABLE gauge while jobs wait.
-    ``BASIC``: per environment, per job queue, and per share the fairness gauges (in use, share of
-    usage, entitlement, oldest RUNNABLE, borrowed, GPUs); ``DETAILED`` adds every other gauge per
+    ``BASIC``: per environment, per job queue, and per share the fairness gauges (in use, oldest
+    RUNNABLE, borrowed, GPUs; share of usage and entitlement while two or more shares of the
+    queue have jobs); ``DETAILED`` adds every other gauge per
     share (RUNNABLE jobs, instances, vCPUs and GPUs).
     """
     p = _Points(now)
@@ -154,11 +155,13 @@ def fleet_points(
             p.add("InstancesInUse" if service else "VcpusInUse", "Count", used, **dims)
             if t.gpus:
                 p.add("GpusInUse", "Count", t.gpus, **dims)
-            if queue_in_use > 0:
+            # Fairness is a question only while shares compete: one active share has 100 % of both.
+            competing = len(active) > 1
+            if competing and queue_in_use > 0:
                 p.add("ShareOfUsage", "Percent", 100 * used / queue_in_use, **dims)
-            if share in inverse and not t.quota:
+            if competing and share in inverse and not t.quota:
                 p.add("Entitlement", "Percent", 100 * inverse[share] / sum(inverse.values()), **dims)
-            if share in quota_active and sum(quota_active.values()) > 0:
+            if competing and share in quota_active and sum(quota_active.values()) > 0:
                 entitled = 100 * quota_active[share] / sum(quota_active.values())
                 p.add("Entitlement", "Percent", entitled, **dims)
             if t.quota and share in limits and t.in_use > limits[share]:
