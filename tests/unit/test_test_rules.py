@@ -22,8 +22,10 @@ def test_hypothesis_runs_derandomised_unless_the_dev_profile_is_asked_for() -> N
     assert ci.derandomize is True and ci.deadline is None and ci.print_blob is True
     assert dev.derandomize is False  # random: new seeds locally
     chosen = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-    assert settings.default.derandomize is chosen.derandomize
-    assert settings.default.deadline == chosen.deadline
+    current = settings.default
+    assert current is not None
+    assert current.derandomize is chosen.derandomize
+    assert current.deadline == chosen.deadline
 
 
 def _settings_keywords(tree: ast.Module) -> list[tuple[int, str]]:
