@@ -246,6 +246,7 @@ def test_two_long_names_that_differ_at_the_end_get_different_headlines() -> None
     first, second = LONG_JOB, LONG_JOB[:-2] + "40"
     a = rendered(facts(first, LONG_QUEUE, LONG_ENV)["failed"], Severity.CRITICAL)
     b = rendered(facts(second, LONG_QUEUE, LONG_ENV)["failed"], Severity.CRITICAL)
+    assert set(a) == set(b) == {"slack", "sns", "teams"}
     assert all(a[channel] != b[channel] for channel in a)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
+from typing import TypeGuard
 
 from batchpilot_local.testing.paths import ROOT
 from hypothesis import settings
@@ -59,3 +60,212 @@ def test_no_property_test_chooses_its_own_randomness() -> None:
         (1, "max_examples"),
         (1, "derandomize"),
     ]
+
+
+_VIEWS = {"set", "sorted", "list", "tuple", "frozenset", "dict", "Counter", "enumerate", "reversed"}
+
+
+def _iterated(node: ast.expr) -> ast.expr:
+    """What ``node`` iterates over: ``xs`` for ``xs``, ``sorted(xs)``, ``xs.items()``, ``enumerate(xs)``..."""
+    while True:
+        if _call_of(node, _VIEWS) and node.args:
+            node = node.args[0]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"items", "values", "keys"}
+        ):
+            node = node.func.value
+        else:
+            return node
+
+
+def _call_of(node: ast.AST, functions: set[str]) -> TypeGuard[ast.Call]:
+    """``node`` calls one of the builtins ``functions`` by name."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    """The operands of ``a and b and ...``, else ``[test]``."""
+    return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+
+
+def _over(node: ast.expr) -> ast.expr | None:
+    """For a comprehension, what its first ``for`` iterates over; else ``node`` itself."""
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+        return _iterated(node.generators[0].iter)
+    return _iterated(node)
+
+
+def _non_empty_literal(node: ast.expr) -> bool:
+    """A display with elements, ``range(<constants>)`` that is not empty, or a comprehension over one."""
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return bool(node.elts)
+    if isinstance(node, ast.Dict):
+        return bool(node.keys)
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp):
+        unfiltered = not any(g.ifs for g in node.generators)
+        return unfiltered and _non_empty_literal(_iterated(node.generators[0].iter))
+    if _call_of(node, {"range"}):
+        constants = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
+        return len(constants) == len(node.args) > 0 and len(range(*constants)) > 0
+    return False
+
+
+def _is(node: ast.expr | None, names: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in names
+
+
+def _mentions(node: ast.expr, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _says_non_empty(test: ast.expr, names: set[str]) -> bool:
+    """True when the assertion ``test`` fails if the list (any of ``names``: the list and what is
+    built by iterating it) is empty: the list alone as a conjunct, ``len`` / ``max`` / ``min`` of it,
+    ``x in list``, or an equality between it (or a comprehension over it) and anything but an empty
+    display, or between an expression naming it and a non-empty display."""
+    if any(_is(c, names) for c in _conjuncts(test)):
+        return True
+    for node in ast.walk(test):
+        if _call_of(node, {"len", "max", "min"}) and any(_is(_iterated(arg), names) for arg in node.args):
+            return True
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True):
+            if isinstance(op, ast.In) and _is(_iterated(right), names):
+                return True
+            if not isinstance(op, ast.Eq):
+                continue
+            for one, other in ((left, right), (right, left)):
+                display = isinstance(other, ast.List | ast.Tuple | ast.Set | ast.Dict)
+                empty = display and not _non_empty_literal(other)
+                if _is(_over(one), names) and not empty:
+                    return True
+                if _mentions(one, names) and _non_empty_literal(other):
+                    return True
+    return False
+
+
+def _fails_when_empty(statement: ast.stmt, names: set[str]) -> bool:
+    """A statement outside assertions that raises for an empty list: ``xs[0]``, ``[x] = xs``,
+    ``a, b = xs``, ``max(xs)`` / ``min(xs)``, ``next(iter(xs))``."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Subscript) and _is(node.value, names):
+            index = node.slice
+            if isinstance(index, ast.Constant) or (
+                isinstance(index, ast.UnaryOp) and isinstance(index.operand, ast.Constant)
+            ):
+                return True
+        if (
+            isinstance(node, ast.Assign)
+            and _is(node.value, names)
+            and any(isinstance(t, ast.Tuple | ast.List) and t.elts for t in node.targets)
+        ):
+            return True
+        if _call_of(node, {"max", "min"}) and len(node.args) == 1 and _is(_iterated(node.args[0]), names):
+            return True
+        if _call_of(node, {"next"}) and node.args:
+            inner = node.args[0]
+            if _call_of(inner, {"iter"}) and inner.args and _is(_over(inner.args[0]), names):
+                return True
+    return False
+
+
+def _vacuous_alls(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each ``assert all(... for x in name)`` in a test function (``name`` a plain
+    variable) with nothing in the function that fails for an empty ``name``: an assertion that shows
+    it (or a list built by iterating it) non-empty (:func:`_says_non_empty`; ``assert name and
+    all(...)`` too), a statement that raises for an empty one (:func:`_fails_when_empty`), or its
+    value being a non-empty display (a parameter of the test is judged like any other list)."""
+    literals = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign) and _non_empty_literal(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef) or not function.name.startswith("test"):
+            continue
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, []).append(node.value)
+        asserts = [node for node in ast.walk(function) if isinstance(node, ast.Assert)]
+        for statement in asserts:
+            conjuncts = _conjuncts(statement.test)
+            for position, conjunct in enumerate(conjuncts):
+                if not (
+                    _call_of(conjunct, {"all"})
+                    and len(conjunct.args) == 1
+                    and isinstance(conjunct.args[0], ast.GeneratorExp | ast.ListComp)
+                    and isinstance(conjunct.args[0].generators[0].iter, ast.Name)
+                ):
+                    continue
+                name = conjunct.args[0].generators[0].iter.id
+                values = assigned.get(name, [])
+                if values and all(_non_empty_literal(v) for v in values):
+                    continue
+                if not values and name in literals:
+                    continue
+                # The list, and every list built by iterating it (non-empty only if it is).
+                names = {name}
+                for _ in range(3):
+                    names |= {
+                        other
+                        for other, built in assigned.items()
+                        if len(built) == 1 and _is(_over(built[0]), names)
+                    }
+                if position and _says_non_empty(ast.BoolOp(op=ast.And(), values=conjuncts[:position]), names):
+                    continue
+                if any(_says_non_empty(other.test, names) for other in asserts if other is not statement):
+                    continue
+                outside = [
+                    s
+                    for s in function.body
+                    if not isinstance(s, ast.Assert)
+                    and not (isinstance(s, ast.For) and _is(_over(s.iter), names))
+                ]
+                if any(_fails_when_empty(s, names) for s in outside):
+                    continue
+                found.append((statement.lineno, name))
+    return found
+
+
+def test_the_vacuous_all_check_sees_what_shows_a_list_non_empty() -> None:
+    source = (
+        "def test_a(xs):\n    assert all(x > 0 for x in xs)\n"  # 2: flagged
+        "def test_b(xs):\n    assert xs and all(x > 0 for x in xs)\n"
+        "def test_c(xs):\n    assert len(xs) == 3\n    assert all(x > 0 for x in xs)\n"
+        "def test_d(xs):\n    assert sorted(xs) == [1, 2]\n    assert all(x > 0 for x in xs)\n"
+        "def test_e():\n    xs = [1, 2]\n    assert all(x > 0 for x in xs)\n"
+        "def test_f(xs):\n    assert max(xs) == 4\n    assert all(x > 0 for x in xs)\n"
+        "def test_g(xs):\n    assert xs != None\n    assert all(x > 0 for x in xs)\n"  # 19: flagged
+        "def test_h(xs):\n    assert all(x > 0 for x in xs) and xs\n"  # 21: flagged (too late)
+        "def test_i(o):\n    assert all(x > 0 for x in o.xs)\n"  # an attribute: not judged
+        "def test_j(xs):\n    assert [x.a for x in xs] == [1]\n    assert all(x > 0 for x in xs)\n"
+        "def test_k(xs):\n    ys = [x for x in xs if x]\n    assert ys\n    assert all(x > 0 for x in xs)\n"
+        "def test_l(xs):\n    first = xs[0]\n    assert all(x > 0 for x in xs)\n"
+        "def test_m(xs):\n    assert xs == []\n    assert all(x > 0 for x in xs)\n"  # 36: flagged
+        "def test_n(xs, y):\n    assert y in xs\n    assert all(x > 0 for x in xs)\n"
+        "def test_o():\n    xs = [f(i) for i in range(9)]\n    assert all(x > 0 for x in xs)\n"
+        "def test_p():\n    xs = [f(i) for i in range(0)]\n    assert all(x > 0 for x in xs)\n"  # 45: flagged
+    )
+    assert _vacuous_alls(ast.parse(source)) == [(2, "xs"), (19, "xs"), (21, "xs"), (36, "xs"), (45, "xs")]
+
+
+def test_no_assert_all_over_a_list_that_may_be_empty() -> None:
+    # `assert all(...)` passes on an empty list: assert the list is non-empty too (its length,
+    # its contents, or `assert xs and all(...)`).
+    sources = _test_sources()
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: all(... in {name}) with {name} never shown non-empty"
+        for path, tree in sources
+        for line, name in _vacuous_alls(tree)
+    ]
+    assert offenders == [], "\n".join(offenders)
