@@ -308,6 +308,7 @@ def test_an_alarm_with_the_longest_name_keeps_its_state(name: str) -> None:
     shown = rendered(fact, Severity.CRITICAL)
     assert_fits(shown)
     state = " is OK again" if fact.alarm.resolved else f" is in {fact.alarm.state.value}"
+    assert set(shown) == {"slack", "sns", "teams"}
     for channel, text in shown.items():
         assert text.endswith("Rate" + state) and "batchpilot/prod/" in text, (channel, text)
     assert long_name in sns_message(fact, Severity.CRITICAL, "why").body

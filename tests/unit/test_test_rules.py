@@ -120,15 +120,23 @@ def _mentions(node: ast.expr, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
-def _says_non_empty(test: ast.expr, names: set[str]) -> bool:
+def _says_non_empty(test: ast.expr, names: set[str], local: frozenset[str] = frozenset()) -> bool:
     """True when the assertion ``test`` fails if the list (any of ``names``: the list and what is
     built by iterating it) is empty: the list alone as a conjunct, ``len`` / ``max`` / ``min`` of it,
-    ``x in list``, or an equality between it (or a comprehension over it) and anything but an empty
-    display, or between an expression naming it and a non-empty display."""
+    ``list[<constant>]``, ``x in list``, ``set(list) >= / > S`` with ``S`` a non-empty display or a
+    module's constant (a name not in ``local``), or an equality between it (or a comprehension over
+    it) and anything but an empty display, or between an expression naming it and a non-empty
+    display."""
     if any(_is(c, names) for c in _conjuncts(test)):
         return True
     for node in ast.walk(test):
         if _call_of(node, {"len", "max", "min"}) and any(_is(_iterated(arg), names) for arg in node.args):
+            return True
+        if (
+            isinstance(node, ast.Subscript)
+            and _is(node.value, names)
+            and isinstance(node.slice, ast.Constant)
+        ):
             return True
         if not isinstance(node, ast.Compare):
             continue
@@ -136,6 +144,10 @@ def _says_non_empty(test: ast.expr, names: set[str]) -> bool:
         for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True):
             if isinstance(op, ast.In) and _is(_iterated(right), names):
                 return True
+            if isinstance(op, ast.Gt | ast.GtE) and _is(_over(left), names):
+                constant = isinstance(right, ast.Name) and right.id not in local
+                if isinstance(op, ast.Gt) or constant or _non_empty_literal(right):
+                    return True
             if not isinstance(op, ast.Eq):
                 continue
             for one, other in ((left, right), (right, left)):
@@ -173,31 +185,69 @@ def _fails_when_empty(statement: ast.stmt, names: set[str]) -> bool:
     return False
 
 
-def _vacuous_alls(tree: ast.Module) -> list[tuple[int, str]]:
-    """(line, name) of each ``assert all(... for x in name)`` in a test function (``name`` a plain
-    variable) with nothing in the function that fails for an empty ``name``: an assertion that shows
-    it (or a list built by iterating it) non-empty (:func:`_says_non_empty`; ``assert name and
-    all(...)`` too), a statement that raises for an empty one (:func:`_fails_when_empty`), or its
-    value being a non-empty display (a parameter of the test is judged like any other list)."""
-    literals = {
+def _module_literals(tree: ast.Module) -> set[str]:
+    """Module-level names assigned a non-empty display."""
+    return {
         target.id
         for node in tree.body
         if isinstance(node, ast.Assign) and _non_empty_literal(node.value)
         for target in node.targets
         if isinstance(target, ast.Name)
     }
+
+
+def _shown_non_empty(
+    function: ast.FunctionDef, name: str, checked: list[ast.AST], literals: set[str]
+) -> bool:
+    """Whether something in ``function`` fails for an empty ``name``, beside the ``checked``
+    statements themselves (the loop, or the assertion ``all(...)`` is in): an assertion that shows it
+    (or a list built by iterating it) non-empty (:func:`_says_non_empty`), a statement that raises
+    for an empty one (:func:`_fails_when_empty`), or its value being a non-empty display."""
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+    parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+    if name not in parameters and name not in assigned:
+        return True  # a module's constant or an import: fixed data, not a result
+    values = assigned.get(name, [])
+    if (values and all(_non_empty_literal(v) for v in values)) or (not values and name in literals):
+        return True
+    names = {name}  # the list, and every list built by iterating it (non-empty only if it is)
+    for _ in range(3):
+        names |= {
+            other for other, built in assigned.items() if len(built) == 1 and _is(_over(built[0]), names)
+        }
+    inside = {id(node) for statement in checked for node in ast.walk(statement)}
+    asserts = [node for node in ast.walk(function) if isinstance(node, ast.Assert) and id(node) not in inside]
+    local = frozenset(parameters | set(assigned))
+    if any(_says_non_empty(statement.test, names, local) for statement in asserts):
+        return True
+    outside = [
+        s
+        for s in function.body
+        if not isinstance(s, ast.Assert) and not (isinstance(s, ast.For) and _is(_over(s.iter), names))
+    ]
+    return any(_fails_when_empty(s, names) for s in outside)
+
+
+def _tests(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [
+        node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+    ]
+
+
+def _vacuous_alls(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each ``assert all(... for x in name)`` in a test function (``name`` a plain
+    variable) with nothing in the function that fails for an empty ``name``
+    (:func:`_shown_non_empty`; ``assert name and all(...)`` too). A parameter of the test is judged
+    like any other list."""
+    literals = _module_literals(tree)
     found = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef) or not function.name.startswith("test"):
-            continue
-        assigned: dict[str, list[ast.expr]] = {}
-        for node in ast.walk(function):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        assigned.setdefault(target.id, []).append(node.value)
-        asserts = [node for node in ast.walk(function) if isinstance(node, ast.Assert)]
-        for statement in asserts:
+    for function in _tests(tree):
+        for statement in [node for node in ast.walk(function) if isinstance(node, ast.Assert)]:
             conjuncts = _conjuncts(statement.test)
             for position, conjunct in enumerate(conjuncts):
                 if not (
@@ -208,32 +258,32 @@ def _vacuous_alls(tree: ast.Module) -> list[tuple[int, str]]:
                 ):
                     continue
                 name = conjunct.args[0].generators[0].iter.id
-                values = assigned.get(name, [])
-                if values and all(_non_empty_literal(v) for v in values):
+                earlier = ast.BoolOp(op=ast.And(), values=conjuncts[:position])
+                if position and _says_non_empty(earlier, {name}):
                     continue
-                if not values and name in literals:
-                    continue
-                # The list, and every list built by iterating it (non-empty only if it is).
-                names = {name}
-                for _ in range(3):
-                    names |= {
-                        other
-                        for other, built in assigned.items()
-                        if len(built) == 1 and _is(_over(built[0]), names)
-                    }
-                if position and _says_non_empty(ast.BoolOp(op=ast.And(), values=conjuncts[:position]), names):
-                    continue
-                if any(_says_non_empty(other.test, names) for other in asserts if other is not statement):
-                    continue
-                outside = [
-                    s
-                    for s in function.body
-                    if not isinstance(s, ast.Assert)
-                    and not (isinstance(s, ast.For) and _is(_over(s.iter), names))
-                ]
-                if any(_fails_when_empty(s, names) for s in outside):
-                    continue
-                found.append((statement.lineno, name))
+                if not _shown_non_empty(function, name, [statement], literals):
+                    found.append((statement.lineno, name))
+    return found
+
+
+def _vacuous_loops(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each ``for x in name:`` (``name``, ``name.items()``, ``sorted(name)``...) at
+    the top of a test function whose body asserts, with nothing in the function that fails for an
+    empty ``name`` (:func:`_shown_non_empty`). Loops nested in another loop are not judged (an inner
+    list may be empty for some elements), nor Hypothesis tests (an empty list is one of the examples)."""
+    literals = _module_literals(tree)
+    found = []
+    for function in _tests(tree):
+        if any(_call_of(d, {"given"}) for d in function.decorator_list):
+            continue
+        for loop in function.body:
+            if not isinstance(loop, ast.For) or not any(isinstance(n, ast.Assert) for n in ast.walk(loop)):
+                continue
+            iterated = _over(loop.iter)
+            if isinstance(iterated, ast.Name) and not _shown_non_empty(
+                function, iterated.id, [loop], literals
+            ):
+                found.append((loop.lineno, iterated.id))
     return found
 
 
@@ -257,6 +307,32 @@ def test_the_vacuous_all_check_sees_what_shows_a_list_non_empty() -> None:
         "def test_p():\n    xs = [f(i) for i in range(0)]\n    assert all(x > 0 for x in xs)\n"  # 45: flagged
     )
     assert _vacuous_alls(ast.parse(source)) == [(2, "xs"), (19, "xs"), (21, "xs"), (36, "xs"), (45, "xs")]
+
+
+def test_the_vacuous_loop_check_judges_top_level_loops_over_local_lists() -> None:
+    source = (
+        "def test_a(xs):\n    for x in xs:\n        assert x\n"  # 2: flagged
+        "def test_b(xs):\n    assert len(xs) == 2\n    for x in xs:\n        assert x\n"
+        "def test_c(d):\n    for k, v in sorted(d.items()):\n        assert v\n"  # 9: flagged
+        "def test_d(d):\n    assert set(d) >= {'a'}\n    for k, v in d.items():\n        assert v\n"
+        "def test_e():\n    for x in CONSTANT:\n        assert x\n"  # a module's constant
+        "def test_f(xs):\n    for x in xs:\n        print(x)\n"  # asserts nothing
+        "def test_g(d):\n    assert d['a'] == 1\n    for k in d:\n        assert k\n"
+        "@given(xs=st.lists(st.integers()))\ndef test_h(xs):\n    for x in xs:\n        assert x\n"
+        "def test_i(xss):\n    assert xss\n    for xs in xss:\n        for x in xs:\n            assert x\n"
+    )
+    assert _vacuous_loops(ast.parse(source)) == [(2, "xs"), (9, "d")]
+
+
+def test_no_loop_of_assertions_over_a_list_that_may_be_empty() -> None:
+    # A loop of assertions over nothing asserts nothing: show the list non-empty first.
+    sources = _test_sources()
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}: for ... in {name} with {name} never shown non-empty"
+        for path, tree in sources
+        for line, name in _vacuous_loops(tree)
+    ]
+    assert offenders == [], "\n".join(offenders)
 
 
 def test_no_assert_all_over_a_list_that_may_be_empty() -> None:
