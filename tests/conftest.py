@@ -12,6 +12,7 @@ from typing import Any
 os.environ.setdefault("BATCHPILOT_REPO_ROOT", str(Path(__file__).resolve().parent.parent))
 
 import pytest
+from batchpilot_local.testing.durations import slowest_by_level
 from batchpilot_local.testing.moto_range import moto_outside_range
 from hypothesis import settings
 
@@ -36,32 +37,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 SLOWEST_PER_LEVEL = 10
 """Tests the run lists, slowest first, for each level (tests/unit, tests/integration, ...)."""
-_durations: defaultdict[str, float] = defaultdict(float)
+_seconds: defaultdict[str, float] = defaultdict(float)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add up each test's set-up, call and tear-down (a module's fixtures count in its first test)."""
-    _durations[report.nodeid] += report.duration
-
-
-def _level(nodeid: str) -> str:
-    """``tests/unit`` for ``tests/unit/test_x.py::test_y`` (the folder under tests/, else the file's)."""
-    parts = nodeid.split("::")[0].split("/")
-    return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts[:-1]) or "."
+    _seconds[report.nodeid] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """The slowest tests of each level the run covered, with their whole time (set-up included)."""
-    by_level: defaultdict[str, list[tuple[float, str]]] = defaultdict(list)
-    for nodeid, seconds in _durations.items():
-        by_level[_level(nodeid)].append((seconds, nodeid))
-    for level, timings in sorted(by_level.items()):
-        slowest = sorted(timings, reverse=True)[:SLOWEST_PER_LEVEL]
-        total = sum(seconds for seconds, _ in timings)
-        title = f"slowest {len(slowest)} of {len(timings)} in {level} ({total:.1f} s in all)"
+    for times in slowest_by_level(_seconds, SLOWEST_PER_LEVEL):
+        title = f"slowest {len(times.slowest)} of {times.tests} in {times.level} ({times.total:.1f} s in all)"
         terminalreporter.write_sep("-", title)
-        for seconds, nodeid in slowest:
-            terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
+        for spent, nodeid in times.slowest:
+            terminalreporter.write_line(f"{spent:8.2f}s  {nodeid}")
 
 
 @pytest.fixture

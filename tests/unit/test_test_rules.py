@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import ast
 import os
+from functools import cache
 from pathlib import Path
 from typing import TypeGuard
 
+import pytest
+from batchpilot_local.testing.durations import level, slowest_by_level
 from batchpilot_local.testing.paths import ROOT
 from hypothesis import settings
 
 TESTS = ROOT / "tests"
 
 
+@cache
 def _test_sources() -> list[tuple[Path, ast.Module]]:
+    """Every Python file under tests/, parsed (once per run)."""
     return [(path, ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(TESTS.rglob("*.py"))]
 
 
@@ -345,3 +350,27 @@ def test_no_assert_all_over_a_list_that_may_be_empty() -> None:
         for line, name in _vacuous_alls(tree)
     ]
     assert offenders == [], "\n".join(offenders)
+
+
+def test_the_run_lists_the_slowest_tests_of_each_level() -> None:
+    seconds = {
+        "tests/unit/test_a.py::test_1": 0.5,
+        "tests/unit/test_a.py::test_2": 2.0,
+        "tests/unit/sub/test_b.py::test_3[x]": 1.0,
+        "tests/integration/test_c.py::test_4": 9.0,
+        "tests/test_top.py::test_5": 0.1,
+    }
+    assert level("tests/unit/sub/test_b.py::test_3[x]") == "tests/unit"
+    assert level("test_root.py::test") == "."
+    times = slowest_by_level(seconds, count=2)
+    assert [(t.level, t.tests, t.total) for t in times] == [
+        ("tests", 1, 0.1),
+        ("tests/integration", 1, 9.0),
+        ("tests/unit", 3, 3.5),
+    ]
+    assert times[2].slowest == [
+        (2.0, "tests/unit/test_a.py::test_2"),
+        (1.0, "tests/unit/sub/test_b.py::test_3[x]"),
+    ]
+    with pytest.raises(ValueError, match="at least 1"):
+        slowest_by_level(seconds, count=0)
