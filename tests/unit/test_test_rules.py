@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TypeGuard
@@ -329,25 +330,20 @@ def test_the_vacuous_loop_check_judges_top_level_loops_over_local_lists() -> Non
     assert _vacuous_loops(ast.parse(source)) == [(2, "xs"), (9, "d")]
 
 
-def test_no_loop_of_assertions_over_a_list_that_may_be_empty() -> None:
-    # A loop of assertions over nothing asserts nothing: show the list non-empty first.
-    sources = _test_sources()
+@pytest.mark.parametrize(
+    ("check", "form"),
+    [(_vacuous_alls, "assert all(... in {})"), (_vacuous_loops, "for ... in {}: assert ...")],
+    ids=["all", "loop"],
+)
+def test_no_assertion_passes_on_a_list_never_shown_non_empty(
+    check: Callable[[ast.Module], list[tuple[int, str]]], form: str
+) -> None:
+    # `assert all(...)` and a loop of assertions pass on an empty list: show the list non-empty
+    # too (its length, its contents, `xs[0]`, or `assert xs and all(...)`).
     offenders = [
-        f"{path.relative_to(ROOT)}:{line}: for ... in {name} with {name} never shown non-empty"
-        for path, tree in sources
-        for line, name in _vacuous_loops(tree)
-    ]
-    assert offenders == [], "\n".join(offenders)
-
-
-def test_no_assert_all_over_a_list_that_may_be_empty() -> None:
-    # `assert all(...)` passes on an empty list: assert the list is non-empty too (its length,
-    # its contents, or `assert xs and all(...)`).
-    sources = _test_sources()
-    offenders = [
-        f"{path.relative_to(ROOT)}:{line}: all(... in {name}) with {name} never shown non-empty"
-        for path, tree in sources
-        for line, name in _vacuous_alls(tree)
+        f"{path.relative_to(ROOT)}:{line}: {form.format(name)} with {name} never shown non-empty"
+        for path, tree in _test_sources()
+        for line, name in check(tree)
     ]
     assert offenders == [], "\n".join(offenders)
 
