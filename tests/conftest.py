@@ -45,7 +45,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[report.nodeid] += report.duration
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The slowest tests of each level the run covered, with their whole time (set-up included)."""
     for times in slowest_by_level(_seconds, SLOWEST_PER_LEVEL):
         title = f"slowest {len(times.slowest)} of {times.tests} in {times.level} ({times.total:.1f} s in all)"
