@@ -159,7 +159,9 @@ def test_list_quota_shares_gives_each_share_its_limits_or_a_client_exception(tar
     assert target.problems(target.batch, "ListQuotaShares", {"quotaShares": shares}) == []
     for share in shares:
         assert share["quotaShareName"] and ":job-queue/" in share["jobQueueArn"]
-        assert all(isinstance(limit["maxCapacity"], int) for limit in share["capacityLimits"])
+        assert share["capacityLimits"] and all(
+            isinstance(limit["maxCapacity"], int) for limit in share["capacityLimits"]
+        )
     assert len({s["quotaShareArn"] for s in shares}) == len(shares)  # pages without repeats
 
 

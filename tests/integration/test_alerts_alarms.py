@@ -354,6 +354,7 @@ def test_the_docs_pager_gets_every_critical_fact_alarms_included_and_nothing_els
 # -------------------------------------------------------------------------------------- replay
 def test_replay_of_the_alarm_samples_reaches_sns_slack_and_teams() -> None:
     paths = sorted((ROOT / "events" / "cloudwatch-alarm").glob("*.json"))
+    assert len(paths) >= 5
     events = [json.loads(Path(p).read_text()) for p in paths]
     reports = Replayer(
         ROOT / "template.yaml",

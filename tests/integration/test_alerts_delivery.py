@@ -295,6 +295,7 @@ def test_without_slack_everything_goes_to_the_topic_and_is_not_a_failure() -> No
 def test_a_40_job_spot_reclaim_is_one_slack_digest(rig: Rig) -> None:
     events = failed_fleet(40, "Host EC2 (instance i-0abc) terminated.")
     result = rig.run(*events)
+    assert len(result.records) == len(events) == 40
     assert all(r.outcome is Outcome.PROCESSED for r in result.records)
     [digest] = rig.slack_delivered()
     assert block_kit_problem(digest) is None and len(digest["blocks"]) <= 50
@@ -343,7 +344,7 @@ def test_a_digest_slack_refuses_goes_to_the_topic_as_one_message(rig: Rig) -> No
         message["Subject"].startswith("[INFO] 12 container jobs")
         and "channel_is_archived" in message["Message"]
     )
-    assert all(r.outcome is Outcome.PROCESSED for r in result.records)
+    assert len(result.records) == 12 and all(r.outcome is Outcome.PROCESSED for r in result.records)
 
 
 def test_small_groups_are_posted_one_by_one(rig: Rig) -> None:

@@ -61,6 +61,7 @@ def test_a_shares_alerts_go_to_its_channel_and_others_to_the_default(bot_rig: Ri
 def test_digests_split_per_channel(bot_rig: Rig) -> None:
     events = [job(i, "nlp-a" if i % 2 else "research") for i in range(12)]  # one queue, category
     result = bot_rig.run(*events, policy=POLICY)
+    assert len(result.records) == len(events) == 12
     assert all(r.outcome is Outcome.PROCESSED for r in result.records)
     posts = bot_rig.slack.delivered()
     assert sorted(channels(bot_rig)) == sorted([TEAM_CHANNEL, bot_rig.slack.channel])

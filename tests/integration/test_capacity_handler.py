@@ -530,7 +530,7 @@ def test_a_blocked_job_wakes_the_function_and_gets_the_limit_it_needs(
         "BLOCKED_JOB",
         detail["jobArn"],
     )
-    assert all(m.timestamp is not None for m in run.metrics)
+    assert run.metrics and all(m.timestamp is not None for m in run.metrics)
     assert (run.count("EventsProcessed"), run.count("EventsIgnored"), run.count("InvalidEvents")) == (2, 1, 1)
     (invalid,) = run.errors  # the malformed body is reported (never its content), not retried
     assert invalid.startswith("capacity: event not processed: ") and "not valid JSON" in invalid

@@ -56,6 +56,7 @@ def gauge(report: EventReport, name: str, **dims: str) -> float:
 
 def test_every_tick_is_a_report_without_errors(reports: dict[str, list[EventReport]]) -> None:
     assert set(reports) == {"burst", "quiet-night", "blocked-job-larger-than-limit", "sample-world"}
+    assert all(reports.values()), "every scenario has ticks"
     for ticks in reports.values():
         for report in ticks:
             assert report.errors == []

@@ -31,11 +31,13 @@ def test_batch_of_samples_emits_valid_emf(
     handler: ModuleType, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = job_event_paths()
+    assert len(paths) > 20
     total_failed = 0
     for start in range(0, len(paths), 10):
         bodies = [p.read_text() for p in paths[start : start + 10]]
         assert handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context) == {"batchItemFailures": []}
         blobs, _, _ = printed(capsys, all_json=True)
+        assert blobs
         for blob in blobs:
             directive = blob["_aws"]["CloudWatchMetrics"][0]
             assert directive["Namespace"] == "BatchPilot"

@@ -597,7 +597,7 @@ def _tolerant_read(chunks: list[str], *, json_lines: bool) -> tuple[list[tuple[A
     return [(item.value, item.origin) for item in out.items], out.refused
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_json_lines(), cuts=st.lists(st.integers(0, 5_000), max_size=10))
 def test_in_json_lines_each_bad_line_is_one_refusal_naming_it_and_every_good_line_is_read(
     data: tuple[list[tuple[str, Any]], str], cuts: list[int]
@@ -616,7 +616,7 @@ def test_in_json_lines_each_bad_line_is_one_refusal_naming_it_and_every_good_lin
     assert (items, refused) == _tolerant_read([text], json_lines=True)  # wherever the text is cut
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(_objects, min_size=1, max_size=6),
     damage=st.lists(st.integers(0, 10_000), max_size=3),
@@ -640,7 +640,7 @@ def test_any_cut_of_damaged_text_gives_the_same_items_and_refusals(
         assert [value for value, _ in whole[0]] == values and whole[1] == []
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(_objects, min_size=1, max_size=6),
     form=st.sampled_from(["export", "csv"]),

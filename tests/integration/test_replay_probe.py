@@ -425,6 +425,7 @@ def test_a_module_that_fails_to_import_is_reported_for_every_event_and_imported_
         [probe_event("b1", source="test.broken"), probe_event("b2", source="test.broken")]
     )
 
+    assert len(reports) == 2
     for report in reports:
         assert report.functions == ["broken"]
         assert report.errors == ["broken: init failed: ValueError: broken at import"]

@@ -236,6 +236,8 @@ def test_dashboard_widgets_give_each_scenario_room_on_the_time_axis(loaded: Load
 
 
 def test_legends_fit_inside_their_charts_and_labels_are_whole(loaded: Loaded) -> None:
+    assert loaded.page["charts"]
+    assert any(chart["legend"] for chart in loaded.page["charts"])
     for chart in loaded.page["charts"]:
         assert chart["outside"] == [], chart["texts"][-1]
         assert all(label and not label.endswith("=") for label in chart["legend"])

@@ -342,7 +342,9 @@ def test_arm64_layer_has_runtime_dependencies(arm64_build: Path) -> None:
     for dist_info in python.glob("*.dist-info"):
         name, _, version = dist_info.name.removesuffix(".dist-info").rpartition("-")
         installed[canonical(name)] = version
-    for name, version in pinned_requirements().items():
+    pinned = pinned_requirements()
+    assert pinned
+    for name, version in pinned.items():
         assert installed.get(name) == version, (
             f"layer has {name} {installed.get(name)!r}, requirements pin {version}"
         )
@@ -616,7 +618,7 @@ def test_function_imports_and_runs_with_only_its_layer(
     for blob in emf:
         [directive] = blob["_aws"]["CloudWatchMetrics"]
         assert directive["Namespace"] == TEMPLATE["Parameters"]["MetricsNamespace"]["Default"]
-        assert all(name["Name"] in blob for name in directive["Metrics"])
+        assert directive["Metrics"] and all(name["Name"] in blob for name in directive["Metrics"])
     assert FAKE_SECRET not in proc.stdout + proc.stderr, f"{function} printed the job's environment"
 
 

@@ -113,6 +113,7 @@ def test_the_installed_wheel_replays_a_packaged_sample_outside_the_checkout(
         "print(batchpilot.__file__); print(batchpilot_local.__file__)", cwd=tmp_path,
     )  # fmt: skip
     assert where.returncode == 0, where.stderr
+    assert len(where.stdout.splitlines()) == 2  # the two packages' files
     for line in where.stdout.splitlines():
         assert Path(line).is_relative_to(installed.parent), f"imported from outside the venv: {line}"
 

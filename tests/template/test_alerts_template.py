@@ -197,7 +197,9 @@ def test_the_function_knows_which_alarms_notify_a_topic_themselves(alarm_topic: 
 
 
 def test_alarm_descriptions_fit_cloudwatch_and_state_a_severity() -> None:
-    for name, p in resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm").items():
+    alarms = resolved_resources(TEMPLATE_PATH, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for name, p in alarms.items():
         assert 80 <= len(p["AlarmDescription"]) <= 1024, name  # AlarmDescription: at most 1,024
         assert "${" not in p["AlarmDescription"], name
 
@@ -305,6 +307,7 @@ def test_alarms(translated: dict[str, Any]) -> None:
         assert p["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "AlertsFunction"}}]
     failures = props(translated, "AlertsNotificationFailuresAlarm", "AWS::CloudWatch::Alarm")
     stats = {m["Id"]: m["MetricStat"]["Metric"] for m in failures["Metrics"] if "MetricStat" in m}
+    assert stats
     for channel, metric in stats.items():
         assert (
             metric["MetricName"] == "NotificationsFailed" and ref(metric["Namespace"]) == "MetricsNamespace"

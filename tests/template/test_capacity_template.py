@@ -268,5 +268,6 @@ def test_arn_parameters_accept_only_their_kind(
     template: dict[str, Any], parameter: str, good: list[str], bad: list[str]
 ) -> None:
     pattern = re.compile(template["Parameters"][parameter]["AllowedPattern"])
+    assert good and bad
     assert all(pattern.fullmatch(value) for value in good)
     assert not any(pattern.fullmatch(value) for value in bad)

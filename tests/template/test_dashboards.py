@@ -134,7 +134,9 @@ def _own_entries(body: dict[str, Any]) -> list[list[Any]]:
 
 
 def test_widgets_find_queues_and_shares_with_search_never_fixed_dimension_values() -> None:
-    for logical_id, body in dashboard_bodies(TEMPLATE):
+    bodies = list(dashboard_bodies(TEMPLATE))
+    assert bodies
+    for logical_id, body in bodies:
         entries = _own_entries(body)
         assert entries, logical_id
         for entry in entries:
@@ -187,9 +189,10 @@ def test_failure_rate_alarm_averages_the_per_job_samples_over_periods_a_paramete
 
 def test_no_alarm_uses_search() -> None:
     template = parse_template(TEMPLATE.read_text(encoding="utf-8"))
-    for name, resource in template["Resources"].items():
-        if resource["Type"] == "AWS::CloudWatch::Alarm":
-            assert "SEARCH(" not in json.dumps(resource), name
+    alarms = {name: r for name, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert alarms
+    for name, resource in alarms.items():
+        assert "SEARCH(" not in json.dumps(resource), name
 
 
 def test_the_lost_work_alarm_counts_each_lost_attempt_once(emitted: set[tuple[str, frozenset[str]]]) -> None:

@@ -323,6 +323,7 @@ def test_parameter_patterns(
     spec = template["Parameters"][parameter]
     pattern = re.compile(spec["AllowedPattern"])
     assert pattern.fullmatch(str(spec["Default"]))
+    assert good and bad
     for value in good:
         assert pattern.fullmatch(value), value
     for value in bad:

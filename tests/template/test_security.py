@@ -210,7 +210,9 @@ def test_own_events_travel_on_a_bus_the_stack_creates(template: dict[str, Any]) 
     assert bus["Name"] == {"Fn::Sub": "${AWS::StackName}-events"}  # one per stack, like the layer
     assert "EventBusName" not in template["Parameters"]  # no longer configurable: it is batchpilot's
     # Every rule that takes batchpilot's own events reads that bus, and only such rules do.
-    for name, rule in resources_of_type(template, "AWS::Events::Rule").items():
+    rules = resources_of_type(template, "AWS::Events::Rule")
+    assert rules
+    for name, rule in rules.items():
         own = OWN_SOURCE in rule["Properties"]["EventPattern"]["source"]
         expected = {"Ref": "BatchPilotEventBus"} if own else "default"
         assert rule["Properties"]["EventBusName"] == expected, name
@@ -306,6 +308,7 @@ def test_queue_policies_deny_non_tls_and_admit_only_eventbridge_from_their_rules
     statements = p["PolicyDocument"]["Statement"]
     allows = [s for s in statements if s["Effect"] == "Allow"]
     denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert allows
     for allow in allows:
         assert allow["Principal"] == {"Service": "events.amazonaws.com"}
         assert as_list(allow["Action"]) == ["sqs:SendMessage"]
@@ -352,7 +355,9 @@ def test_queue_policies_deny_non_tls_and_admit_only_eventbridge_from_their_rules
 
 def test_every_queue_is_encrypted(template: dict[str, Any]) -> None:
     # checkov's CKV_AWS_27 reads only KmsMasterKeyId, so it is skipped in .checkov.yaml; this holds instead.
-    for name, queue in resources_of_type(template, "AWS::SQS::Queue").items():
+    queues = resources_of_type(template, "AWS::SQS::Queue")
+    assert queues
+    for name, queue in queues.items():
         p = queue["Properties"]
         assert p.get("SqsManagedSseEnabled") is True or "KmsMasterKeyId" in p, name
 
@@ -434,7 +439,9 @@ def test_capacity_runs_from_blocked_events_do_not_fan_out(
 def test_every_function_that_acts_on_aws_or_people_has_a_concurrency_bound(template: dict[str, Any]) -> None:
     # checkov's CKV_AWS_115 (reserved concurrency) is skipped in .checkov.yaml; the bound that matters
     # is the SQS event source's MaximumConcurrency. Only metrics (no API call, no person) scales freely.
-    for name, function in resources_of_type(template, "AWS::Serverless::Function").items():
+    functions = resources_of_type(template, "AWS::Serverless::Function")
+    assert set(functions) > {"MetricsFunction"}
+    for name, function in functions.items():
         if name == "MetricsFunction":
             continue
         for event_name, event in sqs_events(function).items():

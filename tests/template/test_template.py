@@ -88,7 +88,9 @@ def test_globals_carry_the_powertools_variables(template: dict[str, Any], transl
     global_variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert {k: global_variables.get(k) for k in POWERTOOLS_VARIABLES} == POWERTOOLS_VARIABLES
     assert global_variables["PYDANTIC_DISABLE_PLUGINS"] == "1"
-    for name, function in resources_of_type(translated, "AWS::Lambda::Function").items():
+    functions = resources_of_type(translated, "AWS::Lambda::Function")
+    assert functions
+    for name, function in functions.items():
         variables = function["Properties"]["Environment"]["Variables"]
         assert {k: variables.get(k) for k in POWERTOOLS_VARIABLES} == POWERTOOLS_VARIABLES, name
 
@@ -99,7 +101,9 @@ def test_lambda_log_filter_is_never_above_info(template: dict[str, Any]) -> None
     level = template["Globals"]["Function"]["LoggingConfig"]["ApplicationLogLevel"]
     assert level == {"Fn::If": ["IsDebugLogLevel", "DEBUG", {"Ref": "AWS::NoValue"}]}
     assert template["Conditions"]["IsDebugLogLevel"] == {"Fn::Equals": [{"Ref": "LogLevel"}, "DEBUG"]}
-    for name, function in resources_of_type(template, "AWS::Serverless::Function").items():
+    functions = resources_of_type(template, "AWS::Serverless::Function")
+    assert functions
+    for name, function in functions.items():
         local = function["Properties"].get("LoggingConfig", {})
         assert local.get("ApplicationLogLevel", level) in ("INFO", "DEBUG", level), name
 
@@ -388,6 +392,7 @@ def test_every_rule_routes_to_exactly_one_function_through_its_queue(template: d
     short_names = set()
     for rule_id, rule in rules.items():
         assert rule_id.endswith("Rule"), rule_id
+        assert rule["Properties"]["Targets"], rule_id
         for target in rule["Properties"]["Targets"]:
             queue_id = getatt(target["Arn"], "Arn")
             assert queue_id and queue_id.endswith("Queue"), f"{rule_id} must target !GetAtt <Name>Queue.Arn"

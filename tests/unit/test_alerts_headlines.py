@@ -246,6 +246,7 @@ def test_two_long_names_that_differ_at_the_end_get_different_headlines() -> None
     first, second = LONG_JOB, LONG_JOB[:-2] + "40"
     a = rendered(facts(first, LONG_QUEUE, LONG_ENV)["failed"], Severity.CRITICAL)
     b = rendered(facts(second, LONG_QUEUE, LONG_ENV)["failed"], Severity.CRITICAL)
+    assert set(a) == set(b) == {"slack", "sns", "teams"}
     assert all(a[channel] != b[channel] for channel in a)
 
 
@@ -307,6 +308,7 @@ def test_an_alarm_with_the_longest_name_keeps_its_state(name: str) -> None:
     shown = rendered(fact, Severity.CRITICAL)
     assert_fits(shown)
     state = " is OK again" if fact.alarm.resolved else f" is in {fact.alarm.state.value}"
+    assert set(shown) == {"slack", "sns", "teams"}
     for channel, text in shown.items():
         assert text.endswith("Rate" + state) and "batchpilot/prod/" in text, (channel, text)
     assert long_name in sns_message(fact, Severity.CRITICAL, "why").body

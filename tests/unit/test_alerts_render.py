@@ -176,6 +176,7 @@ def test_digest_of_60_jobs_fits_in_50_blocks_and_says_how_many_are_hidden() -> N
 def test_sns_digest_lists_every_job() -> None:
     facts = burst(40)
     message = sns_digest(facts, Severity.CRITICAL, "x")
+    assert len(facts) == 40
     assert all(f.subject in message.body for f in facts)
     assert message.attributes["group_size"] == "40"
     assert message.subject == "[CRITICAL] 40 container jobs: SPOT_INTERRUPTION on ml-training-highpri"

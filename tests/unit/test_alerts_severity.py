@@ -274,6 +274,7 @@ def test_default_severity_of_own_events(event: OwnEvent, severity: Severity) -> 
 
 
 def test_recovery_predicate_is_the_recovery_policys_table() -> None:
+    assert RECOVERABLE and all(RECOVERABLE.values())
     for kind, categories in RECOVERABLE.items():
         for category in categories:
             assert recovery_will_handle(kind.value, category.value)

@@ -124,7 +124,9 @@ def test_job_failure_rate_leaves_out_training_jobs_and_blocked_queues() -> None:
 
 def test_job_queue_dimension_is_the_name_not_the_arn() -> None:
     facts = classify(parse_event(sample("service-job/succeeded")))
-    for point in metric_points(facts, EVENT_TIME, NOW):
+    points = metric_points(facts, EVENT_TIME, NOW)
+    assert points
+    for point in points:
         queue = dict(point.dimensions)["JobQueue"]
         assert not queue.startswith("arn:")
         assert "/" not in queue
@@ -203,7 +205,9 @@ def test_missing_timestamps_emit_no_duration() -> None:
 
 def test_empty_share_identifier_is_not_a_dimension() -> None:
     facts = classify(parse_event(service_job("SUCCEEDED", shareIdentifier="  ")))
-    for point in metric_points(facts, EVENT_TIME, NOW):
+    points = metric_points(facts, EVENT_TIME, NOW)
+    assert points
+    for point in points:
         assert "ShareIdentifier" not in dict(point.dimensions)
 
 

@@ -243,7 +243,7 @@ def test_borrowing_uses_only_idle_lendable_capacity_and_is_taken_back() -> None:
     borrowed_at_start = [a.borrowed for a in trace.attempts if a.share == "BORROWER"]
     # 2 own + up to 4 borrowed (200 % of 2): the RESERVE share's idle 4 are never lent.
     assert max(borrowed_at_start) == 4
-    assert all(b.borrowed_total <= b.lendable_idle for b in trace.borrows)
+    assert trace.borrows and all(b.borrowed_total <= b.lendable_idle for b in trace.borrows)
     lender = next(j for j in trace.jobs if j.share == "LENDER")
     assert lender.first_start == pytest.approx(1800)  # reclaimed at once by cross-share preemption
     preempted = [a for a in trace.attempts if a.outcome is AttemptOutcome.PREEMPTED]
@@ -424,7 +424,7 @@ def test_capacity_policy_raises_to_demand_and_lowers_after_the_window() -> None:
     assert changes[-1][1] == 2  # back to min once the jobs are done and the window passed
     raise_done = next(t for t, v in changes if v == 20)
     jobs_started = [j.first_start for j in result.simulation.trace.jobs]
-    assert all(s is not None and s <= raise_done + 1 for s in jobs_started)
+    assert jobs_started and all(s is not None and s <= raise_done + 1 for s in jobs_started)
     assert result.result.capacity_changes == len(changes)
 
 
