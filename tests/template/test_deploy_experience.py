@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batchpilot_local.iam.conformance import Verdict, judge
+from batchpilot_local.iam.requests import Names, platform_requests
+from batchpilot_local.iam.stack import expand, translated
 from batchpilot_local.replay_options import samconfig_overrides
 from batchpilot_local.testing.iam import ReplayRun, replay_calls
 from batchpilot_local.testing.paths import ROOT, TEMPLATE_PATH
@@ -166,6 +169,11 @@ def test_the_trial_deploys_everything_the_default_does(translated: dict[str, Any
     assert "RecoveryNoJobQueues" in conditions
     assert {c: trial.condition(c) for c in conditions} == {c: default.condition(c) for c in conditions}
     assert trial.condition("RecoveryNoJobQueues") is True
+    roles = [name for name, r in translated["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    assert len(roles) >= 5
+    assert [trial.resolve(translated["Resources"][r]) for r in roles] == [
+        default.resolve(translated["Resources"][r]) for r in roles
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +210,24 @@ def test_a_replay_with_the_trial_parameters_makes_no_submit_or_capacity_change(
                 reported.add((entry["DetailType"], json.loads(entry["Detail"]).get("dry_run")))
     assert {("Job Resubmitted", True), ("Capacity Adjusted", True)} <= reported
     assert ("Job Resubmitted", False) not in reported and ("Capacity Adjusted", False) not in reported
+
+
+def test_every_call_of_the_trial_is_allowed(trial_runs: list[ReplayRun]) -> None:
+    # The same replay judged as IAM would (tests/template/test_iam_conformance.py's judge), each
+    # run against the template expanded with its parameters: the trial's dry runs take paths
+    # (a named queue or environment, nothing submitted) the default and configured runs do not.
+    cfn = translated(TEMPLATE_PATH)
+    by_parameters: dict[tuple[tuple[str, str], ...], list[Any]] = {}
+    for run in trial_runs:
+        by_parameters.setdefault(tuple(sorted(run.parameters.items())), []).extend(run.calls)
+    verdict = Verdict()
+    for parameters, calls in by_parameters.items():
+        stack = expand(cfn, dict(parameters))
+        verdict = verdict.merge(judge(calls, stack, Names(stack), extra=platform_requests(stack)))
+    assert verdict.calls > 500
+    assert verdict.unmodelled == {}, verdict.summary()
+    assert verdict.denied == [], "IAM would deny:\n" + verdict.summary()
+    assert [f.describe() for f in verdict.star_unjustified] == [], verdict.summary()
 
 
 # ----------------------------------------------------------------- the SAR metadata, sam publish
