@@ -72,7 +72,14 @@ def _unsigned() -> Any:
 
 
 def package_metadata(template: dict[str, Any], template_dir: Path) -> dict[str, Any]:
-    """The template with its SAR section's local files uploaded as ``sam package`` uploads them."""
+    """A copy of ``template`` (a parsed SAM template) whose SAR section's local files
+    (LicenseUrl, ReadmeUrl, relative to ``template_dir``) are uploaded as ``sam package`` uploads
+    them, to a stubbed S3, and replaced by their ``s3://`` locations.
+
+    Raises:
+        samcli.commands.package.exceptions.ExportFailedError: a file the section names is missing.
+        botocore.stub.StubAssertionError: the section names fewer or more files than expected.
+    """
     from botocore.stub import Stubber
     from samcli.lib.package.code_signer import CodeSigner
     from samcli.lib.package.packageable_resources import METADATA_EXPORTS
@@ -99,7 +106,15 @@ def package_metadata(template: dict[str, Any], template_dir: Path) -> dict[str, 
 
 
 def publish_offline(packaged: dict[str, Any]) -> dict[str, Any]:
-    """Publish ``packaged`` with ``serverlessrepo.publish_application`` against stubbed answers."""
+    """Publish ``packaged`` (a template from :func:`package_metadata`) with
+    ``serverlessrepo.publish_application`` against stubbed answers, as a new application and as a
+    new version of an existing one; returns ``{"create": [actions], "update": [actions]}``.
+
+    Raises:
+        samcli.vendor.serverlessrepo.exceptions.ServerlessRepoError: the library refuses the section.
+        botocore.exceptions.ParamValidationError: a request does not fit the service's model.
+        botocore.stub.StubAssertionError: a request differs from the one expected here.
+    """
     from botocore.stub import ANY, Stubber
     from samcli.vendor.serverlessrepo import publish_application
     from samcli.vendor.serverlessrepo.parser import get_app_metadata
