@@ -418,7 +418,7 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
 
 
-_PER_EVENT = "below, per event"
+_PER_EVENT = "in the per-event report"
 _IN_THE_PAGE = "every one is in the HTML report, --report FILE"
 
 

@@ -253,9 +253,10 @@ DEPLOY_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "cloudformation:GetTemplateSummary",
         "cloudformation:DeleteStack",
     ),
-    "the artifacts bucket (sam deploy uploads the code and the layer)": (
+    "the artifacts bucket (sam deploy uploads the code and the layer; sam delete removes them)": (
         "s3:PutObject",
         "s3:GetObject",
+        "s3:DeleteObject",
         "s3:ListBucket",
         "s3:GetBucketLocation",
     ),
