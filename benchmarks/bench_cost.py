@@ -1,0 +1,59 @@
+"""Monthly cost of a default deploy, counted from what a replay emits and calls.
+
+A synthetic fleet (:class:`Fleet`: job queues, share identifiers, service environments, jobs a
+day) is turned into a day of job events (:func:`fleet_day`: container and service jobs walking
+SUBMITTED to SUCCEEDED, one in 20 FAILED with a real reason, one in 25 preempted or retried once)
+and replayed with the template's default parameters, in the SQS batches Lambda forms
+(``Replayer(batch=True)``), with the ledger's schedule ticking once an hour in the same embedded
+AWS (the jobs in flight at that moment seeded as AWS Batch lists them). Counted from the replay:
+
+- custom-metric series: every ``(name, dimensions)`` the functions' EMF blobs carry (one
+  namespace), and the hours of the day each is published in (CloudWatch bills a metric per
+  metric-month, prorated by the hour it is published in: a series published in ``h`` hours of
+  every day costs ``h / 24`` metric-months a month). A tick's gauges count for its whole hour (a
+  gauge published every minute counts fully when published every hour);
+- Lambda invocations, their measured duration (moto included: an upper bound) x the function's
+  ``MemorySize`` from template.yaml, and the bytes they print (CloudWatch Logs ingestion);
+- every API call the functions make (botocore's ``provide-client-params`` / ``after-call``
+  hooks through :func:`batchpilot_local.embedded_aws.observing`): DynamoDB request units from the
+  items' sizes (DynamoDB's sizing rules), SNS publishes, EventBridge ``PutEvents`` entries;
+- SQS requests: the sends of each event to each queue its rules match, and Lambda's receives and
+  deletes of each batch, plus idle long polling (stated);
+- dashboards and alarm metrics from template.yaml (resources created with default parameters).
+
+The 10x fleet is not replayed whole: one hour of it (every queue and share gets a job in it) and
+the same hour of the reference fleet are replayed, and each count of the reference day is scaled
+by the ratio of the two windows (per metric name and dimension set for the series, per quantity
+for the rest); the ledger's per-tick work is the 10x window's tick. ``docs/cost.md`` states it.
+
+    .venv/bin/python benchmarks/bench_cost.py               # both fleets: writes cost.json, docs/cost.md
+    .venv/bin/python benchmarks/bench_cost.py --render      # docs/cost.md's section from cost.json only
+
+A full run replays about 18,000 events (a few minutes to an hour, with the machine's load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import _common  # noqa: F401  (sets BATCHPILOT_REPO_ROOT before batchpilot_local.testing is imported)
+from batchpilot_local.testing.cost import RESULTS_JSON, measure, render, write_doc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--render", action="store_true", help="only rewrite docs/cost.md from cost.json")
+    parser.add_argument("--window-hour", type=int, default=10, help="the hour of the day both fleets replay")
+    args = parser.parse_args()
+    if not args.render:
+        results = measure(args.window_hour)
+        RESULTS_JSON.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    results = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
+    write_doc(render(results))
+    summary = {name: fleet["total"] for name, fleet in results["fleets"].items()}
+    print(json.dumps({"total_dollars_per_month": summary, "replayed": results["replayed"]}))
+
+
+if __name__ == "__main__":
+    main()
