@@ -507,16 +507,26 @@ def _series_key(metric: Any) -> SeriesKey:
     return metric.name, tuple(sorted(metric.dimensions.items()))
 
 
-def _hour_of(stamp: str | None, start: datetime) -> int:
-    if not stamp:
-        return -1
+def _hour_of(stamp: str, start: datetime) -> int:
+    """The hour of the (circular) day ``stamp`` (ISO-8601) falls in, counted from ``start``."""
     moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     return int((moment - start).total_seconds() // 3600) % 24
 
 
-def replay(fleet: Fleet, start: datetime, first_s: float, last_s: float, *, progress: bool = True) -> Tally:
-    """Replay the fleet's jobs submitted in ``[first_s, last_s)`` (with hourly ledger ticks);
-    what it emitted and called."""
+def replay(
+    fleet: Fleet,
+    start: datetime,
+    first_s: float,
+    last_s: float,
+    *,
+    progress: bool = True,
+    reports: list[Any] | None = None,
+) -> Tally:
+    """Replay the fleet's jobs submitted in ``[first_s, last_s)`` seconds after ``start`` (with
+    hourly ledger ticks) through the template's functions at their default parameters; what they
+    emitted and called. ``reports``: a list that gets every
+    :class:`~batchpilot_local.report.EventReport` (tests); ``progress``: a line on stderr every
+    1,000 events."""
     from batchpilot_local.embedded_aws import observing
     from batchpilot_local.replay import Replayer
 
@@ -541,21 +551,36 @@ def replay(fleet: Fleet, start: datetime, first_s: float, last_s: float, *, prog
     began = time.monotonic()
 
     def on_report(report: Any) -> None:
-        tally.events += report.is_event and report.detail_type != "Scheduled Event"
+        if reports is not None:
+            reports.append(report)
         tick = report.detail_type == "Scheduled Event"
+        counted = report.is_event and not tick
+        tally.events += counted
         for error in report.errors:
             tally.errors[re.sub(r"[0-9a-f-]{36}|cost-job-\d+|\d+", "#", error)[:160]] += 1
+        # The hour a value is sent in: its event's (or tick's) time. Not the value's timestamp:
+        # Powertools stamps its own counters (ColdStart, ...) with the wall clock.
+        if tick:
+            hour = _hour_of(str(report.origin).rsplit(" ", 1)[-1], start)
+        else:
+            hour = hours.pop(report.event_id, -1)
         for output in report.outputs():
             for metric in output.metrics:
-                hour = _hour_of(metric.timestamp, start)
                 (tally.tick_series if tick else tally.series_hours)[_series_key(metric)].add(hour)
-        if progress and tally.events % 1000 == 0 and tally.events:
+        if progress and counted and tally.events % 1000 == 0:
             print(f"  {fleet.name}: {tally.events} events, {time.monotonic() - began:.0f} s", file=sys.stderr)
 
-    items = ((item, None, None) for item in replay_items(fleet, start, first_s, last_s))
+    hours: dict[str | None, int] = {}
+
+    def items() -> Iterator[tuple[Any, None, None]]:
+        for item in replay_items(fleet, start, first_s, last_s):
+            if isinstance(item, dict):
+                hours[item["id"]] = _hour_of(item["time"], start)
+            yield item, None, None
+
     replayer = Replayer(batch=True, on_invocation=on_invocation)
     with observing(observer):
-        replayer.run_items(items, plain_worlds=[fleet_world(fleet)], on_report=on_report, keep_reports=False)
+        replayer.run_items(items(), plain_worlds=[fleet_world(fleet)], on_report=on_report, keep_reports=False)
     return tally
 
 
@@ -685,6 +710,25 @@ def _metrics_rows(
     return rows
 
 
+def series_ratios(
+    day: Mapping[Schema, Mapping[str, float]],
+    small: Mapping[Schema, Mapping[str, float]],
+    big: Mapping[Schema, Mapping[str, float]],
+    fleet_factor: float = 10.0,
+) -> dict[Schema, float]:
+    """Per metric name and dimension set of the reference ``day``: how many times more series the
+    larger fleet's window (``big``) has than the same window of the reference fleet (``small``).
+    A set not seen in both windows grows as the fleet (``fleet_factor``) when one of its dimensions
+    is in :data:`FLEET_KEYS`, else not at all (1)."""
+    ratio: dict[Schema, float] = {}
+    for schema in day:
+        if small.get(schema, {}).get("series") and big.get(schema, {}).get("series"):
+            ratio[schema] = big[schema]["series"] / small[schema]["series"]
+        else:
+            ratio[schema] = fleet_factor if FLEET_KEYS.intersection(schema[1]) else 1.0
+    return ratio
+
+
 def measure(window_hour: int) -> dict[str, Any]:
     """Replay the reference day, then one hour of each fleet; the results as cost.json holds them."""
     from batchpilot_local.template import load_template
@@ -699,13 +743,7 @@ def measure(window_hour: int) -> dict[str, Any]:
     elapsed = time.monotonic() - began
 
     day_table = series_table(day)
-    small, big = series_table(base_window), series_table(big_window)
-    ratio: dict[Schema, float] = {}
-    for schema in day_table:
-        if schema in small and schema in big:
-            ratio[schema] = big[schema]["series"] / small[schema]["series"]
-        else:  # not in both windows: scaled as the fleet when a dimension grows with it
-            ratio[schema] = 10.0 if FLEET_KEYS.intersection(schema[1]) else 1.0
+    ratio = series_ratios(day_table, series_table(base_window), series_table(big_window))
     scaled = {
         s: {**row, "series": row["series"] * ratio[s], "metric_months": row["metric_months"] * ratio[s]}
         for s, row in day_table.items()
