@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import _common  # noqa: F401  (sets BATCHPILOT_REPO_ROOT before batchpilot_local.testing is imported)
 from batchpilot_local.testing.cost import RESULTS_JSON, measure, render, write_doc
@@ -45,12 +46,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--render", action="store_true", help="only rewrite docs/cost.md from cost.json")
     parser.add_argument("--window-hour", type=int, default=10, help="the hour of the day both fleets replay")
+    parser.add_argument(
+        "--parameter-overrides",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="template parameters (e.g. MetricsDetail=detailed); the results then go to --output only",
+    )
+    parser.add_argument("--output", type=Path, default=None, help="where the JSON goes (default: cost.json)")
     args = parser.parse_args()
+    parameters = dict(pair.split("=", 1) for pair in args.parameter_overrides)
+    output = args.output or (RESULTS_JSON if not parameters else None)
+    if output is None:
+        raise SystemExit("--parameter-overrides measures another deploy than docs/cost.md's: give --output")
     if not args.render:
-        results = measure(args.window_hour)
-        RESULTS_JSON.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    results = json.loads(RESULTS_JSON.read_text(encoding="utf-8"))
-    write_doc(render(results))
+        results = measure(args.window_hour, parameters)
+        output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    results = json.loads(output.read_text(encoding="utf-8"))
+    if output == RESULTS_JSON:
+        write_doc(render(results))
     summary = {name: fleet["total"] for name, fleet in results["fleets"].items()}
     print(json.dumps({"total_dollars_per_month": summary, "replayed": results["replayed"]}))
 

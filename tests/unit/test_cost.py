@@ -168,3 +168,26 @@ def test_the_tiny_fleets_lambda_and_api_counts(tiny: tuple[cost.Tally, list[Any]
     assert month["lines"]["lambda_requests"]["quantity"] >= cost.TICKS_PER_MONTH / 1e6
     assert month["lines"]["cloudwatch_dashboards"]["quantity"] >= 1
     assert month["lines"]["cloudwatch_alarms"]["quantity"] >= month["details"]["alarms"]
+
+
+def test_measure_and_render_a_small_pair_of_fleets() -> None:
+    small = cost.Fleet("small", queues=1, shares=2, environments=1, jobs=24)  # a job an hour
+    big = cost.Fleet("big", queues=4, shares=8, environments=2, jobs=96)
+    results = cost.measure(10, fleets=(small, big), progress=False)
+    results = json.loads(json.dumps(results))  # what cost.json holds
+    assert results["replayed"]["reference_day_events"] == 24 * 6 + 1 * 2  # job 22 preempted once
+    assert results["replayed"]["ticks"] == {"reference_day": 24, "ten_x_window": 1}
+    assert results["replayed"]["errors"] == {}
+    ref, ten = results["fleets"]["reference"], results["fleets"]["10x"]
+    assert ten["scale"]["events"] == pytest.approx(4, rel=0.3)
+    for row in ten["metrics"]:
+        if row["scales_with_fleet"]:
+            assert row["series"] >= next(
+                r["series"]
+                for r in ref["metrics"]
+                if (r["metric"], r["dimensions"]) == (row["metric"], row["dimensions"])
+            ), row
+    assert ten["total"] >= ref["total"]
+    section = cost.render(results)
+    assert section.count("\n| **total** |") == 2
+    assert all(cost.LABELS[key] in section for key in cost.PRICES)

@@ -59,6 +59,8 @@ PRICES: dict[str, dict[str, Any]] = {
     "sns_publishes": {"unit": "million requests", "price": 0.50, "note": "64 KB chunks"},
     "eventbridge_custom": {"unit": "million events", "price": 1.00, "note": "own events (PutEvents)"},
     "scheduler": {"unit": "million invocations", "price": 1.00, "free_millions": 14},
+    "kms_keys": {"unit": "key-month", "price": 1.00, "note": "the on-call topics' key"},
+    "kms_requests": {"unit": "million requests", "price": 3.00, "note": "one per SNS publish, at most"},
 }
 
 IDLE_POLLERS = 5  # Lambda's SQS event source mapping: five long-polling connections at rest
@@ -521,12 +523,13 @@ def replay(
     *,
     progress: bool = True,
     reports: list[Any] | None = None,
+    parameters: Mapping[str, str] | None = None,
 ) -> Tally:
     """Replay the fleet's jobs submitted in ``[first_s, last_s)`` seconds after ``start`` (with
     hourly ledger ticks) through the template's functions at their default parameters; what they
     emitted and called. ``reports``: a list that gets every
     :class:`~batchpilot_local.report.EventReport` (tests); ``progress``: a line on stderr every
-    1,000 events."""
+    1,000 events; ``parameters``: template parameter overrides (default: none, a default deploy)."""
     from batchpilot_local.embedded_aws import observing
     from batchpilot_local.replay import Replayer
 
@@ -578,9 +581,11 @@ def replay(
                 hours[item["id"]] = _hour_of(item["time"], start)
             yield item, None, None
 
-    replayer = Replayer(batch=True, on_invocation=on_invocation)
+    replayer = Replayer(parameters=parameters, batch=True, on_invocation=on_invocation)
     with observing(observer):
-        replayer.run_items(items(), plain_worlds=[fleet_world(fleet)], on_report=on_report, keep_reports=False)
+        replayer.run_items(
+            items(), plain_worlds=[fleet_world(fleet)], on_report=on_report, keep_reports=False
+        )
     return tally
 
 
@@ -615,7 +620,7 @@ def month(
     """A month of the replayed day: quantities per service. ``ticks``: the replay whose ledger
     ticks give the per-tick work (default ``tally``); ``scale``: per quantity, the factor from the
     day to the fleet measured (10x), default 1; ``series``: the metric table to use."""
-    from batchpilot_local.template import resolved_resources
+    from batchpilot_local.template import created_resources, resolved_resources
 
     scale = scale or {}
     ticks = ticks or tally
@@ -644,8 +649,8 @@ def month(
     own = tally.usage.own_events * day * scale.get("own_events", 1)
     table = series if series is not None else series_table(tally)
     metric_months = sum(row["metric_months"] for row in table.values())
-    dashboards = len(resolved_resources(template.path, "AWS::CloudWatch::Dashboard"))
-    alarms = resolved_resources(template.path, "AWS::CloudWatch::Alarm")
+    dashboards = len(created_resources(template.path, "AWS::CloudWatch::Dashboard", template.overrides))
+    alarms = resolved_resources(template.path, "AWS::CloudWatch::Alarm", template.overrides)
     alarm_metrics = sum(
         max(1, sum(1 for m in (props.get("Metrics") or []) if isinstance(m, Mapping) and "MetricStat" in m))
         for props in alarms.values()
@@ -663,6 +668,8 @@ def month(
         "sns_publishes": sns / 1e6,
         "eventbridge_custom": own / 1e6,
         "scheduler": TICKS_PER_MONTH / 1e6,
+        "kms_keys": len(created_resources(template.path, "AWS::KMS::Key", template.overrides)),
+        "kms_requests": sns / 1e6,
     }
     lines = {}
     for key, quantity in quantities.items():
@@ -729,21 +736,34 @@ def series_ratios(
     return ratio
 
 
-def measure(window_hour: int) -> dict[str, Any]:
-    """Replay the reference day, then one hour of each fleet; the results as cost.json holds them."""
+def measure(
+    window_hour: int = 10,
+    parameters: Mapping[str, str] | None = None,
+    fleets: tuple[Fleet, Fleet] = (REFERENCE, TEN_X),
+    *,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Replay the reference fleet's day, then the hour from ``window_hour`` of each fleet, with the
+    template's parameters (``parameters`` over their defaults); what ``benchmarks/cost.json`` holds:
+    ``prices``, per fleet its ``lines`` (quantity and dollars per :data:`PRICES` key), ``total``,
+    ``metrics`` (one row per metric name and dimension set) and ``details``, and ``replayed``.
+    ``fleets``: the reference fleet and the larger one (tests give small ones)."""
     from batchpilot_local.template import load_template
 
-    template = load_template(ROOT / "template.yaml")
+    parameters = dict(parameters or {})
+    template = load_template(ROOT / "template.yaml", parameters)
     start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
     began = time.monotonic()
-    day = replay(REFERENCE, start, 0, 86_400)
+    small_fleet, big_fleet = fleets
+    day = replay(small_fleet, start, 0, 86_400, parameters=parameters, progress=progress)
     w0, w1 = window_hour * 3600, (window_hour + 1) * 3600
-    base_window = replay(REFERENCE, start, w0, w1)
-    big_window = replay(TEN_X, start, w0, w1)
+    base_window = replay(small_fleet, start, w0, w1, parameters=parameters, progress=progress)
+    big_window = replay(big_fleet, start, w0, w1, parameters=parameters, progress=progress)
     elapsed = time.monotonic() - began
 
     day_table = series_table(day)
-    ratio = series_ratios(day_table, series_table(base_window), series_table(big_window))
+    growth = big_fleet.jobs / small_fleet.jobs
+    ratio = series_ratios(day_table, series_table(base_window), series_table(big_window), growth)
     scaled = {
         s: {**row, "series": row["series"] * ratio[s], "metric_months": row["metric_months"] * ratio[s]}
         for s, row in day_table.items()
@@ -751,7 +771,7 @@ def measure(window_hour: int) -> dict[str, Any]:
 
     def factor(get: Any) -> float:
         a, b = get(base_window), get(big_window)
-        return b / a if a else 10.0
+        return b / a if a else growth
 
     scale = {
         "events": factor(lambda t: t.events),
@@ -769,11 +789,12 @@ def measure(window_hour: int) -> dict[str, Any]:
     ten_x = month(day, template, ticks=big_window, scale=scale, series=scaled)
     return {
         "prices_date": PRICES_DATE,
+        "parameters": parameters,
         "prices": PRICES,
         "fleets": {
-            "reference": {**REFERENCE.__dict__, **reference, "metrics": _metrics_rows(day_table)},
+            "reference": {**small_fleet.__dict__, **reference, "metrics": _metrics_rows(day_table)},
             "10x": {
-                **TEN_X.__dict__,
+                **big_fleet.__dict__,
                 **ten_x,
                 "metrics": _metrics_rows(day_table, ratio),
                 "scale": {k: round(v, 3) for k, v in scale.items()},
@@ -805,6 +826,8 @@ LABELS = {
     "sns_publishes": "SNS publishes",
     "eventbridge_custom": "EventBridge own events",
     "scheduler": "EventBridge Scheduler",
+    "kms_keys": "KMS keys",
+    "kms_requests": "KMS requests",
 }
 
 
