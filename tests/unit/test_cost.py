@@ -68,9 +68,19 @@ def test_series_table_counts_series_and_the_hours_they_are_published() -> None:
 
 
 def test_series_ratios_scale_by_the_windows_or_by_the_fleet() -> None:
-    day = {("A", ("JobQueue",)): {}, ("B", ("Function",)): {}, ("C", ("ShareIdentifier",)): {}}
-    small = {("A", ("JobQueue",)): {"series": 4}, ("B", ("Function",)): {"series": 3}}
-    big = {("A", ("JobQueue",)): {"series": 36}, ("B", ("Function",)): {"series": 3}}
+    day: dict[cost.Schema, dict[str, float]] = {
+        ("A", ("JobQueue",)): {},
+        ("B", ("Function",)): {},
+        ("C", ("ShareIdentifier",)): {},
+    }
+    small: dict[cost.Schema, dict[str, float]] = {
+        ("A", ("JobQueue",)): {"series": 4},
+        ("B", ("Function",)): {"series": 3},
+    }
+    big: dict[cost.Schema, dict[str, float]] = {
+        ("A", ("JobQueue",)): {"series": 36},
+        ("B", ("Function",)): {"series": 3},
+    }
     assert cost.series_ratios(day, small, big) == {
         ("A", ("JobQueue",)): 9.0,
         ("B", ("Function",)): 1.0,
@@ -191,3 +201,13 @@ def test_measure_and_render_a_small_pair_of_fleets() -> None:
     section = cost.render(results)
     assert section.count("\n| **total** |") == 2
     assert all(cost.LABELS[key] in section for key in cost.PRICES)
+
+
+def test_failures_and_preemptions_reach_every_queue_share_and_reason() -> None:
+    jobs = cost._jobs(cost.REFERENCE, 0, 86_400)
+    failed = [job for job in jobs if job.failure]
+    preempted = [job for job in jobs if len(job.steps) > 6]
+    assert {job.queue for job in failed} == {cost.REFERENCE.queue(q) for q in range(20)}
+    assert len({(job.queue, job.share) for job in failed}) >= 40
+    assert {job.failure for job in failed} == {f for each in cost.FAILURES.values() for f in each}
+    assert len({job.queue for job in preempted}) == 20

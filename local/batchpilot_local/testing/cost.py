@@ -190,13 +190,16 @@ def _jobs(fleet: Fleet, first_s: float, last_s: float) -> list[_Job]:
         offsets = (0, 5, 20, 60, 90)
         job.steps = [(submitted + off, status) for off, status in zip(offsets, STATUSES, strict=True)]
         end = submitted + 90 + run_s
-        if n % PREEMPTED_EVERY == PREEMPTED_EVERY - 3:
+        # Counted per queue (k: the job's number in its queue), so every queue has its failures
+        # and preemptions, on every share, with every failure reason.
+        k = n // fleet.queues
+        if (k + 2 * q) % PREEMPTED_EVERY == PREEMPTED_EVERY - 3:
             mid = submitted + 90 + run_s / 2
             job.steps += [(mid, "RUNNABLE"), (mid + 120, "RUNNING")]
             end += 120
-        if n % FAILING_EVERY == FAILING_EVERY - 1:
+        if (k + q) % FAILING_EVERY == FAILING_EVERY - 1:
             options = FAILURES[job.kind]
-            job.failure = options[(n // FAILING_EVERY) % len(options)]
+            job.failure = options[(k // FAILING_EVERY + q) % len(options)]
         job.steps.append((end, "FAILED" if job.failure else "SUCCEEDED"))
         jobs.append(job)
     return jobs
