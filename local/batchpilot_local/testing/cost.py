@@ -527,12 +527,14 @@ def replay(
     progress: bool = True,
     reports: list[Any] | None = None,
     parameters: Mapping[str, str] | None = None,
+    tick_minute: int = 30,
 ) -> Tally:
     """Replay the fleet's jobs submitted in ``[first_s, last_s)`` seconds after ``start`` (with
     hourly ledger ticks) through the template's functions at their default parameters; what they
     emitted and called. ``reports``: a list that gets every
     :class:`~batchpilot_local.report.EventReport` (tests); ``progress``: a line on stderr every
-    1,000 events; ``parameters``: template parameter overrides (default: none, a default deploy)."""
+    1,000 events; ``parameters``: template parameter overrides (default: none, a default deploy);
+    ``tick_minute``: the minute of each hour the ledger's schedule runs at."""
     from batchpilot_local.embedded_aws import observing
     from batchpilot_local.replay import Replayer
 
@@ -579,7 +581,7 @@ def replay(
     hours: dict[str | None, int] = {}
 
     def items() -> Iterator[tuple[Any, None, None]]:
-        for item in replay_items(fleet, start, first_s, last_s):
+        for item in replay_items(fleet, start, first_s, last_s, tick_minute):
             if isinstance(item, dict):
                 hours[item["id"]] = _hour_of(item["time"], start)
             yield item, None, None
