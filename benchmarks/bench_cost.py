@@ -36,10 +36,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import _common  # noqa: F401  (sets BATCHPILOT_REPO_ROOT before batchpilot_local.testing is imported)
-from batchpilot_local.testing.cost import RESULTS_JSON, measure, render, write_doc
+from batchpilot_local.template import load_template
+from batchpilot_local.testing.cost import RESULTS_JSON, measure, render, variant_summary, write_doc
+from batchpilot_local.testing.paths import ROOT
+
+
+def _variant(args: tuple[int, dict[str, str]]) -> dict[str, Any]:
+    window_hour, parameters = args
+    return measure(window_hour, parameters)
 
 
 def main() -> None:
@@ -47,26 +56,58 @@ def main() -> None:
     parser.add_argument("--render", action="store_true", help="only rewrite docs/cost.md from cost.json")
     parser.add_argument("--window-hour", type=int, default=10, help="the hour of the day both fleets replay")
     parser.add_argument(
+        "--variant",
+        nargs="*",
+        default=None,
+        metavar="NAME=VALUE",
+        help="also measure the deploy with this template parameter (each alone), summed up in "
+        "docs/cost.md (default: MetricsDetail=detailed when the template has that parameter)",
+    )
+    parser.add_argument(
         "--parameter-overrides",
         nargs="*",
         default=[],
         metavar="NAME=VALUE",
-        help="template parameters (e.g. MetricsDetail=detailed); the results then go to --output only",
+        help="template parameters of the measured deploy; the results then go to --output only",
     )
     parser.add_argument("--output", type=Path, default=None, help="where the JSON goes (default: cost.json)")
+    parser.add_argument("--jobs", type=int, default=1, help="replays at once (one process and core each)")
     args = parser.parse_args()
     parameters = dict(pair.split("=", 1) for pair in args.parameter_overrides)
     output = args.output or (RESULTS_JSON if not parameters else None)
     if output is None:
         raise SystemExit("--parameter-overrides measures another deploy than docs/cost.md's: give --output")
     if not args.render:
-        results = measure(args.window_hour, parameters)
+        declared = load_template(ROOT / "template.yaml").parameters
+        wanted = (
+            args.variant
+            if args.variant is not None
+            else (["MetricsDetail=detailed"] if "MetricsDetail" in declared and not parameters else [])
+        )
+        variants = [dict([pair.split("=", 1)]) for pair in wanted]
+        runs = [(args.window_hour, parameters)] + [(args.window_hour, {**parameters, **v}) for v in variants]
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            measured = list(pool.map(_variant, runs))
+        results = measured[0]
+        if variants:
+            results["variants"] = {
+                " ".join(f"{k}={v}" for k, v in variant.items()): variant_summary(other)
+                for variant, other in zip(variants, measured[1:], strict=True)
+            }
         output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     results = json.loads(output.read_text(encoding="utf-8"))
     if output == RESULTS_JSON:
         write_doc(render(results))
     summary = {name: fleet["total"] for name, fleet in results["fleets"].items()}
-    print(json.dumps({"total_dollars_per_month": summary, "replayed": results["replayed"]}))
+    print(
+        json.dumps(
+            {
+                "total_dollars_per_month": summary,
+                "variants": results.get("variants"),
+                "replayed": results["replayed"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

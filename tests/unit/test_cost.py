@@ -204,3 +204,12 @@ def test_failures_and_preemptions_reach_every_queue_share_and_reason() -> None:
     assert len({(job.queue, job.share) for job in failed}) >= 40
     assert {job.failure for job in failed} == {f for each in cost.FAILURES.values() for f in each}
     assert len({job.queue for job in preempted}) == 20
+
+
+def test_a_variants_totals_are_rendered_under_the_default() -> None:
+    results = json.loads(cost.RESULTS_JSON.read_text(encoding="utf-8"))
+    results["variants"] = {"MetricsDetail=detailed": cost.variant_summary(results)}
+    section = cost.render(results)
+    ref = results["fleets"]["reference"]
+    assert f"| `MetricsDetail=detailed` | {ref['lines']['cloudwatch_metrics']['quantity']:,.1f} |" in section
+    assert section.startswith(cost.render({k: v for k, v in results.items() if k != "variants"}))

@@ -876,7 +876,34 @@ the month's hours it is published in; *grows with*: the dimensions whose values 
 | **{{ "{:,.1f}".format(ref.metrics | sum(attribute="metric_months")) }}** \
 | **{{ "{:,}".format(big.metrics | sum(attribute="series")) }}** \
 | **{{ "{:,.1f}".format(big.metrics | sum(attribute="metric_months")) }}** |
+{% if r.get("variants") %}
+The same fleets with one parameter changed, measured the same way (the tables above are the \
+default deploy):
+
+| deploy | reference: metric-months | reference: $/month | 10x: metric-months | 10x: $/month |
+|---|---:|---:|---:|---:|
+| default | {{ "{:,.1f}".format(ref.lines.cloudwatch_metrics.quantity) }} \
+| {{ "{:,.2f}".format(ref.total) }} | {{ "{:,.1f}".format(big.lines.cloudwatch_metrics.quantity) }} \
+| {{ "{:,.2f}".format(big.total) }} |
+{% for name, v in r.variants.items() %}\
+| `{{ name }}` | {{ "{:,.1f}".format(v.reference.metric_months) }} \
+| {{ "{:,.2f}".format(v.reference.total) }} | {{ "{:,.1f}".format(v["10x"].metric_months) }} \
+| {{ "{:,.2f}".format(v["10x"].total) }} |
+{% endfor %}{% endif %}\
 """
+
+
+def variant_summary(results: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per fleet of a :func:`measure` result: its ``total`` ($ a month), ``metric_months`` and
+    ``custom_metrics`` ($ a month), what docs/cost.md shows of another deploy."""
+    return {
+        name: {
+            "total": fleet["total"],
+            "metric_months": round(fleet["lines"]["cloudwatch_metrics"]["quantity"], 1),
+            "custom_metrics": fleet["lines"]["cloudwatch_metrics"]["dollars"],
+        }
+        for name, fleet in results["fleets"].items()
+    }
 
 
 def render(results: Mapping[str, Any]) -> str:
