@@ -18,7 +18,8 @@ from batchpilot.shared.settings import MetricsSettings
 
 settings = MetricsSettings.from_environ(os.environ, function="metrics")
 configure(settings)
-processor = MetricsProcessor(EmfPublisher(settings.namespace, settings.service))
+sink = EmfPublisher(settings.namespace, settings.service)
+processor = MetricsProcessor(sink, detail=settings.metrics_detail)
 
 
 @logger.inject_lambda_context(log_event=False)

@@ -290,6 +290,25 @@ def _event(schedule: _Schedule, scenario: ClockScenario, index: int, at: datetim
     return event
 
 
+_DECISION_FIELDS = ("service_environment", "capacity_unit", "in_use", "runnable_demand", "current_max")
+
+
+def _decisions(output: str) -> list[dict[str, Any]]:
+    """The ``capacity decision`` log lines of one run's output (Powertools JSON lines), each cut to
+    the figures a timeline shows."""
+    out = []
+    for line in output.splitlines():
+        if not line.startswith("{") or '"capacity decision"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("message") == "capacity decision":
+            out.append({key: record.get(key) for key in _DECISION_FIELDS})
+    return out
+
+
 def run_clock(
     scenario: ClockScenario,
     template: AppTemplate,
@@ -358,6 +377,7 @@ def run_clock(
             metrics, errors = parse_output(spec.short_name, invocation.output)
             report.metrics.extend(metrics)
             report.errors.extend(errors)
+            report.decisions.extend(_decisions(invocation.output))
             if invocation.error is not None:
                 stage = "init failed" if invocation.init_error else "failed"
                 report.errors.append(f"{spec.short_name}: {stage}: {invocation.error}")

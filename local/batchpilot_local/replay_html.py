@@ -328,7 +328,7 @@ def _timeline_charts(page: Page, summary: Summary) -> int:
                     styles=_TIMELINE_STYLES,
                 ),
                 caption=f"{scenario}: the capacity limit, instances in use and RUNNABLE demand at each "
-                "scheduled run (CapacityLimit, InstancesInUse, RunnableInstanceDemand).",
+                "scheduled run (the capacity function's capacity decision log lines).",
             )
             drawn += 1
     return drawn

@@ -4,8 +4,9 @@ the HTML report, computed from the per-event :class:`~batchpilot_local.report.Ev
 :func:`summarise` reads only what the reports hold: notifications (what people were told),
 batchpilot's own events (Job Resubmitted, Recovery Skipped, Capacity Adjusted, Capacity Limited:
 their details carry checkpoint times, lost instance-hours, skip reasons and limits from and to),
-and the EMF metrics the functions printed (capacity gauges per tick, queue wait per share, the job
-ledger's share metrics when they are emitted).
+and the EMF metrics the functions printed (capacity decisions per tick, with the figures of the
+capacity function's decision log lines, queue wait per share, the job ledger's share metrics when
+they are emitted).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from batchpilot_local.report import OWN_COUNTERS, EventReport, MetricRecord
+from batchpilot_local.report import OWN_COUNTERS, EventReport, JobSummary, MetricRecord
 from batchpilot_local.text_table import render_table
 
 __all__ = [
@@ -91,9 +92,9 @@ class TickRow:
 
     Attributes:
         at: the tick's time (ISO-8601 UTC). environment, unit: the service environment and unit.
-        in_use, demand, limit: instances in use (``InstancesInUse``), RUNNABLE instance demand of
-            its job queues (``RunnableInstanceDemand``), the limit seen (``CapacityLimit``); None
-            when the run did not publish it.
+        in_use, demand, limit: instances in use, RUNNABLE instance demand of its job queues and
+            the limit the run saw (its ``capacity decision`` log line: ``in_use``,
+            ``runnable_demand``, ``current_max``); None when the run did not log them.
         decision, reason: the ``CapacityDecisions`` dimensions (``RAISE``/``DEMAND``, ...).
         new_limit: the limit set by this run (``UpdateServiceEnvironment``), None when unchanged.
     """
@@ -278,10 +279,15 @@ def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
             setattr(fleet, _FLEET_FIELDS[metric.name], _value(metric))
 
 
-def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
+def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord], job: JobSummary | None = None) -> None:
+    """The share figures of one output's metrics; a ``QueueWaitTime`` without a share dimension
+    (``MetricsDetail=basic``: the share is per-job detail) counts for the share of the event's job."""
+    job_share = (job.share_identifier or job.quota_share) if job is not None else None
     for metric in metrics:
         queue = metric.dimensions.get("JobQueue")
         share = next((metric.dimensions[k] for k in _SHARE_KEYS if k in metric.dimensions), None)
+        if share is None and metric.name == "QueueWaitTime" and job is not None and queue == job.queue:
+            share = job_share
         if queue is None or share is None:
             continue
         usage = summary.shares.setdefault((queue, share), ShareUsage(queue, share))
@@ -297,25 +303,25 @@ def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
             usage.waits_s.extend(values)
 
 
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _tick_rows(
     report: EventReport, at: str, queue_environments: Mapping[str, Mapping[str, str]], scenario: str
 ) -> list[TickRow]:
-    """One row per (service environment, unit) the run published a capacity gauge for."""
+    """One row per (service environment, unit) the run decided on: the decision from its
+    ``CapacityDecisions`` metric, the figures from its ``capacity decision`` log line."""
     by_unit: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
-    demand: dict[str, float] = defaultdict(float)
-    queues = queue_environments.get(scenario, {})
     for metric in report.metrics:
         dims = metric.dimensions
-        if "ServiceEnvironment" in dims and "CapacityUnit" in dims:
+        if metric.name == "CapacityDecisions" and "ServiceEnvironment" in dims and "CapacityUnit" in dims:
             row = by_unit[(dims["ServiceEnvironment"], dims["CapacityUnit"])]
-            if metric.name in ("InstancesInUse", "CapacityLimit"):
-                row[metric.name] = _value(metric)
-            elif metric.name == "CapacityDecisions":
-                row["decision"], row["reason"] = dims.get("Decision"), dims.get("Reason")
-        elif metric.name == "RunnableInstanceDemand" and not any(k in dims for k in _SHARE_KEYS):
-            environment = queues.get(dims.get("JobQueue", ""))
-            if environment is not None:
-                demand[environment] += _value(metric)
+            row["decision"], row["reason"] = dims.get("Decision"), dims.get("Reason")
+    for line in report.decisions:
+        key = (str(line.get("service_environment")), str(line.get("capacity_unit")))
+        if key in by_unit:
+            by_unit[key].update(line)
     updates = {
         str(a.get("request", {}).get("serviceEnvironment")): a.get("request", {}).get("capacityLimits")
         for a in report.actions
@@ -332,9 +338,9 @@ def _tick_rows(
                 at=at,
                 environment=environment,
                 unit=unit,
-                in_use=row.get("InstancesInUse"),
-                demand=demand.get(environment) if environment in demand or queues else None,
-                limit=row.get("CapacityLimit"),
+                in_use=_number_or_none(row.get("in_use")),
+                demand=_number_or_none(row.get("runnable_demand")),
+                limit=_number_or_none(row.get("current_max")),
                 decision=row.get("decision"),
                 reason=row.get("reason"),
                 new_limit=new_limit,
@@ -376,7 +382,7 @@ def add_report(
             if channel == "sns" and severity == "critical":
                 summary.pages.append(str(note.get("title")))
         _own_events(summary, outputs.own_events, report.job.stopped_at if report.job else None)
-        _share_metrics(summary, outputs.metrics)
+        _share_metrics(summary, outputs.metrics, report.job if outputs is report else None)
         _fleet_metrics(summary, outputs.metrics)
     tick = scenario_of(report)
     if tick is not None:

@@ -232,6 +232,10 @@ class EventReport:
         deliveries: the notifications' messages as sent
             (:class:`batchpilot_local.notifications.Delivery`), for the HTML report's previews; not
             in the JSON report (a Block Kit payload is kilobytes per message).
+        decisions: the capacity function's ``capacity decision`` log lines of a scheduled run
+            (``service_environment``, ``capacity_unit``, ``in_use``, ``runnable_demand``,
+            ``current_max``, ...), for the replay's timelines: the capacity function publishes
+            no gauges of these figures (the ledger's are the fleet's); not in the JSON report.
         batches: what the invocations of batches whose last event this is did for the batch as a
             whole (:class:`BatchReport`); each of those outputs is in no event's own lists.
     """
@@ -250,6 +254,7 @@ class EventReport:
     is_event: bool = True
     own_events: list[dict[str, Any]] = field(default_factory=list)
     deliveries: list[Any] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     batches: list[BatchReport] = field(default_factory=list)
 
     @property

@@ -177,6 +177,11 @@ class Run:
         assert isinstance(value, float)
         return value
 
+    def sample(self, queue: str) -> dict[str, Any]:
+        """The ``capacity sample`` log line of ``queue`` (what the run saw of it)."""
+        (line,) = [r for r in self.logs if r.get("message") == "capacity sample" and r["job_queue"] == queue]
+        return dict(line)
+
     def count(self, name: str) -> float:
         """The sum of every value of the counter ``name``."""
         values = [m.value for m in self.metrics if m.name == name]
@@ -227,7 +232,7 @@ def max_capacity(aws: EmbeddedAws, name: str) -> int:
 # ------------------------------------------------------------------------------------ scheduled runs
 
 
-def test_a_burst_raises_the_limit_and_every_gauge_is_emitted(
+def test_a_burst_raises_the_limit_and_says_what_it_saw(
     aws: EmbeddedAws, lambda_context: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     aws.seed(
@@ -265,21 +270,16 @@ def test_a_burst_raises_the_limit_and_every_gauge_is_emitted(
         }
     ]
     assert max_capacity(aws, "sm-training") == 24
-    assert run.gauge("RunnableJobs", JobQueue="hi") == 2
-    assert run.gauge("RunnableInstanceDemand", JobQueue="hi") == 16
-    assert run.gauge("OldestRunnableJobAge", JobQueue="hi") == 42 * 60
-    assert run.gauge("InstancesInUse", JobQueue="hi") == 4
-    assert run.gauge("RunnableInstanceDemand", JobQueue="hi", ShareIdentifier="research") == 8
-    assert run.gauge("InstancesInUse", JobQueue="hi", ShareIdentifier="prod") == 4
-    assert run.gauge("OldestRunnableJobAge", JobQueue="lo") == 3 * 60
-    assert run.gauge("CapacityLimit", ServiceEnvironment="sm-training", CapacityUnit="NUM_INSTANCES") == 8
-    assert run.gauge("InstancesInUse", ServiceEnvironment="sm-training") == 8
-    assert run.gauge("CapacityUtilization", ServiceEnvironment="sm-training") == 100.0
+    # What it saw, per queue, is in its log: the fleet's gauges are the job ledger's.
+    hi, lo = run.sample("hi"), run.sample("lo")
+    assert (hi["runnable_jobs"], hi["runnable_instances"], hi["instances_in_use"]) == (2, 16, 4)
+    assert hi["oldest_runnable_seconds"] == 42 * 60 and lo["oldest_runnable_seconds"] == 3 * 60
+    assert {m.name for m in run.metrics if "JobQueue" in m.dimensions} == set()
     assert run.gauge("CapacityTarget", ServiceEnvironment="sm-training") == 32
     (decision,) = run.decisions()
     assert (decision.dimensions["Decision"], decision.dimensions["Reason"]) == ("RAISE", "DEMAND")
-    sampled = [m for m in run.metrics if {"JobQueue", "ServiceEnvironment"} & set(m.dimensions)]
-    assert len(sampled) >= 20 and all(m.timestamp == "2026-11-20T22:00:00.000Z" for m in sampled)
+    sampled = [m for m in run.metrics if "ServiceEnvironment" in m.dimensions]
+    assert len(sampled) == 2 and all(m.timestamp == "2026-11-20T22:00:00.000Z" for m in sampled)
     ((detail_type, detail),) = run.own_events()
     assert detail_type == "Capacity Adjusted"
     assert (detail["previous_max"], detail["new_max"], detail["in_use"], detail["runnable_demand"]) == (
@@ -319,9 +319,9 @@ def test_five_thousand_runnable_jobs_cost_a_bounded_number_of_calls(
     assert first.calls["batch:DescribeServiceJob"] == 5000
     assert first.calls["batch:ListServiceJobs"] == 50  # every page of 100 (the API maximum)
     demand = sum(1 + i % 3 for i in range(5000))
-    assert first.gauge("RunnableJobs", JobQueue="bulk") == 5000
-    assert first.gauge("RunnableInstanceDemand", JobQueue="bulk") == demand
-    assert first.gauge("OldestRunnableJobAge", JobQueue="bulk") == 4999
+    bulk = first.sample("bulk")
+    assert (bulk["runnable_jobs"], bulk["runnable_instances"]) == (5000, demand)
+    assert bulk["oldest_runnable_seconds"] == 4999
 
     # The same Lambda instance a minute later: nothing is read again.
     warm = invoke(aws, handler, scheduled(T0 + timedelta(minutes=1)), lambda_context, capsys)
@@ -335,14 +335,14 @@ def test_five_thousand_runnable_jobs_cost_a_bounded_number_of_calls(
             "dynamodb:Query": 1,  # the job ledger holds nothing for the queue: listed as before
         }
     )
-    assert warm.gauge("RunnableInstanceDemand", JobQueue="bulk") == demand
+    assert warm.sample("bulk")["runnable_instances"] == demand
 
     # A new Lambda instance (cold start): the payload cache is read from DynamoDB in one Query.
     cold = invoke(aws, load_handler(**env), scheduled(T0 + timedelta(minutes=2)), lambda_context, capsys)
     assert cold.calls["batch:DescribeServiceJob"] == 0
     assert 1 <= cold.calls["dynamodb:Query"] <= 2
     assert sum(cold.calls.values()) <= 50 + 7
-    assert cold.gauge("RunnableInstanceDemand", JobQueue="bulk") == demand
+    assert cold.sample("bulk")["runnable_instances"] == demand
 
 
 def test_payloads_are_read_within_a_budget_per_run_oldest_first(
@@ -362,9 +362,7 @@ def test_payloads_are_read_within_a_budget_per_run_oldest_first(
     demands = []
     for minute in range(4):
         run = invoke(aws, handler, scheduled(T0 + timedelta(minutes=minute)), lambda_context, capsys)
-        demands.append(
-            (run.calls["batch:DescribeServiceJob"], run.gauge("RunnableInstanceDemand", JobQueue="q"))
-        )
+        demands.append((run.calls["batch:DescribeServiceJob"], run.sample("q")["runnable_instances"]))
     # Unread jobs count as 1 instance each until they are read (100 a run).
     assert demands == [(100, 550.0), (100, 850.0), (50, 1000.0), (0, 1000.0)]
 
@@ -458,7 +456,7 @@ def test_environments_that_are_not_enabled_and_valid_are_never_changed(
     assert run.updates() == []
     ((detail_type, detail),) = run.own_events()
     assert (detail_type, detail["limit_reason"]) == ("Capacity Limited", "NOT_VALID")
-    assert run.gauge("RunnableJobs", JobQueue="q") == 1  # still sampled
+    assert run.sample("q")["runnable_jobs"] == 1  # still sampled
 
 
 def test_dry_run_decides_and_tells_but_never_updates(

@@ -105,9 +105,10 @@ def test_burst(reports: dict[str, list[EventReport]]) -> None:
                     "capacityLimits": [{"maxCapacity": updates(tick)[0], "capacityUnit": "NUM_INSTANCES"}],
                 },
             }
-    assert gauge(ticks[1], "RunnableInstanceDemand", JobQueue="burst-q") == 40
-    assert gauge(ticks[1], "OldestRunnableJobAge", JobQueue="burst-q") == 30
-    assert gauge(ticks[7], "CapacityUtilization", ServiceEnvironment="burst-env") == 100
+    # The limit it aims at: 8 in use + 40 RUNNABLE (what it saw is in its log, not in gauges:
+    # the fleet's gauges are the job ledger's).
+    assert gauge(ticks[1], "CapacityTarget", ServiceEnvironment="burst-env") == 48
+    assert not [m for t in ticks for m in t.metrics if "JobQueue" in m.dimensions]
     # The second burst asks for more than max (48): a Capacity Limited, which the alerts function posts.
     assert [n["title"] for n in ticks[8].notifications if "AT_MAX" in n["title"]]
 
@@ -134,22 +135,19 @@ def test_blocked_job_larger_than_the_limit(reports: dict[str, list[EventReport]]
     )
 
 
-def test_sample_world_gauges(reports: dict[str, list[EventReport]]) -> None:
+def test_sample_world_decisions(reports: dict[str, list[EventReport]]) -> None:
     (tick,) = reports["sample-world"]
-    assert gauge(tick, "RunnableJobs", JobQueue="sample-fifo-q") == 3
-    assert gauge(tick, "RunnableInstanceDemand", JobQueue="sample-fifo-q") == 8
-    assert gauge(tick, "OldestRunnableJobAge", JobQueue="sample-fifo-q") == 25 * 60
-    assert gauge(tick, "InstancesInUse", JobQueue="sample-fifo-q") == 8
-    assert gauge(tick, "RunnableInstanceDemand", JobQueue="sample-fairshare-q", ShareIdentifier="prod") == 16
-    assert gauge(tick, "InstancesInUse", JobQueue="sample-fairshare-q", ShareIdentifier="research") == 4
-    assert gauge(tick, "RunnableJobs", JobQueue="sample-quota-q", QuotaShare="team-b") == 1
-    assert gauge(tick, "InstancesInUse", JobQueue="sample-quota-q", QuotaShare="team-a") == 2
-    units = {
-        m.dimensions["CapacityUnit"]: m.value
+    # Its own decisions only, per environment and capacity unit: the fleet's gauges are the ledger's.
+    targets = {
+        (m.dimensions["ServiceEnvironment"], m.dimensions["CapacityUnit"])
         for m in tick.metrics
-        if m.name == "CapacityUtilization" and m.dimensions["ServiceEnvironment"] == "sample-quota"
+        if m.name == "CapacityTarget"
     }
-    assert units == {"ml.p4d.24xlarge": 50.0, "ml.g5.12xlarge": 50.0}
+    assert ("sample-quota", "ml.p4d.24xlarge") in targets and ("sample-quota", "ml.g5.12xlarge") in targets
+    assert {m.name for m in tick.metrics if "ServiceEnvironment" in m.dimensions} == {
+        "CapacityTarget",
+        "CapacityDecisions",
+    }
     assert decisions(tick, "sample-fifo") == [("HOLD", "STEADY")]
     assert decisions(tick, "sample-fairshare") == [("RAISE", "DEMAND")]
     assert decisions(tick, "sample-quota") == [("HOLD", "STEADY"), ("HOLD", "STABILISING")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from batchpilot.ledger.model import AggregateKey, Delta, JobStatus
+from batchpilot.shared.observability import logger
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.report import parse_output
 from batchpilot_local.testing.harness import aws_with_state_table, load_app
@@ -31,6 +33,17 @@ def aws() -> Iterator[EmbeddedAws]:
 
 def scheduled() -> dict[str, Any]:
     return scheduled_event(T0)
+
+
+def _run(app: Any, lambda_context: Any) -> Any:
+    """A scheduled run, its log lines on this test's stdout (Powertools keeps the stream it was
+    created with)."""
+    stream = logger.registered_handler
+    previous = stream.setStream(sys.stdout)
+    try:
+        return app.lambda_handler(scheduled(), lambda_context)
+    finally:
+        stream.setStream(previous)
 
 
 def test_capacity_run_reads_the_ledger_not_the_queues(
@@ -65,7 +78,7 @@ def test_capacity_run_reads_the_ledger_not_the_queues(
     )
     capsys.readouterr()
     aws.drain_journal()
-    result = app.lambda_handler(scheduled(), lambda_context)
+    result = _run(app, lambda_context)
     assert result["errors"] == []
     calls = Counter(e.action for e in aws.drain_journal())
     # No listing, no payload read, no snapshot: one Query per queue whatever its job count.
@@ -73,26 +86,21 @@ def test_capacity_run_reads_the_ledger_not_the_queues(
     assert calls["batch:GetJobQueueSnapshot"] == 0
     assert calls["dynamodb:Query"] == len(queues)
     assert calls["batch:DescribeServiceEnvironments"] == 1
-    metrics, errors = parse_output("capacity", capsys.readouterr().out)
+    out = capsys.readouterr().out
+    metrics, errors = parse_output("capacity", out)
     assert errors == []
-
-    def gauge(name: str, **dims: str) -> float:
-        (value,) = [
-            m.value
-            for m in metrics
-            if m.name == name
-            and {k: v for k, v in m.dimensions.items() if k not in ("service", "CapacityUnit")} == dims
-        ]
-        assert isinstance(value, float)
-        return value
-
-    assert gauge("RunnableJobs", JobQueue="q0") == 5_000
-    assert gauge("RunnableInstanceDemand", JobQueue="q0") == 300 + 4_900 * 3  # unknown at the mean
-    assert gauge("InstancesInUse", JobQueue="q0") == 30
-    # The aggregates keep no per-job times: no made-up age (the ledger publishes OldestRunnableAge).
-    assert not [
-        m for m in metrics if m.name == "OldestRunnableJobAge" and m.dimensions.get("JobQueue") == "q0"
+    # What the run saw is in its log (the fleet's gauges are the ledger's): one line per queue.
+    (q0,) = [
+        line
+        for line in map(json.loads, (t for t in out.splitlines() if t.startswith("{") and '"_aws"' not in t))
+        if line.get("message") == "capacity sample" and line["job_queue"] == "q0"
     ]
+    assert q0["runnable_jobs"] == 5_000
+    assert q0["runnable_instances"] == 300 + 4_900 * 3  # unknown at the mean
+    assert q0["instances_in_use"] == 30
+    # The aggregates keep no per-job times: no made-up age (the ledger publishes OldestRunnableAge).
+    assert q0.get("oldest_runnable_seconds") is None
+    assert not [m for m in metrics if "JobQueue" in m.dimensions]
 
 
 def test_quota_management_environment_is_sized_per_instance_type_from_the_ledger(
@@ -161,7 +169,7 @@ def test_quota_management_environment_is_sized_per_instance_type_from_the_ledger
     )
     capsys.readouterr()
     aws.drain_journal()
-    result = app.lambda_handler(scheduled(), lambda_context)
+    result = _run(app, lambda_context)
     assert result["errors"] == [] and result["updated"] == ["quota-env"]
     journal = aws.drain_journal()
     calls = Counter(e.action for e in journal)
@@ -177,11 +185,12 @@ def test_quota_management_environment_is_sized_per_instance_type_from_the_ledger
     p5_per_queue = 4 + 10 + math.ceil(990 * 14 / 12)
     g5_per_queue = 2 + 10 + 990
     assert limits == {p5: min(5_000, 2 * p5_per_queue), g5: min(1_500, 2 * g5_per_queue)}
-    metrics, errors = parse_output("capacity", capsys.readouterr().out)
+    out = capsys.readouterr().out
+    _, errors = parse_output("capacity", out)
     assert errors == []
     in_use = {
-        m.dimensions.get("CapacityUnit"): m.value
-        for m in metrics
-        if m.name == "InstancesInUse" and m.dimensions.get("ServiceEnvironment") == "quota-env"
+        line["capacity_unit"]: line["in_use"]
+        for line in map(json.loads, (t for t in out.splitlines() if t.startswith("{") and '"_aws"' not in t))
+        if line.get("message") == "capacity decision" and line["service_environment"] == "quota-env"
     }
     assert in_use == {p5: 8, g5: 4}

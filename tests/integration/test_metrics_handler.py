@@ -130,19 +130,19 @@ def test_a_publishing_bug_fails_only_its_record(
 ) -> None:
     real = handler.processor.sink
 
-    class FailsOnPreemption:
+    class FailsOnBlocked:
         def add(self, points: list[Any]) -> None:
-            if any(p.name == "Preemptions" for p in points):
+            if any(p.name == "QueueBlocked" for p in points):
                 raise RuntimeError("boom")
             real.add(points)
 
         def flush(self) -> int:
             return int(real.flush())
 
-    monkeypatch.setattr(handler.processor, "sink", FailsOnPreemption())
+    monkeypatch.setattr(handler.processor, "sink", FailsOnBlocked())
     bodies = [
         json.dumps(sample("service-job/succeeded")),
-        json.dumps(sample("service-job-preemption/started")),
+        json.dumps(sample("service-job-queue-blocked/misconfiguration-service-environment-max-resource")),
     ]
     result = handler.lambda_handler(sqs_event(bodies, QUEUE), lambda_context)
     assert result == {"batchItemFailures": [{"itemIdentifier": "msg-1"}]}

@@ -151,8 +151,7 @@ def test_a_batch_resubmits_skips_defers_and_counts(
         (
             1.0,
             {
-                "JobKind": "service-job",
-                "JobQueue": "sm-training-highpri",
+                "JobKind": "service-job",  # the queue: a dimension only with MetricsDetail=detailed
                 "FailureCategory": "USER_STOPPED",
                 "SkipReason": "NOT_RECOVERABLE",
                 "service": "batchpilot",

@@ -404,7 +404,7 @@ def test_malformed_batch_event_is_an_error_and_the_others_are_still_reported(
 
     assert code == 1
     before, bad, after = json_reports(out)
-    assert before["errors"] == [] and any(m["name"] == "JobStateTransitions" for m in before["metrics"])
+    assert before["errors"] == [] and any(m["name"] == "EventsProcessed" for m in before["metrics"])
     assert after["errors"] == [] and any(m["name"] == "JobsFailed" for m in after["metrics"])
     assert bad["event_id"] == "malformed"
     assert bad["functions"] == routed(malformed)

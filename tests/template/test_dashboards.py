@@ -32,6 +32,7 @@ DASHBOARDS = {
     "SharesDashboard": "shares",
     "FailuresDashboard": "failures",
     "HealthDashboard": "health",
+    "CapacityDashboard": "capacity",  # deployed with the capacity function (CapacityConfigured)
 }
 JOB_HEALTH_ALARMS = {
     "JobQueueOldestRunnableAlarm": ("OldestRunnableAlarmSeconds", "JobQueue"),
@@ -102,11 +103,9 @@ def test_a_reference_to_a_metric_that_is_not_emitted_is_caught(
 ) -> None:
     # aws-samples/aws-batch-runtime-monitoring's dashboards stayed empty for this reason: a schema
     # without the `service` dimension, a renamed metric, a dimension the code never sets.
-    assert is_emitted(MetricRef("OldestRunnableJobAge", frozenset({"JobQueue", "service"})), emitted)
-    assert not is_emitted(MetricRef("OldestRunnableJobAge", frozenset({"JobQueue"})), emitted)
-    assert not is_emitted(
-        MetricRef("OldestRunnableJobAgeSeconds", frozenset({"JobQueue", "service"})), emitted
-    )
+    assert is_emitted(MetricRef("OldestRunnableAge", frozenset({"JobQueue", "service"})), emitted)
+    assert not is_emitted(MetricRef("OldestRunnableAge", frozenset({"JobQueue"})), emitted)
+    assert not is_emitted(MetricRef("OldestRunnableJobAge", frozenset({"JobQueue", "service"})), emitted)
     assert not is_emitted(MetricRef("JobsFailed", frozenset({"JobQueue", "Team"}), exact=False), emitted)
 
 

@@ -1,4 +1,4 @@
-"""Sampling (pure): payload demand, per-queue and per-share tallies, environment demand, gauges."""
+"""Sampling (pure): payload demand, per-queue and per-share tallies, environment demand."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     instances,
 )
-from batchpilot.capacity.sampling import environment_gauges, queue_gauges, sample_queue, unit_demands
+from batchpilot.capacity.sampling import sample_queue, unit_demands
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 BLOCKED = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) ... cannot meet"
@@ -115,58 +115,3 @@ def test_unit_demands_of_a_quota_management_environment_are_per_instance_type() 
     assert (by_unit["ml.g5.xlarge"].in_use, by_unit["ml.g5.xlarge"].runnable) == (1, 7)
     assert (by_unit["ml.g5.xlarge"].blocked_need, by_unit["ml.p4d.24xlarge"].blocked_need) == (6, 0)
     assert sample.by_quota_share["team-b"].jobs == 2
-
-
-def _by(points: list, name: str) -> dict:  # type: ignore[type-arg]
-    return {
-        dict(p.dimensions).get("ShareIdentifier") or dict(p.dimensions).get("QuotaShare") or "": p.value
-        for p in points
-        if p.name == name
-    }
-
-
-def test_queue_gauges_cover_the_queue_and_its_busiest_shares() -> None:
-    jobs = [job(i, share=f"s{i % 5}", minutes_ago=i) for i in range(1, 26)]
-    demands = {j.arn: {NUM_INSTANCES: int(j.share_identifier[1:]) + 1} for j in jobs}  # type: ignore[index]
-    snapshot = QueueSnapshot(total={NUM_INSTANCES: 12.0}, by_share={"s0": {NUM_INSTANCES: 12.0}})
-    sample = sample_queue("hi", "sm", jobs, demands, snapshot)
-    points = queue_gauges(sample, NOW, NOW, max_shares=3)
-    queue_points = [p for p in points if dict(p.dimensions) == {"JobQueue": "hi"}]
-    assert {p.name: p.value for p in queue_points} == {
-        "RunnableJobs": 25.0,
-        "RunnableInstanceDemand": 75.0,
-        "OldestRunnableJobAge": 25 * 60.0,
-        "InstancesInUse": 12.0,
-    }
-    # s4 (25 instances), s3 (20) and s0 (5 RUNNABLE + 12 in use) are the busiest three; s2 (15) is not.
-    assert _by(points, "RunnableInstanceDemand") == {"": 75.0, "s4": 25.0, "s3": 20.0, "s0": 5.0}
-    # In use per share only where the snapshot reports it.
-    assert _by(points, "InstancesInUse") == {"": 12.0, "s0": 12.0}
-    assert all(p.timestamp == NOW for p in points)
-
-
-def test_an_empty_queue_still_reports_zeros() -> None:
-    points = queue_gauges(sample_queue("idle", "sm", [], {}, QueueSnapshot()), NOW, NOW)
-    assert {p.name: p.value for p in points} == {
-        "RunnableJobs": 0.0,
-        "RunnableInstanceDemand": 0.0,
-        "OldestRunnableJobAge": 0.0,
-        "InstancesInUse": 0.0,
-    }
-
-
-def test_environment_gauges() -> None:
-    env = ServiceEnvironment(
-        "sm", None, "ENABLED", "VALID", (CapacityLimit("ml.g5.xlarge", 8), CapacityLimit("ml.c5.xlarge", 0))
-    )
-    sample = sample_queue("q", "sm", [], {}, QueueSnapshot(total={"ml.g5.xlarge": 6.0}))
-    points = environment_gauges(env, unit_demands(env, [sample]), NOW)
-    table = {(p.name, dict(p.dimensions)["CapacityUnit"]): (p.value, p.unit) for p in points}
-    assert table == {
-        ("CapacityLimit", "ml.g5.xlarge"): (8.0, "Count"),
-        ("InstancesInUse", "ml.g5.xlarge"): (6.0, "Count"),
-        ("CapacityUtilization", "ml.g5.xlarge"): (75.0, "Percent"),
-        ("CapacityLimit", "ml.c5.xlarge"): (0.0, "Count"),
-        ("InstancesInUse", "ml.c5.xlarge"): (0.0, "Count"),
-    }
-    assert all(dict(p.dimensions)["ServiceEnvironment"] == "sm" for p in points)

@@ -186,8 +186,9 @@ def test_a_run_is_at_its_triggers_time_and_publishes_its_gauges_once() -> None:
     assert report.now == NOW and report.trigger is Trigger.SCHEDULE
     (gauges,) = sink.published
     assert gauges == report.gauges and {p.timestamp for p in gauges} == {NOW}
-    age = next(p for p in gauges if p.name == "OldestRunnableJobAge")
-    assert age.value == 3600.0  # measured to the run's time, not to the wall clock
+    # Only its decisions: the fleet's gauges are the job ledger's, one name per concept.
+    assert {p.name for p in gauges} == {"CapacityTarget", "CapacityDecisions"}
+    assert report.samples[0].runnable.age_seconds(NOW) == 3600.0  # to the run's time, not the wall clock
     assert batch.updates == [("sm-training", [CapacityLimit(NUM_INSTANCES, 12)])]  # 8 in use + 4
     assert report.published == (1, 0) and len(bus.events) == 1
     assert report.summary() == {

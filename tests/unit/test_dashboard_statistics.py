@@ -238,7 +238,7 @@ def jobs(name: str, value: float, timestamp: str, **dimensions: str) -> MetricRe
 
 
 def test_the_template_failure_rate_math_over_searches() -> None:
-    share = {"JobKind": "container-job", "JobQueue": "q1", "ShareIdentifier": "s"}
+    share = {"JobKind": "container-job", "JobQueue": "q1"}  # per job queue (MetricsDetail=basic)
     train = {"JobKind": "training-job", "InstanceType": "ml.p4d.24xlarge"}
     metrics = [
         jobs("JobsFailed", 1, at(5), FailureCategory="SPOT_INTERRUPTION", **share),
@@ -257,7 +257,7 @@ def test_the_template_failure_rate_math_over_searches() -> None:
 
 
 def capacity(name: str, value: float, timestamp: str, environment: str) -> MetricRecord:
-    dimensions = {"CapacityUnit": "NUM_INSTANCES", "ServiceEnvironment": environment, "service": "capacity"}
+    dimensions = {"ServiceEnvironment": environment, "service": "batchpilot"}  # the job ledger's gauges
     return MetricRecord(name, "Count", value, dimensions, timestamp)
 
 

@@ -27,6 +27,7 @@ from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.instances import accelerators
+from batchpilot.shared.metrics import MetricsDetail
 from batchpilot_local.testing.ledger import FakeBatch, ListSink, MemoryLedgerStore, recount, recount_runnable
 from batchpilot_local.testing.samples import envelope, service_job
 from hypothesis import given, settings
@@ -256,7 +257,8 @@ def test_event_metrics() -> None:
     ):
         body["time"] = (T0 + timedelta(minutes=minute)).isoformat()
         ledger.record(json.dumps(body))
-    assert sink.values("QueueWaitTime", JobQueue="q", QuotaShare="research") == [120.0]
+    # The queue wait is the metrics function's QueueWaitTime (one series per concept).
+    assert sink.values("QueueWaitTime", JobQueue="q", QuotaShare="research") == []
     assert sink.values("Preemptions", JobQueue="q", QuotaShare="research") == [1.0]
     assert sink.values("PreemptionsCompleted", JobQueue="q") == [1.0]
     assert sink.values("LostInstanceHours", JobQueue="q", Basis="attempt") == [2 * 31 / 60]
@@ -323,18 +325,45 @@ def test_fleet_gauges_utilisation_and_entitlement() -> None:
         weights={"q": {"HIGHPRI": 0.5, "LOWPRI": 2.0}},
         oldest={("q", "LOWPRI"): T0},
     )
-    points = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, T0 + timedelta(minutes=10))}
+    at = T0 + timedelta(minutes=10)
+    points = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, at)}
     env = (("ServiceEnvironment", "env"),)
     assert points[("Utilization", env)] == 100 * 10 / 16
     assert points[("ReservedInstances", env)] == 16
+    assert points[("CapacityLimit", env)] == 12
     assert points[("IdleWhileQueued", env)] == 6  # 6 reserved free while 8 instances of work wait
+    queue = (("JobQueue", "q"),)
     low = (("JobQueue", "q"), ("ShareIdentifier", "LOWPRI"))
     high = (("JobQueue", "q"), ("ShareIdentifier", "HIGHPRI"))
-    assert points[("RunnableInstances", low)] == 2 + 2 * 3  # queue mean: 12 instances / 4 sized jobs
+    # The job queue's own gauges: the alarm's and the fleet view's, one name each.
+    assert points[("RunnableInstances", queue)] == 2 + 2 * 3  # queue mean: 12 instances / 4 sized jobs
+    assert points[("RunnableJobs", queue)] == 3
+    assert points[("InstancesInUse", queue)] == 10
+    assert points[("OldestRunnableAge", queue)] == 600
     assert points[("ShareOfUsage", high)] == 80
     assert points[("Entitlement", high)] == 80  # 1/0.5 over 1/0.5 + 1/2
     assert points[("OldestRunnableAge", low)] == 600
-    assert points[("GpusInUse", env)] == 0
+    assert ("GpusInUse", env) not in points  # no GPUs in use: no series
+    assert ("OldestRunnableAge", high) not in points  # nothing of HIGHPRI waits
+    # The per-share RUNNABLE gauges are MetricsDetail=detailed only.
+    assert ("RunnableInstances", low) not in points
+    detailed = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, at, MetricsDetail.DETAILED)}
+    assert detailed[("RunnableInstances", low)] == 8 and detailed[("RunnableJobs", low)] == 3
+    assert points.items() <= detailed.items()
+
+
+def test_fleet_gauges_are_published_only_while_there_is_work() -> None:
+    idle = Aggregate(AggregateKey("env", "q", "HIGHPRI", JobStatus.RUNNING), Delta(0, 0, 0))
+    inputs = FleetInputs(
+        queues={"q": QueueInfo("q", True, "env", "policy")},
+        aggregates={"q": [idle]},
+        limits={"env": 12, "other-env": 4},
+        reserved={"env": 16, "other-env": 4},
+        weights={"q": {"HIGHPRI": 0.5}},
+        oldest={},
+    )
+    # CloudWatch bills every metric for each hour it is published: an idle fleet publishes none.
+    assert fleet_points(inputs, T0) == []
 
 
 def test_unreadable_policy_omits_entitlement_and_warns_once() -> None:
@@ -416,7 +445,7 @@ def test_quota_shares_entitlement_and_borrowing() -> None:
     qs1 = (("JobQueue", "qm"), ("QuotaShare", "QS1"))
     qs2 = (("JobQueue", "qm"), ("QuotaShare", "QS2"))
     assert points[("BorrowedInstances", qs1)] == 4  # 12 in use on a limit of 8
-    assert points[("BorrowedInstances", qs2)] == 0
+    assert ("BorrowedInstances", qs2) not in points  # borrows nothing: no series
     assert points[("Entitlement", qs1)] == points[("Entitlement", qs2)] == 50
     assert points[("ShareOfUsage", qs1)] == 100
 
@@ -465,3 +494,18 @@ def test_a_heterogeneous_jobs_gpus_count_every_instance_group() -> None:
     (delta,) = change.deltas.values()
     assert delta.gpus == 2 * 8 + 3 * 1
     assert delta.instances == 6
+
+
+def test_a_share_alone_in_its_queue_has_no_fairness_gauges() -> None:
+    alone = Aggregate(AggregateKey("env", "q", "HIGHPRI", JobStatus.RUNNING), Delta(2, 2, 8))
+    inputs = FleetInputs(
+        queues={"q": QueueInfo("q", True, "env", "policy")},
+        aggregates={"q": [alone]},
+        limits={"env": 12},
+        reserved={"env": 12},
+        weights={"q": {"HIGHPRI": 0.5, "LOWPRI": 2.0}},
+        oldest={},
+    )
+    names = {p.name for p in fleet_points(inputs, T0) if dict(p.dimensions).get("ShareIdentifier")}
+    # 100 % of the usage and of the entitlement says nothing: no series until a second share has jobs.
+    assert names == {"InstancesInUse"}

@@ -15,7 +15,14 @@ from batchpilot.metrics.handler import MetricsProcessor
 from batchpilot.metrics.service import record_metrics
 from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.events import parse_event
-from batchpilot.shared.metrics import DIMENSIONS, MetricPoint, dimensions, metric_points, metric_timestamp
+from batchpilot.shared.metrics import (
+    DIMENSIONS,
+    MetricPoint,
+    MetricsDetail,
+    dimensions,
+    metric_points,
+    metric_timestamp,
+)
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.records import Outcome, Rejected
 from batchpilot_local.testing.harness import sqs_event
@@ -44,16 +51,27 @@ def test_failed_service_job_on_fair_share_queue() -> None:
     )
     facts = classify(parse_event(event))
     points = by_name(metric_points(facts, EVENT_TIME, NOW))
-    base = (("JobKind", "service-job"), ("JobQueue", "ml-training-highpri"), ("ShareIdentifier", "prod"))
-    assert set(points) == {"JobStateTransitions", "JobsFailed", "JobFailureRate", "QueueWaitTime", "RunTime"}
+    # Basic: the queue, not the share (per-job detail, in the blob's logs, not a dimension).
+    base = (("JobKind", "service-job"), ("JobQueue", "ml-training-highpri"))
+    assert set(points) == {"JobsFailed", "JobFailureRate", "QueueWaitTime", "RunTime"}
     assert points["JobsFailed"].dimensions == tuple(sorted((*base, ("FailureCategory", "CAPACITY"))))
     assert points["JobFailureRate"] == MetricPoint(
         "JobFailureRate", "Percent", 100.0, (("JobQueue", "ml-training-highpri"),), EVENT_TIME
     )
-    assert points["JobStateTransitions"].dimensions == tuple(sorted((*base, ("Status", "FAILED"))))
     assert points["QueueWaitTime"] == MetricPoint("QueueWaitTime", "Seconds", 60.0, base, EVENT_TIME)
     assert points["RunTime"].value == 3600.0
     assert points["RunTime"].unit == "Seconds"
+
+    # Detailed: each point also per share, and the state transition by status.
+    detailed = metric_points(facts, EVENT_TIME, NOW, MetricsDetail.DETAILED)
+    share = tuple(sorted((*base, ("ShareIdentifier", "prod"))))
+    sets = {(p.name, p.dimensions) for p in detailed}
+    assert ("QueueWaitTime", base) in sets and ("QueueWaitTime", share) in sets
+    assert ("JobsFailed", tuple(sorted((*share, ("FailureCategory", "CAPACITY"))))) in sets
+    assert ("JobStateTransitions", tuple(sorted((*share, ("Status", "FAILED"))))) in sets
+    assert [p.dimensions for p in detailed if p.name == "JobFailureRate"] == [
+        (("JobQueue", "ml-training-highpri"),)
+    ]
 
 
 def _failure_rate_samples(events: Iterable[dict[str, object]]) -> dict[str, list[float]]:
@@ -144,8 +162,9 @@ def test_queue_blocked_and_preemption() -> None:
     )
     assert [p.name for p in blocked] == ["QueueBlocked"]
     assert dict(blocked[0].dimensions)["BlockedCategory"] == "MISCONFIGURATION"
+    # Preemptions are the job ledger's (it knows the preempted job's queue and share).
     started = metric_points(classify(parse_event(sample("service-job-preemption/started"))), EVENT_TIME, NOW)
-    assert [(p.name, p.value) for p in started] == [("Preemptions", 1.0)]
+    assert started == []
     completed = metric_points(
         classify(parse_event(sample("service-job-preemption/completed"))), EVENT_TIME, NOW
     )
@@ -155,7 +174,12 @@ def test_queue_blocked_and_preemption() -> None:
 def test_spot_interruption_while_batch_retries() -> None:
     facts = classify(parse_event(sample("batch-job/runnable-retrying-after-spot-reclaim")))
     names = [p.name for p in metric_points(facts, EVENT_TIME, NOW)]
-    assert names == ["JobStateTransitions", "SpotInterruptions"]
+    assert names == ["SpotInterruptions"]
+    detailed = [p.name for p in metric_points(facts, EVENT_TIME, NOW, MetricsDetail.DETAILED)]
+    assert detailed[0] == "JobStateTransitions" and set(detailed) == {
+        "JobStateTransitions",
+        "SpotInterruptions",
+    }
 
 
 def test_negative_durations_are_left_out_not_clamped() -> None:

@@ -68,16 +68,11 @@ def _started(reason: str) -> dict[str, Any]:
     )
 
 
-def test_the_metrics_function_adds_preempting_share_only_when_named() -> None:
+def test_the_metrics_function_leaves_preemptions_to_the_ledger() -> None:
+    # One series per concept: the ledger's Preemptions carries the queue and share the
+    # Preemption Started event lacks (and PreemptingShare when the reason names it).
     named = decode(json.dumps(sample("service-job-preemption/started")))
-    unnamed = decode(json.dumps(_started(DOCUMENTED)))
-    (point,) = metric_points(classify(named), named.time, NOW)  # type: ignore[union-attr, arg-type]
-    assert (point.name, dict(point.dimensions)) == (
-        "Preemptions",
-        {"JobKind": "service-job", "PreemptingShare": "research"},
-    )
-    (point,) = metric_points(classify(unnamed), unnamed.time, NOW)  # type: ignore[union-attr, arg-type]
-    assert dict(point.dimensions) == {"JobKind": "service-job"}  # no placeholder value
+    assert metric_points(classify(named), named.time, NOW) == []  # type: ignore[union-attr, arg-type]
 
 
 def _ledger() -> tuple[LedgerService, ListSink]:

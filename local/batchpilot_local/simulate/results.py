@@ -5,8 +5,8 @@ Definitions (every figure is over the horizon; instance counts are summed over c
 - ``utilisation``: instance-time in use / reserved instance-time, where *in use* is what
   ``GetJobQueueSnapshot`` reports as capacity usage (dispatched jobs: SCHEDULED, STARTING, RUNNING,
   spot jobs waiting to resume included) and *reserved* is the service environments' capacity
-  limits (``maxCapacity``) integrated over time: the capacity function's ``CapacityUtilization``
-  gauge (in use / limit), as a time-weighted fraction.
+  limits (``maxCapacity``) integrated over time: in use / the capacity limit (``InstancesInUse``
+  over ``CapacityLimit``), as a time-weighted fraction.
 - ``utilisation_while_jobs_wait``: the same, only over the time some job was RUNNABLE: capacity
   left idle while work waited.
 - ``throughput_jobs``: jobs that SUCCEEDED; ``instance_hours_completed`` / ``gpu_hours_completed``:

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from batchpilot.capacity.service import CapacityService, RunReport, blocked_run
 from batchpilot.capacity.settings import CapacitySettings
 from batchpilot.shared.arns import resource_name
-from batchpilot.shared.observability import count, count_outcome, logger, record_scope
+from batchpilot.shared.observability import count, count_outcome, log_field, logger, record_scope
 from batchpilot.shared.records import Outcome, Rejected, decode
 
 __all__ = ["CapacityProcessor", "log_run", "run_schedule"]
@@ -33,12 +33,32 @@ __all__ = ["CapacityProcessor", "log_run", "run_schedule"]
 def log_run(report: RunReport, settings: CapacitySettings) -> None:
     """Log a run's decisions, conflicts and errors, and count it.
 
-    One ``capacity decision`` INFO line per capacity unit decided (with the run's ``trigger``), a
+    One ``capacity sample`` INFO line per job queue sampled (RUNNABLE jobs and instances, the
+    oldest RUNNABLE job's age in seconds, instances in use, blocked jobs), one ``capacity
+    decision`` INFO line per capacity unit decided (with the run's ``trigger``), a
     WARNING per state conflict, an ERROR per failed environment; then the counters
     ``CapacityRuns`` (1), ``CapacityAdjustedEvents``, ``CapacityLimitedEvents`` and
     ``CapacityErrors`` (all ``Count``). ``settings`` gives ``dry_run`` and ``describe_budget`` for
     the log lines. Raises nothing of its own.
     """
+    for sample in report.samples:
+        # What the run saw of each queue: structured log fields, not gauges (the job ledger
+        # publishes the fleet's gauges; a second series of the same figures would be billed twice).
+        logger.info(
+            "capacity sample",
+            extra={
+                "trigger": report.trigger,
+                "job_queue": log_field(sample.queue),
+                "service_environment": log_field(sample.environment),
+                "runnable_jobs": sample.runnable.jobs,
+                "runnable_instances": sample.runnable.total_instances,
+                "oldest_runnable_seconds": sample.runnable.age_seconds(report.now)
+                if sample.runnable.oldest is not None
+                else None,
+                "instances_in_use": sample.instances_in_use,
+                "blocked_jobs": len(sample.blocked),
+            },
+        )
     for outcome in report.outcomes:
         if outcome.decision is not None:
             for unit in outcome.decision.units:

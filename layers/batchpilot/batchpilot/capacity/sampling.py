@@ -1,5 +1,5 @@
 """Sampling: RUNNABLE jobs, their payload demand and queue snapshots → per-queue, per-share and
-per-environment figures and the EMF gauges the capacity function emits every run. Pure (no I/O).
+per-environment figures the capacity policy decides on. Pure (no I/O).
 
 Sources (read by :mod:`batchpilot.io.batch`): ``ListServiceJobs`` (RUNNABLE, every
 page) for job counts, shares, ages and blocked reasons; each job's payload ``ResourceConfig`` (read
@@ -7,19 +7,9 @@ once with ``DescribeServiceJob`` and cached) for its instance demand; ``GetJobQu
 instances in use per queue, per share identifier (top 20) and per quota share;
 ``DescribeServiceEnvironments`` for capacity limits.
 
-Gauges (namespace ``BatchPilot``, every one also carries ``service``):
-
-=========================  =======  ==============================================================
-name                       unit     dimensions
-=========================  =======  ==============================================================
-RunnableJobs               Count    JobQueue [+ ShareIdentifier | QuotaShare]
-RunnableInstanceDemand     Count    JobQueue [+ ShareIdentifier | QuotaShare]
-OldestRunnableJobAge       Seconds  JobQueue [+ ShareIdentifier | QuotaShare]
-InstancesInUse             Count    JobQueue [+ ShareIdentifier | QuotaShare], or ServiceEnvironment
-                                    + CapacityUnit
-CapacityLimit              Count    ServiceEnvironment + CapacityUnit
-CapacityUtilization        Percent  ServiceEnvironment + CapacityUnit
-=========================  =======  ==============================================================
+The capacity function publishes none of these figures as gauges: the job ledger (on by default)
+publishes the fleet's gauges under one name each (docs/metrics.md); the capacity function
+publishes only its own decisions (``CapacityTarget``, ``CapacityDecisions``).
 """
 
 from __future__ import annotations
@@ -36,16 +26,14 @@ from batchpilot.capacity.model import (
     ServiceEnvironment,
     instances,
 )
-from batchpilot.shared.metrics import MetricPoint, Unit, dimensions
+from batchpilot.shared.metrics import MetricPoint, Unit
 
 __all__ = [
     "BlockedJob",
     "QueueSample",
     "Tally",
     "UnitDemand",
-    "environment_gauges",
     "gauge",
-    "queue_gauges",
     "sample_queue",
     "unit_demands",
 ]
@@ -231,81 +219,3 @@ def gauge(
 ) -> MetricPoint:
     """One point; ``unit`` is a CloudWatch unit (``Count``, ``Seconds``, ``Percent``)."""
     return MetricPoint(name, unit, float(value), dims, ts)
-
-
-def _tally_points(
-    tally: Tally, in_use: int | None, dims: tuple[tuple[str, str], ...], now: datetime, ts: datetime
-) -> list[MetricPoint]:
-    points = [
-        gauge("RunnableJobs", "Count", tally.jobs, dims, ts),
-        gauge("RunnableInstanceDemand", "Count", tally.total_instances, dims, ts),
-    ]
-    # Jobs whose creation time is unknown (a sample from the job ledger's aggregates, which keep no
-    # per-job times: the ledger function publishes OldestRunnableAge) have no age to report.
-    if tally.oldest is not None or not tally.jobs:
-        points.append(gauge("OldestRunnableJobAge", "Seconds", tally.age_seconds(now), dims, ts))
-    if in_use is not None:
-        points.append(gauge("InstancesInUse", "Count", in_use, dims, ts))
-    return points
-
-
-def _busiest(
-    tallies: Mapping[str, Tally], in_use: Mapping[str, Mapping[str, float]], limit: int
-) -> list[str]:
-    names = set(tallies) | set(in_use)
-
-    def weight(name: str) -> tuple[int, str]:
-        tally = tallies.get(name)
-        return (-((tally.total_instances if tally else 0) + _whole(in_use.get(name, {}))), name)
-
-    return sorted(names, key=weight)[:limit]
-
-
-def queue_gauges(sample: QueueSample, now: datetime, ts: datetime, max_shares: int = 20) -> list[MetricPoint]:
-    """The gauges of one queue and of its busiest ``max_shares`` share identifiers and quota shares.
-
-    Args:
-        sample: the queue's figures.
-        now: the run's time (ages are measured to it).
-        ts: the timestamp the points carry.
-        max_shares: per kind (share identifier, quota share), at most this many, busiest first
-            (RUNNABLE demand + in use); shares are billed metrics, the queue total is always there.
-    """
-    points = _tally_points(
-        sample.runnable, sample.instances_in_use, dimensions(JobQueue=sample.queue), now, ts
-    )
-    for name in _busiest(sample.by_share, sample.share_in_use, max_shares):
-        usage = sample.share_in_use.get(name)
-        dims = dimensions(JobQueue=sample.queue, ShareIdentifier=name)
-        points += _tally_points(
-            sample.by_share.get(name, Tally()), _whole(usage) if usage is not None else None, dims, now, ts
-        )
-    for name in _busiest(sample.by_quota_share, sample.quota_share_in_use, max_shares):
-        usage = sample.quota_share_in_use.get(name)
-        dims = dimensions(JobQueue=sample.queue, QuotaShare=name)
-        points += _tally_points(
-            sample.by_quota_share.get(name, Tally()),
-            _whole(usage) if usage is not None else None,
-            dims,
-            now,
-            ts,
-        )
-    return points
-
-
-def environment_gauges(
-    environment: ServiceEnvironment, demands: Mapping[str, UnitDemand], ts: datetime
-) -> list[MetricPoint]:
-    """``CapacityLimit``, ``InstancesInUse`` and ``CapacityUtilization`` (percent of the limit in
-    use; left out when the limit is 0) per capacity unit of ``environment``."""
-    points: list[MetricPoint] = []
-    for limit in environment.limits:
-        dims = dimensions(ServiceEnvironment=environment.name, CapacityUnit=limit.unit)
-        in_use = demands[limit.unit].in_use if limit.unit in demands else 0
-        points.append(gauge("CapacityLimit", "Count", limit.max_capacity, dims, ts))
-        points.append(gauge("InstancesInUse", "Count", in_use, dims, ts))
-        if limit.max_capacity > 0:
-            points.append(
-                gauge("CapacityUtilization", "Percent", 100.0 * in_use / limit.max_capacity, dims, ts)
-            )
-    return points

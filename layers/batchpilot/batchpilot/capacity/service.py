@@ -43,9 +43,7 @@ from batchpilot.capacity.policy import EnvironmentDecision, EnvironmentState, de
 from batchpilot.capacity.ports import BatchCapacityApi, EventPublisher, GaugeSink, LedgerDemand, StateStore
 from batchpilot.capacity.sampling import (
     QueueSample,
-    environment_gauges,
     gauge,
-    queue_gauges,
     sample_queue,
     unit_demands,
 )
@@ -415,9 +413,7 @@ class CapacityService:
                 sample = sample_queue(queue, environment.name, jobs, demands, snapshot, queue_blocked)
             samples.append(sample)
             report.samples.append(sample)
-            report.gauges.extend(queue_gauges(sample, now, ts, settings.max_share_gauges))
         by_unit = unit_demands(environment, samples)
-        report.gauges.extend(environment_gauges(environment, by_unit, ts))
 
         bounds = config.bounds()
         policy = config.policy(settings.policy.defaults)

@@ -267,8 +267,6 @@ class CapacitySettings(FunctionSettings):
         describe_budget: at most this many ``DescribeServiceJob`` calls per run for RUNNABLE jobs
             whose payload is not cached yet; the others count as 1 instance each until a later
             run reads them (``BATCHPILOT_CAPACITY_DESCRIBE_BUDGET``, default 300).
-        max_share_gauges: per job queue, gauges for at most this many share identifiers and
-            quota shares (the busiest) (``BATCHPILOT_CAPACITY_MAX_SHARE_GAUGES``, default 20).
     """
 
     function: str = Field(default="capacity", min_length=1, max_length=64)
@@ -279,7 +277,6 @@ class CapacitySettings(FunctionSettings):
     job_queues: tuple[str, ...] = ()
     policy: CapacityPolicyConfig = Field(default_factory=CapacityPolicyConfig)
     describe_budget: int = Field(default=300, ge=0, le=10_000)
-    max_share_gauges: int = Field(default=20, ge=0, le=500)
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -290,7 +287,6 @@ class CapacitySettings(FunctionSettings):
         "job_queues": "BATCHPILOT_CAPACITY_JOB_QUEUES",
         "policy": "BATCHPILOT_CAPACITY_POLICY",
         "describe_budget": "BATCHPILOT_CAPACITY_DESCRIBE_BUDGET",
-        "max_share_gauges": "BATCHPILOT_CAPACITY_MAX_SHARE_GAUGES",
     }
 
     @field_validator("service_environments", mode="before")

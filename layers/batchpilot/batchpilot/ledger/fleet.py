@@ -2,8 +2,8 @@
 
 :func:`fleet_points` turns one run's aggregates (one Query per job queue) into the per service
 environment and per job queue and share gauges of docs/metrics.md's catalog;
-:func:`effect_points` turns one applied transition into its event metrics (queue wait,
-preemptions, lost instance-hours). Every point goes through
+:func:`effect_points` turns one applied transition into its event metrics (preemptions,
+lost instance-hours; the queue wait is the metrics function's ``QueueWaitTime``). Every point goes through
 :func:`batchpilot.shared.metrics.dimensions`.
 
 Sizes: a job whose size is unknown (its describe failed or has not happened yet) counts at its
@@ -26,11 +26,9 @@ from datetime import datetime
 
 from batchpilot.ledger.model import IN_USE, Basis, Effects, JobStatus, LedgerJob
 from batchpilot.ledger.ports import Aggregate, QueueInfo
-from batchpilot.shared.metrics import MetricPoint, Unit, dimensions
+from batchpilot.shared.metrics import MetricPoint, MetricsDetail, Unit, dimensions
 
 __all__ = ["FleetInputs", "effect_points", "fleet_points", "queue_mean"]
-
-_RUN_HOURS = 1 / 60  # the schedule runs every minute: gauges x 1/60 h = instance-hours per minute
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +90,27 @@ class _Tally:
     vcpus_in_use: float = 0.0
     quota: bool = False
 
+    @property
+    def active(self) -> bool:
+        """Jobs RUNNABLE or in use."""
+        return bool(self.runnable_jobs or self.in_use or self.vcpus_in_use)
 
-def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
-    """Every gauge of one run (see docs/metrics.md, "Fleet metrics (ledger function)")."""
+
+def fleet_points(
+    inputs: FleetInputs, now: datetime, detail: MetricsDetail = MetricsDetail.BASIC
+) -> list[MetricPoint]:
+    """Every gauge of one run (see docs/metrics.md, "Fleet metrics (ledger function)").
+
+    A gauge is published only while there is something to measure (CloudWatch bills a custom
+    metric for every hour it is published): a service environment's while it has jobs RUNNABLE or
+    in use, a job queue's and a share's while they have jobs, a RUNNABLE gauge while jobs wait.
+    ``BASIC``: per environment, per job queue, and per share the fairness gauges (in use, oldest
+    RUNNABLE, borrowed, GPUs; share of usage and entitlement while two or more shares of the
+    queue have jobs); ``DETAILED`` adds every other gauge per
+    share (RUNNABLE jobs, instances, vCPUs and GPUs).
+    """
     p = _Points(now)
+    detailed = detail is MetricsDetail.DETAILED
     env_in_use: dict[str, float] = defaultdict(float)
     env_gpus: dict[str, int] = defaultdict(int)
     env_runnable: dict[str, float] = defaultdict(float)
@@ -126,56 +141,90 @@ def fleet_points(inputs: FleetInputs, now: datetime) -> list[MetricPoint]:
             if service
             else sum(t.vcpus_in_use for t in shares.values())
         )
+        _queue_points(p, queue_name, shares, service, inputs.oldest)
         weights = inputs.weights.get(queue_name)
-        active = [s for s, t in shares.items() if s and (t.runnable_jobs or t.in_use or t.vcpus_in_use)]
+        active = [s for s, t in shares.items() if s and t.active]
         inverse = {s: 1 / max(weights.get(s, 1.0), 1e-6) for s in active} if weights is not None else {}
         limits = inputs.quota_limits.get(queue_name) or {}
         # Quota management: a share is entitled to its own limit among the active shares' limits.
         quota_active = {s: limits[s] for s in active if shares[s].quota and s in limits}
-        for share, t in sorted(shares.items()):
+        for share in sorted(active):  # a queue without shares: its queue gauges say it all
+            t = shares[share]
             dims = _share_dims(queue_name, share, t.quota)
-            p.add("RunnableJobs", "Count", t.runnable_jobs, **dims)
-            if service:
-                p.add("RunnableInstances", "Count", t.runnable_instances, **dims)
-                p.add("InstancesInUse", "Count", t.in_use, **dims)
-                p.add("InstanceHours", "Count", t.in_use * _RUN_HOURS, **dims)
-                used = t.in_use
-            else:
-                p.add("RunnableVcpus", "Count", t.runnable_vcpus, **dims)
-                p.add("RunnableGpus", "Count", t.runnable_gpus, **dims)
-                p.add("VcpusInUse", "Count", t.vcpus_in_use, **dims)
-                used = t.vcpus_in_use
+            used = t.in_use if service else t.vcpus_in_use
+            p.add("InstancesInUse" if service else "VcpusInUse", "Count", used, **dims)
             if t.gpus:
                 p.add("GpusInUse", "Count", t.gpus, **dims)
-                p.add("GpuHours", "Count", t.gpus * _RUN_HOURS, **dims)
-            if share and queue_in_use > 0:
+            # Fairness is a question only while shares compete: one active share has 100 % of both.
+            competing = len(active) > 1
+            if competing and queue_in_use > 0:
                 p.add("ShareOfUsage", "Percent", 100 * used / queue_in_use, **dims)
-            if share in inverse and not t.quota:
+            if competing and share in inverse and not t.quota:
                 p.add("Entitlement", "Percent", 100 * inverse[share] / sum(inverse.values()), **dims)
-            if share in quota_active and sum(quota_active.values()) > 0:
+            if competing and share in quota_active and sum(quota_active.values()) > 0:
                 entitled = 100 * quota_active[share] / sum(quota_active.values())
                 p.add("Entitlement", "Percent", entitled, **dims)
-            if t.quota and share in limits:
-                p.add("BorrowedInstances", "Count", max(0.0, t.in_use - limits[share]), **dims)
+            if t.quota and share in limits and t.in_use > limits[share]:
+                p.add("BorrowedInstances", "Count", t.in_use - limits[share], **dims)
             oldest = inputs.oldest.get((queue_name, share))
             if oldest is not None and t.runnable_jobs:
                 p.add("OldestRunnableAge", "Seconds", (now - oldest).total_seconds(), **dims)
-    environments = sorted({e for e in (*env_in_use, *env_runnable, *inputs.limits) if e})
+            if detailed and t.runnable_jobs:
+                p.add("RunnableJobs", "Count", t.runnable_jobs, **dims)
+                if service:
+                    p.add("RunnableInstances", "Count", t.runnable_instances, **dims)
+                else:
+                    p.add("RunnableVcpus", "Count", t.runnable_vcpus, **dims)
+                    p.add("RunnableGpus", "Count", t.runnable_gpus, **dims)
+    environments = sorted(e for e in {*env_in_use, *env_runnable} if e)
     for env in environments:
         in_use = env_in_use.get(env, 0.0)
+        runnable = env_runnable.get(env, 0.0)
+        if not (in_use or runnable):
+            continue
         limit = inputs.limits.get(env)
         reserved = inputs.reserved.get(env, limit)
         if limit is not None:
             p.add("CapacityLimit", "Count", limit, ServiceEnvironment=env)
         p.add("InstancesInUse", "Count", in_use, ServiceEnvironment=env)
-        p.add("GpusInUse", "Count", env_gpus.get(env, 0), ServiceEnvironment=env)
+        if env_gpus.get(env):
+            p.add("GpusInUse", "Count", env_gpus[env], ServiceEnvironment=env)
         if reserved:
             p.add("ReservedInstances", "Count", reserved, ServiceEnvironment=env)
             p.add("Utilization", "Percent", 100 * in_use / reserved, ServiceEnvironment=env)
-            # Free reserved instances while work waits (at most as many as the waiting work needs).
-            idle = min(max(reserved - in_use, 0.0), env_runnable.get(env, 0.0))
-            p.add("IdleWhileQueued", "Count", idle, ServiceEnvironment=env)
+            if runnable:
+                # Free reserved instances while work waits (at most as many as the waiting work needs).
+                idle = min(max(reserved - in_use, 0.0), runnable)
+                p.add("IdleWhileQueued", "Count", idle, ServiceEnvironment=env)
     return p.out
+
+
+def _queue_points(
+    p: _Points,
+    queue: str,
+    shares: Mapping[str, _Tally],
+    service: bool,
+    oldest: Mapping[tuple[str, str], datetime],
+) -> None:
+    """A job queue's own gauges (``JobQueue`` alone), while it has jobs RUNNABLE or in use."""
+    if not queue or not any(t.active for t in shares.values()):
+        return
+    runnable_jobs = sum(t.runnable_jobs for t in shares.values())
+    if service:
+        p.add("InstancesInUse", "Count", sum(t.in_use for t in shares.values()), JobQueue=queue)
+    else:
+        p.add("VcpusInUse", "Count", sum(t.vcpus_in_use for t in shares.values()), JobQueue=queue)
+    if not runnable_jobs:
+        return
+    p.add("RunnableJobs", "Count", runnable_jobs, JobQueue=queue)
+    if service:
+        demand = sum(t.runnable_instances for t in shares.values())
+        p.add("RunnableInstances", "Count", demand, JobQueue=queue)
+    else:
+        p.add("RunnableVcpus", "Count", sum(t.runnable_vcpus for t in shares.values()), JobQueue=queue)
+    since = [oldest[(queue, s)] for s, t in shares.items() if t.runnable_jobs and (queue, s) in oldest]
+    if since:
+        p.add("OldestRunnableAge", "Seconds", (p.now - min(since)).total_seconds(), JobQueue=queue)
 
 
 def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[MetricPoint]:
@@ -183,8 +232,6 @@ def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[Metri
     p = _Points(now)
     d = job.details
     dims = _share_dims(d.queue, job.share, bool(d.quota_share))
-    if effects.queue_wait is not None:
-        p.add("QueueWaitTime", "Seconds", effects.queue_wait, **dims, JobKind=job.kind.value)
     # One Preemptions per preempted attempt: at Preemption Started, or at the requeue when no
     # Started event was seen for that attempt.
     if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.attempts):

@@ -491,10 +491,12 @@ class LedgerService:
             if any(agg.quota for agg in aggs):  # only queues with quota shares: one call each
                 quota_limits[name] = self._quota_limits(name)
         inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
-        points = fleet_points(inputs, now)
+        points = fleet_points(inputs, now, self.settings.metrics_detail)
         for drift_queue in summary.reconciled:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
+                if not value:  # only drift found is a series (billed per hour published)
+                    continue
                 dims = dimensions(JobQueue=drift_queue, Drift=kind.value)
                 points.append(MetricPoint("LedgerDrift", "Count", float(value), dims, now))
         self.sink.add(points)

@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from batchpilot.metrics.ports import MetricSink
 from batchpilot.metrics.service import record_metrics
 from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.metrics import MetricsDetail
 from batchpilot.shared.observability import count_outcome, record_scope
 from batchpilot.shared.records import Outcome, Rejected
 
@@ -27,22 +28,26 @@ class MetricsProcessor(BatchProcessor):
     Args:
         sink: where job metrics go (:class:`batchpilot.io.emf.EmfPublisher` in Lambda).
         clock: "now" for events whose own time CloudWatch would refuse (default: the wall clock).
+        detail: which dimension sets to publish (settings ``metrics_detail``).
 
     A malformed or unsupported record is counted (``InvalidEvents`` / ``EventsIgnored``) and
     logged, never retried; a record whose metrics cannot be buffered raises, so only that record
     is reported as a batch item failure.
     """
 
-    def __init__(self, sink: MetricSink, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, sink: MetricSink, clock: Clock = utc_now, detail: MetricsDetail = MetricsDetail.BASIC
+    ) -> None:
         super().__init__(event_type=EventType.SQS)
         self.sink = sink
         self.clock = clock
+        self.detail = detail
 
     def record_handler(self, record: SQSRecord) -> None:
         """One record: its job metrics buffered, its outcome counted (``EventsProcessed``, ...),
         both under the record's ``messageId``."""
         with record_scope(record.message_id):
-            result = record_metrics(record.body, self.sink, self.clock)
+            result = record_metrics(record.body, self.sink, self.clock, self.detail)
             count_outcome(result if isinstance(result, Rejected) else Outcome.PROCESSED)
 
     def _clean(self) -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 from batchpilot.metrics.ports import MetricSink
 from batchpilot.shared.classification import JobFacts, classify
 from batchpilot.shared.clock import Clock
-from batchpilot.shared.metrics import metric_points
+from batchpilot.shared.metrics import MetricsDetail, metric_points
 from batchpilot.shared.records import Rejected, decode
 
 __all__ = ["record_metrics"]
 
 
-def record_metrics(body: str | bytes, sink: MetricSink, clock: Clock) -> JobFacts | Rejected:
+def record_metrics(
+    body: str | bytes, sink: MetricSink, clock: Clock, detail: MetricsDetail = MetricsDetail.BASIC
+) -> JobFacts | Rejected:
     """Derive the job metrics of one SQS body's event and add them to ``sink``'s buffer.
 
     Args:
@@ -24,6 +26,7 @@ def record_metrics(body: str | bytes, sink: MetricSink, clock: Clock) -> JobFact
         sink: where the points go (written when the handler flushes the batch).
         clock: "now" (aware UTC), the fallback timestamp for events CloudWatch would refuse
             (:func:`batchpilot.shared.metrics.metric_timestamp`).
+        detail: which dimension sets (:class:`~batchpilot.shared.metrics.MetricsDetail`).
 
     Returns:
         The event's classification, or a :class:`~batchpilot.shared.records.Rejected` (ignored or
@@ -37,5 +40,5 @@ def record_metrics(body: str | bytes, sink: MetricSink, clock: Clock) -> JobFact
     if isinstance(event, Rejected):
         return event
     facts = classify(event)
-    sink.add(metric_points(facts, event.time, clock()))
+    sink.add(metric_points(facts, event.time, clock(), detail))
     return facts

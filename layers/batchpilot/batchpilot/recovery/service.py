@@ -69,7 +69,7 @@ from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import Category, JobFacts, JobKind, classify
 from batchpilot.shared.clock import Clock, utc_now
 from batchpilot.shared.events import JobEvent
-from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
+from batchpilot.shared.metrics import MetricPoint, MetricsDetail, dimensions, metric_timestamp
 from batchpilot.shared.own_events import (
     JobResubmitted,
     OwnEvent,
@@ -730,14 +730,25 @@ class Recoverer:
         except PublishError as exc:
             self.lineage.release_decision(facts.arn, facts.status)
             raise RetryLater(RetryReason.NOT_PUBLISHED, f"Recovery Skipped not published: {exc}") from None
-        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts, skip_reason=reason.value)]
+        # The reason per category is the question; the queue is per-job detail (the Recovery
+        # Skipped event and the log name the job), a dimension only with MetricsDetail=detailed.
+        result.metrics = [self._point("RecoverySkipped", 1.0, event, facts, reason.value, by_queue=False)]
+        if self.settings.metrics_detail is MetricsDetail.DETAILED and facts.queue:
+            result.metrics.append(self._point("RecoverySkipped", 1.0, event, facts, reason.value))
         return result
 
     def _duplicate(self, event: JobEvent, case: Case, row: Row, message: str) -> RecoveryResult:
         return self._result(Action.DUPLICATE, event, case, row, message)
 
     def _point(
-        self, name: str, value: float, event: JobEvent, facts: JobFacts, skip_reason: str | None = None
+        self,
+        name: str,
+        value: float,
+        event: JobEvent,
+        facts: JobFacts,
+        skip_reason: str | None = None,
+        *,
+        by_queue: bool = True,
     ) -> MetricPoint:
         return MetricPoint(
             name=name,
@@ -745,7 +756,7 @@ class Recoverer:
             value=max(0.0, float(value)),
             dimensions=dimensions(
                 JobKind=facts.kind.value,
-                JobQueue=facts.queue,
+                JobQueue=facts.queue if by_queue else None,
                 FailureCategory=facts.category.value if facts.category is not None else None,
                 SkipReason=skip_reason,
             ),

@@ -15,6 +15,7 @@ import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Literal
 
 from batchpilot.shared.classification import EventKind, JobFacts, JobKind
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_AHEAD",
     "MAX_BEHIND",
     "MetricPoint",
+    "MetricsDetail",
     "dimension_value",
     "dimensions",
     "metric_points",
@@ -70,6 +72,21 @@ MAX_AHEAD = timedelta(hours=2)
 """CloudWatch rejects EMF timestamps further in the future than this."""
 
 _MAX_DIMENSION_VALUE = 1024
+
+
+class MetricsDetail(StrEnum):
+    """Which dimension sets batchpilot publishes (template parameter ``MetricsDetail``, env
+    ``BATCHPILOT_METRICS_DETAIL``). CloudWatch bills each custom metric (name + dimension set)
+    for every hour it is published, so the sets are chosen per question a dashboard or alarm asks.
+
+    ``BASIC`` (the default): the sets the dashboards and alarms read (per job queue, per service
+    environment, per share for the fairness gauges), each gauge only while there is something to
+    measure. ``DETAILED``: also the finer sets (per share identifier / quota share for job
+    outcomes, times and blocks; every fleet gauge per share; state transitions by status).
+    """
+
+    BASIC = "basic"
+    DETAILED = "detailed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,83 +160,83 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds()
 
 
-def metric_points(facts: JobFacts, event_time: datetime, now: datetime) -> list[MetricPoint]:
+def metric_points(
+    facts: JobFacts, event_time: datetime, now: datetime, detail: MetricsDetail = MetricsDetail.BASIC
+) -> list[MetricPoint]:
     """Derive the metric values of one classified job event.
 
     Args:
         facts: the classification of the event.
         event_time: the envelope ``time`` of the event (UTC).
         now: the current time (UTC), injected so the result is reproducible.
+        detail: ``BASIC``: Batch jobs' points carry ``JobKind`` + ``JobQueue`` (the share is per-job
+            detail: in the EMF blob's properties and the logs, not a dimension) and no
+            ``JobStateTransitions``; ``DETAILED``: each point also once more with the share
+            (``ShareIdentifier`` or ``QuotaShare``) when the job has one, and
+            ``JobStateTransitions``.
 
     Returns:
         The points, in a stable order. Values that would be negative or non-finite (clock skew,
         events that lack a timestamp) are left out, never clamped.
 
-    The catalog (units; dimensions beyond ``JobKind`` + ``JobQueue``/``ShareIdentifier``/
-    ``QuotaShare`` for Batch jobs, or ``JobKind`` + ``InstanceType`` for training jobs):
-    ``JobStateTransitions`` (Count; + ``Status``), ``JobsSucceeded`` (Count), ``JobsFailed``
+    The catalog (units; dimensions beyond ``JobKind`` + ``JobQueue`` (+ the share, detailed) for
+    Batch jobs, or ``JobKind`` + ``InstanceType`` for training jobs):
+    ``JobStateTransitions`` (Count; + ``Status``; detailed only), ``JobsSucceeded`` (Count), ``JobsFailed``
     (Count; + ``FailureCategory``), ``QueueWaitTime`` and ``RunTime`` (Seconds, on terminal
     events), ``InstanceHours`` (Count; terminal training jobs), ``QueueBlocked`` (Count;
-    + ``BlockedCategory``), ``Preemptions`` (Count; preemption started; + ``PreemptingShare``
-    when the reason names the preempting job's quota share), ``SpotInterruptions``
+    + ``BlockedCategory``), ``SpotInterruptions``
     (Count; a spot reclaim Batch is retrying, or a SageMaker managed-spot interruption),
     ``JobFailureRate`` (Percent; ``JobQueue`` only; one sample per Batch job that ended: 100 when
     it failed, 0 when it succeeded).
     """
     ts = metric_timestamp(event_time, now)
+    detailed = detail is MetricsDetail.DETAILED
+    bases: list[dict[str, str | None]]
     if facts.kind is JobKind.TRAINING_JOB:
-        base = {"JobKind": facts.kind.value, "InstanceType": facts.instance_type}
+        bases = [{"JobKind": facts.kind.value, "InstanceType": facts.instance_type}]
     else:
-        base = {
-            "JobKind": facts.kind.value,
-            "JobQueue": facts.queue,
-            "ShareIdentifier": facts.share_identifier,
-            "QuotaShare": facts.quota_share,
-        }
-    base_dims = _dims(**base)
+        bases = [{"JobKind": facts.kind.value, "JobQueue": facts.queue}]
+        share = {"ShareIdentifier": facts.share_identifier, "QuotaShare": facts.quota_share}
+        if detailed and any(share.values()):
+            bases.append({**bases[0], **share})
     points: list[MetricPoint] = []
 
-    def add(name: str, unit: Unit, value: float | None, dims: tuple[tuple[str, str], ...]) -> None:
+    def add(name: str, unit: Unit, value: float | None, **extra: str | None) -> None:
         if value is None or not math.isfinite(value) or value < 0:
             return
-        points.append(MetricPoint(name, unit, float(value), dims, ts))
+        for base in bases:
+            points.append(MetricPoint(name, unit, float(value), _dims(**base, **extra), ts))
 
     category = facts.category.value if facts.category else None
     if facts.event_kind is EventKind.QUEUE_BLOCKED:
-        add("QueueBlocked", "Count", 1, _dims(**base, BlockedCategory=category))
+        add("QueueBlocked", "Count", 1, BlockedCategory=category)
         return points
-    if facts.event_kind is EventKind.PREEMPTION_STARTED:
-        # PreemptingShare only when the reason names it (never a placeholder value).
-        add("Preemptions", "Count", 1, _dims(**base, PreemptingShare=facts.preempting_share))
-        return points
-    if facts.event_kind is EventKind.PREEMPTION_COMPLETED:
+    if facts.event_kind in (EventKind.PREEMPTION_STARTED, EventKind.PREEMPTION_COMPLETED):
+        # The job ledger's Preemptions (per preempted attempt, with the job's queue and share,
+        # which a Preemption Started event does not carry) is the one series of this fact.
         return points
 
-    add("JobStateTransitions", "Count", 1, _dims(**base, Status=facts.status))
+    if detailed:
+        add("JobStateTransitions", "Count", 1, Status=facts.status)
     if facts.terminal:
         if facts.succeeded:
-            add("JobsSucceeded", "Count", 1, base_dims)
+            add("JobsSucceeded", "Count", 1)
         else:
-            add("JobsFailed", "Count", 1, _dims(**base, FailureCategory=category or "UNKNOWN"))
-        queue_dims = _dims(JobQueue=facts.queue) if facts.kind is not JobKind.TRAINING_JOB else ()
-        if queue_dims:
+            add("JobsFailed", "Count", 1, FailureCategory=category or "UNKNOWN")
+        if facts.kind is not JobKind.TRAINING_JOB and facts.queue:
             # One sample per job that ended, so CloudWatch's Average (Sum / SampleCount) over any
             # period is the queue's failure rate in percent and its SampleCount the jobs that ended.
             # A Metrics Insights alarm has one query and one function ("GetMetricData": one query
             # per operation; "Metrics Insights query components and syntax": AVG, COUNT, MAX, MIN,
             # SUM), so failed / (failed + succeeded) per queue must come from one metric's AVG.
             # JobQueue alone: every share of the queue in one time series per queue.
-            add("JobFailureRate", "Percent", 0 if facts.succeeded else 100, queue_dims)
-        add("QueueWaitTime", "Seconds", _seconds(facts.created_at, facts.started_at), base_dims)
-        add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at), base_dims)
+            rate = 0.0 if facts.succeeded else 100.0
+            points.append(MetricPoint("JobFailureRate", "Percent", rate, _dims(JobQueue=facts.queue), ts))
+        add("QueueWaitTime", "Seconds", _seconds(facts.created_at, facts.started_at))
+        add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at))
         if facts.kind is JobKind.TRAINING_JOB and facts.instance_count:
             run = _seconds(facts.started_at, facts.stopped_at)
-            add(
-                "InstanceHours",
-                "Count",
-                None if run is None else facts.instance_count * run / 3600,
-                base_dims,
-            )
+            add("InstanceHours", "Count", None if run is None else facts.instance_count * run / 3600)
     elif facts.category is not None and facts.category.value == "SPOT_INTERRUPTION":
-        add("SpotInterruptions", "Count", 1, base_dims)
+        add("SpotInterruptions", "Count", 1)
     return points

@@ -7,6 +7,8 @@ from typing import ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from batchpilot.shared.metrics import MetricsDetail
+
 __all__ = ["ConfigError", "FunctionSettings", "MetricsSettings"]
 
 
@@ -23,6 +25,8 @@ class FunctionSettings(BaseModel):
         service: value of the ``service`` dimension (env ``POWERTOOLS_SERVICE_NAME``, default
             ``batchpilot``).
         function: value of the ``Function`` dimension on the function's own counters.
+        metrics_detail: which dimension sets to publish (env ``BATCHPILOT_METRICS_DETAIL``,
+            ``basic`` or ``detailed``, default ``basic``; template parameter ``MetricsDetail``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -32,10 +36,12 @@ class FunctionSettings(BaseModel):
     )
     service: str = Field(default="batchpilot", min_length=1, max_length=1024)
     function: str = Field(default="metrics", min_length=1, max_length=64)
+    metrics_detail: MetricsDetail = MetricsDetail.BASIC
 
     _ENV: ClassVar[dict[str, str]] = {
         "namespace": "POWERTOOLS_METRICS_NAMESPACE",
         "service": "POWERTOOLS_SERVICE_NAME",
+        "metrics_detail": "BATCHPILOT_METRICS_DETAIL",
     }
 
     @classmethod
