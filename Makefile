@@ -26,7 +26,7 @@ help:
 	@echo "make test   - set up the dev toolchain too and run every check (ruff, mypy, sam validate --lint, checkov, docs, pytest)"
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make test-moto-latest - the embedded-AWS tests against the newest moto the project allows (a venv of its own)"
-	@echo "make bench  - run the benchmarks in benchmarks/"
+	@echo "make bench  - run the benchmarks in benchmarks/ (bench_cost.py rewrites benchmarks/cost.json and docs/cost.md)"
 	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
 	@echo "make wheel  - build dist/batchpilot-<version>-py3-none-any.whl (pip install / pipx install it anywhere)"
@@ -179,6 +179,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/bench_capacity.py
 	$(BIN)/python benchmarks/bench_simulate.py --results
 	$(BIN)/python benchmarks/bench_cli_startup.py --results
+	$(BIN)/python benchmarks/bench_cost.py
 
 # sam build needs python3.13 (the functions' runtime) on the PATH: use pyenv's when there is one.
 # (`python3.13 -V`, not `command -v`: a pyenv shim is on the PATH even when 3.13 is not selected.)

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from batchpilot_local.embedded_aws import EmbeddedAws
-from batchpilot_local.lambda_runtime import LambdaRuntime, SwitchableStdout
+from batchpilot_local.lambda_runtime import Invocation, LambdaRuntime, SwitchableStdout
 from batchpilot_local.report import EventReport, parse_output
 from batchpilot_local.template import ACCOUNT_ID, REGION, AppTemplate, FunctionSpec
 from batchpilot_local.world import WorldError, check_world, parse_time
@@ -317,6 +317,7 @@ def run_clock(
     *,
     first_index: int = 0,
     finish: Callable[[EventReport], None] | None = None,
+    on_invocation: Callable[[FunctionSpec, int, Invocation], None] | None = None,
 ) -> Iterator[EventReport]:
     """Run a clock scenario in an open embedded AWS; yield one report per tick, as each is ready.
 
@@ -330,6 +331,8 @@ def run_clock(
         finish: called with each tick's report after the function ran: the replay delivers the
             own events it published, collects notifications and adds ``actions`` from the API
             journal (the function's calls are still in it).
+        on_invocation: called after each tick's invocation with the function's spec, 0 (records)
+            and the :class:`~batchpilot_local.lambda_runtime.Invocation`.
 
     A scenario that does not fit the template (no schedule, unknown parameter) or whose world
     cannot be seeded gives a single report with that error.
@@ -369,6 +372,8 @@ def run_clock(
                 yield report
                 continue
             invocation = runtime.invoke(spec, event)
+            if on_invocation is not None:
+                on_invocation(spec, 0, invocation)
             metrics, errors = parse_output(spec.short_name, invocation.output)
             report.metrics.extend(metrics)
             report.errors.extend(errors)

@@ -54,13 +54,14 @@ from batchpilot_local.report import BatchReport, EventReport, JobSummary, SentNo
 from batchpilot_local.template import (
     DEFAULT_BUS,
     AppTemplate,
+    FunctionSpec,
     Route,
     default_template_path,
     load_template,
 )
 from batchpilot_local.world import JournalEntry
 
-__all__ = ["ACTION_TYPES", "Replayer", "Wiring", "actions_from_journal", "job_summary"]
+__all__ = ["ACTION_TYPES", "InvocationHook", "Replayer", "Wiring", "actions_from_journal", "job_summary"]
 
 # Failed records stay in flight for the rest of the run instead of coming back after the default
 # 30 s and being received with a later event (the replay does not simulate SQS retries).
@@ -77,6 +78,8 @@ ACTION_TYPES = {
 _MAX_CASCADE_ROUNDS = 5
 
 Owner = EventReport | BatchReport
+InvocationHook = Callable[[FunctionSpec, int, Invocation], None]
+"""``Replayer(on_invocation=...)``: (function spec, records handed to it, the invocation)."""
 """Where an output is reported: its event's report, or a batch's (outputs of no single record)."""
 
 
@@ -234,6 +237,11 @@ class Replayer:
         direct_calls: answer the functions' DynamoDB calls and the emulator's Batch and SageMaker
             reads without botocore's HTTP hop (see :class:`~batchpilot_local.embedded_aws.EmbeddedAws`;
             the same answers, in less time). False: every call takes botocore's whole path to moto.
+        on_invocation: called after every handler invocation the replay makes (SQS batches and
+            clock ticks) with the function's spec, the number of records it was handed (0 for a
+            scheduled tick) and the :class:`~batchpilot_local.lambda_runtime.Invocation` (its
+            ``duration_s`` and the ``output`` it printed): what a tool such as the cost benchmark
+            counts Lambda requests, GB-seconds and log bytes from.
 
     Raises:
         batchpilot_local.template.TemplateError: the template cannot be read or routed, or a
@@ -247,7 +255,9 @@ class Replayer:
         *,
         batch: bool = False,
         direct_calls: bool = True,
+        on_invocation: InvocationHook | None = None,
     ) -> None:
+        self.on_invocation = on_invocation
         path = Path(template_path) if template_path is not None else default_template_path()
         self._parameters = dict(parameters or {})
         self.template: AppTemplate = load_template(path, self._parameters)
@@ -431,7 +441,13 @@ class Replayer:
                                 self._drain_own_events(aws, runtime, tick)
 
                             for tick in run_clock(
-                                event, self.template, aws, sink, first_index=reports.count, finish=finish
+                                event,
+                                self.template,
+                                aws,
+                                sink,
+                                first_index=reports.count,
+                                finish=finish,
+                                on_invocation=self.on_invocation,
                             ):
                                 reports.append(tick)
                                 if on_report is not None:
@@ -608,6 +624,8 @@ class Replayer:
         records = sqs_event["Records"]
         spec = self._alerts.spec_for(route.function) if self._alerts is not None else route.function
         invocation = runtime.invoke(spec, sqs_event)
+        if self.on_invocation is not None:
+            self.on_invocation(route.function, len(records), invocation)
         parsed = parse_attributed(route.function.short_name, invocation.output)
 
         def owner_of(record: str | None) -> Owner:

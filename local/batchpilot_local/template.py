@@ -47,6 +47,7 @@ __all__ = [
     "FunctionSpec",
     "Route",
     "TemplateError",
+    "created_resources",
     "default_template_path",
     "load_template",
     "parse_file",
@@ -631,6 +632,28 @@ def load_template(path: Path, parameters: Mapping[str, str] | None = None) -> Ap
         tuple(str(name) for name in declared),
         overrides,
     )
+
+
+def created_resources(path: Path, kind: str, parameters: Mapping[str, str] | None = None) -> list[str]:
+    """The logical ids of the resources of type ``kind`` that the template creates with
+    ``parameters`` (a resource whose ``Condition`` is false is left out), in template order;
+    their properties are not resolved (any intrinsic function may appear in them).
+
+    Raises:
+        TemplateError: the file is unreadable, or a condition cannot be evaluated.
+    """
+    path = Path(path)
+    data = _parse(path)
+    resolver = _Resolver(data, path, dict(parameters or {}))
+    found = []
+    for logical_id, res in data["Resources"].items():
+        if not isinstance(res, Mapping) or res.get("Type") != kind:
+            continue
+        condition = res.get("Condition")
+        if isinstance(condition, str) and not resolver.condition(condition, logical_id):
+            continue
+        found.append(logical_id)
+    return found
 
 
 def resolved_resources(
