@@ -171,12 +171,14 @@ class Loaded:
 
     def chart(self, title: str) -> dict[str, Any]:
         """The one chart whose drawn texts include ``title``."""
-        [chart] = [c for c in self.page["charts"] if title in c["texts"]]
+        charts: list[dict[str, Any]] = [c for c in self.page["charts"] if title in c["texts"]]
+        [chart] = charts
         return chart
 
     def table(self, caption: str) -> dict[str, Any]:
         """The one table whose caption starts with ``caption``."""
-        [table] = [t for t in self.page["tables"] if t["caption"].startswith(caption)]
+        tables: list[dict[str, Any]] = [t for t in self.page["tables"] if t["caption"].startswith(caption)]
+        [table] = tables
         return table
 
 
