@@ -375,8 +375,8 @@ def _share_charts(page: Page, summary: Summary) -> int:
     if in_use:
         left_out = len(shares) - len(in_use)
         caption = (
-            "Instances in use per share: the last InstancesInUse gauge with the share's dimension "
-            "(the capacity function's or the job ledger's)."
+            "Instances in use per share: the job ledger's last InstancesInUse gauge with the share's "
+            "dimension (published while the share has jobs)."
         )
         if left_out:
             caption += f" {left_out} of {len(shares)} shares had no such gauge and are left out."

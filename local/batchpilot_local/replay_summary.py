@@ -115,8 +115,7 @@ class ShareUsage:
     """One share (share identifier or quota share) of one job queue.
 
     Attributes:
-        in_use: the last ``InstancesInUse`` gauge of the share (the capacity function's or the
-            job ledger's), or None.
+        in_use: the job ledger's last ``InstancesInUse`` gauge of the share, or None.
         share_of_usage, entitlement: the job ledger's ``ShareOfUsage`` / ``Entitlement``
             (fractions), None until the ledger function emits them.
         waits_s: every ``QueueWaitTime`` (seconds) of its jobs.
@@ -266,7 +265,7 @@ def _own_events(summary: Summary, own_events: Iterable[Mapping[str, Any]], stopp
 
 def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
     """The last fleet gauge of each service environment (dimension ``ServiceEnvironment`` alone,
-    besides ``service``: the ledger's per-environment gauges, not the capacity function's)."""
+    besides ``service``: the job ledger's per-environment gauges)."""
     for metric in metrics:
         environment = metric.dimensions.get("ServiceEnvironment")
         if environment is None or set(metric.dimensions) - {"ServiceEnvironment", "service"}:
@@ -279,14 +278,25 @@ def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
             setattr(fleet, _FLEET_FIELDS[metric.name], _value(metric))
 
 
-def _share_metrics(summary: Summary, metrics: Iterable[MetricRecord], job: JobSummary | None = None) -> None:
+def _share_metrics(summary: Summary, metrics: Sequence[MetricRecord], job: JobSummary | None = None) -> None:
     """The share figures of one output's metrics; a ``QueueWaitTime`` without a share dimension
-    (``MetricsDetail=basic``: the share is per-job detail) counts for the share of the event's job."""
+    (``MetricsDetail=basic``: the share is per-job detail) counts for the share of the event's job,
+    unless the output also has the wait with the share's dimension (``MetricsDetail=detailed``
+    publishes each point twice, per job queue and per share): each job's wait counts once."""
     job_share = (job.share_identifier or job.quota_share) if job is not None else None
+    per_share_wait = any(
+        m.name == "QueueWaitTime" and any(k in m.dimensions for k in _SHARE_KEYS) for m in metrics
+    )
     for metric in metrics:
         queue = metric.dimensions.get("JobQueue")
         share = next((metric.dimensions[k] for k in _SHARE_KEYS if k in metric.dimensions), None)
-        if share is None and metric.name == "QueueWaitTime" and job is not None and queue == job.queue:
+        if (
+            share is None
+            and metric.name == "QueueWaitTime"
+            and not per_share_wait
+            and job is not None
+            and queue == job.queue
+        ):
             share = job_share
         if queue is None or share is None:
             continue

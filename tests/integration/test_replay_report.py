@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from batchpilot_local.cli import main
+from batchpilot_local.dashboards import dashboard_bodies
 from batchpilot_local.testing.alerts import SLACK_PARAMETER_VALUE
 from batchpilot_local.testing.browser import load_in_chromium, require_chromium
 from batchpilot_local.testing.paths import repo_root
@@ -95,16 +96,66 @@ def test_per_event_detail_has_the_reason_and_metric_timestamps_and_own_counters_
     assert "EventsProcessed" in verbose and "ColdStart" in verbose
 
 
+@pytest.mark.parametrize("detail", ["basic", "detailed"])
+def test_each_jobs_queue_wait_counts_once_for_its_share_whatever_the_metrics_detail(
+    detail: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CRITICAL's job waited 3m 32s; a second job of the same share was created 10 minutes earlier.
+    # MetricsDetail=detailed publishes each wait twice (per job queue and per share): one sample each.
+    first = json.loads(CRITICAL.read_text(encoding="utf-8"))
+    second = json.loads(CRITICAL.read_text(encoding="utf-8"))
+    second["id"] = "0c6f1f3e-5d0e-4a55-9a57-2f1b7c1d9e01"
+    job_id = "7d2c8a4e-1b3f-4c6d-8e9a-0f1e2d3c4b5a"
+    second["detail"]["jobId"] = job_id
+    second["detail"]["jobArn"] = second["resources"][0] = (
+        second["resources"][0].rsplit("/", 1)[0] + f"/{job_id}"
+    )
+    second["detail"]["jobName"] = "phi3-sft-run6"
+    second["detail"]["createdAt"] -= 10 * 60 * 1000
+    events = tmp_path / "two-waits.json"
+    events.write_text(json.dumps([first, second]), encoding="utf-8")
+    assert (
+        main(
+            [
+                "replay",
+                "--template",
+                str(TEMPLATE),
+                "--parameter-overrides",
+                f"MetricsDetail={detail}",
+                str(events),
+            ]
+        )
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    row = lines[lines.index("Shares (1)") + 2].split()
+    # Nearest-rank p50 of the two waits is the second; with every wait counted twice it would be the first.
+    assert row == ["sm-training-research", "research", "-", "-", "-", "13m", "32s", "13m", "32s"]
+
+
 QUIET_NIGHT = ROOT / "events/scenarios/capacity/quiet-night.json"  # the next day, 16 ticks
 SAMPLE_WORLD = ROOT / "events/scenarios/capacity/sample-world.json"  # a single tick
 DRY_RUN = ROOT / "events/scenarios/recovery/container-job-no-queue-named-dry-run.json"
-# The job ledger's fleet gauges and share of usage (two environments, five shares): with
-# SAMPLE_WORLD's shares (instances in use from the capacity function only), more than 10 shares.
+# The job ledger's fleet gauges and share of usage (two environments, five shares). The capacity
+# scenarios run the capacity function alone, which publishes no share's gauges: SAMPLE_WORLD's
+# shares are in no metric.
 LEDGER = [
     ROOT / "events/scenarios/ledger/fair-share-fleet.json",
     ROOT / "events/scenarios/ledger/quota-share-borrowing.json",
 ]
 HTML_INPUTS = [*INPUTS, str(QUIET_NIGHT), str(SAMPLE_WORLD), str(DRY_RUN), *map(str, LEDGER)]
+SHARES = {
+    # fair-share-fleet.json's and quota-share-borrowing.json's shares: the job ledger's gauges
+    ("article-q", "HIGHPRI"),
+    ("article-q", "MIDPRI"),
+    ("article-q", "LOWPRI"),
+    ("quota-q", "prod"),
+    ("quota-q", "research"),
+    # the job events' shares (SPOT_RECLAIM and DRY_RUN: one job; CRITICAL): their QueueWaitTime
+    ("gpu-spot-queue", "research"),
+    ("sm-training-research", "research"),
+}
+"""Every share of :data:`HTML_INPUTS` the replay publishes a metric for."""
 TEAMS = "TeamsWebhookSecretArn=arn:aws:secretsmanager:us-east-1:111122223333:secret:batchpilot-teams-AbCdEf"
 
 
@@ -120,12 +171,14 @@ class Loaded:
 
     def chart(self, title: str) -> dict[str, Any]:
         """The one chart whose drawn texts include ``title``."""
-        [chart] = [c for c in self.page["charts"] if title in c["texts"]]
+        charts: list[dict[str, Any]] = [c for c in self.page["charts"] if title in c["texts"]]
+        [chart] = charts
         return chart
 
     def table(self, caption: str) -> dict[str, Any]:
         """The one table whose caption starts with ``caption``."""
-        [table] = [t for t in self.page["tables"] if t["caption"].startswith(caption)]
+        tables: list[dict[str, Any]] = [t for t in self.page["tables"] if t["caption"].startswith(caption)]
+        [table] = tables
         return table
 
 
@@ -146,7 +199,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
                 "--format",
                 "json",
                 "--parameter-overrides",
-                f"{TEAMS} {SLACK}",
+                f"{TEAMS} {SLACK}",  # MetricsDetail=basic, as deployed by default
                 "--report",
                 str(report),
                 *HTML_INPUTS,
@@ -157,11 +210,20 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Loaded:
     notes = [
         n for event in events for outputs in [event, *event["batches"]] for n in outputs["notifications"]
     ]
+    # Every share the replay published: the job ledger's share gauges, and (MetricsDetail=basic: no
+    # share dimension on job metrics) the share of each job event that published a QueueWaitTime.
     shares = {
         (m["dimensions"]["JobQueue"], m["dimensions"].get("ShareIdentifier") or m["dimensions"]["QuotaShare"])
         for event in events
-        for m in event["metrics"]
+        for outputs in [event, *event["batches"]]
+        for m in outputs["metrics"]
         if "JobQueue" in m["dimensions"] and {"ShareIdentifier", "QuotaShare"} & set(m["dimensions"])
+    } | {
+        (event["job"]["queue"], event["job"]["share_identifier"] or event["job"]["quota_share"])
+        for event in events
+        if event["job"]
+        and (event["job"]["share_identifier"] or event["job"]["quota_share"])
+        and any(m["name"] == "QueueWaitTime" for m in event["metrics"])
     }
     page = load_in_chromium(
         report,
@@ -185,7 +247,9 @@ def test_the_html_report_renders_in_chromium(loaded: Loaded) -> None:
     assert counts[".msg.slack"] == by_channel["slack"] and counts[".msg.teams"] == by_channel["teams"] > 0
     assert counts[".msg .hdr"] >= counts[".msg.sns"] + 1  # Slack headers and the SNS subject are drawn
     assert counts["table"] >= 3
-    assert counts["h3"] == 4  # the template's four dashboards, their widgets drawn from the replayed metrics
+    # every dashboard of the template (CapacityDashboard too: the capacity scenarios configure it),
+    # its widgets drawn from the replayed metrics
+    assert counts["h3"] == len(dashboard_bodies(TEMPLATE)) == 5
     charts = page["charts"]
     assert len(charts) >= 2 + 4  # timelines, queue wait per share, and dashboard widgets with data
     for chart in charts:
@@ -225,14 +289,34 @@ def test_the_limit_stays_visible_where_it_equals_the_instances_in_use(loaded: Lo
     assert limit["markers"] == in_use["markers"] == ticks
 
 
+def _by_environment(chart: dict[str, Any], metric: str) -> dict[str, dict[str, Any]]:
+    """The chart's series of ``metric`` (lower case, as in the series ids) by service environment."""
+    return {
+        s["id"].rsplit("serviceenvironment-", 1)[-1]: s
+        for s in chart["series"]
+        if s["id"].startswith(f"series-{metric}-")
+    }
+
+
 def test_dashboard_widgets_give_each_scenario_room_on_the_time_axis(loaded: Loaded) -> None:
-    chart = loaded.chart("Capacity limit vs in use, per service environment")
+    # The capacity scenarios run the capacity function alone: their environments are in
+    # CapacityDashboard's widgets (its CapacityTarget), beside the ledger scenarios' limit and in use.
+    chart = loaded.chart("Capacity target beside limit and in use, per service environment")
     assert {"11-25 09:00", "11-25 10:00", "11-26 06:40"} <= set(chart["texts"])  # each burst's first tick
     plot = chart["plot"]["width"]
-    by_environment = {s["id"].rsplit("serviceenvironment-", 1)[-1]: s for s in chart["series"]}
+    targets = _by_environment(chart, "capacitytarget")
     # burst.json's 9 minutes and quiet-night.json's 21, a day apart: each gets a good part of the axis.
-    assert by_environment["burst-env"]["width"] > 0.15 * plot
-    assert by_environment["night-env"]["width"] > 0.15 * plot
+    assert targets["burst-env"]["width"] > 0.15 * plot
+    assert targets["night-env"]["width"] > 0.15 * plot
+    # FleetDashboard's widget: the job ledger's scenarios, fair-share-fleet.json's 10 minutes and
+    # quota-share-borrowing.json's 5, four days apart.
+    fleet = loaded.chart("Capacity limit, reserved and in use, per service environment")
+    assert {"11-20 22:00", "11-25 08:00"} <= set(fleet["texts"])
+    plot = fleet["plot"]["width"]
+    in_use = _by_environment(fleet, "instancesinuse")
+    assert set(in_use) == {"article-env", "quota-env"}
+    assert in_use["article-env"]["width"] > 0.15 * plot
+    assert in_use["quota-env"]["width"] > 0.15 * plot
 
 
 def test_legends_fit_inside_their_charts_and_labels_are_whole(loaded: Loaded) -> None:
@@ -241,9 +325,14 @@ def test_legends_fit_inside_their_charts_and_labels_are_whole(loaded: Loaded) ->
     for chart in loaded.page["charts"]:
         assert chart["outside"] == [], chart["texts"][-1]
         assert all(label and not label.endswith("=") for label in chart["legend"])
-    capacity = loaded.chart("Capacity limit vs in use, per service environment")
-    assert "CapacityLimit CapacityUnit=NUM_INSTANCES ServiceEnvironment=burst-env" in capacity["legend"]
-    assert "InstancesInUse CapacityUnit=NUM_INSTANCES ServiceEnvironment=night-env" in capacity["legend"]
+    # Widgets of several metrics: each label has the metric and every dimension but service.
+    capacity = loaded.chart("Capacity target beside limit and in use, per service environment")
+    assert "CapacityTarget CapacityUnit=NUM_INSTANCES ServiceEnvironment=burst-env" in capacity["legend"]
+    assert "CapacityTarget CapacityUnit=ml.p4d.24xlarge ServiceEnvironment=sample-quota" in capacity["legend"]
+    assert "InstancesInUse ServiceEnvironment=quota-env" in capacity["legend"]
+    fleet = loaded.chart("Capacity limit, reserved and in use, per service environment")
+    assert "CapacityLimit ServiceEnvironment=article-env" in fleet["legend"]
+    assert "ReservedInstances ServiceEnvironment=quota-env" in fleet["legend"]
 
 
 def test_teams_titles_read_as_teams_shows_them(loaded: Loaded) -> None:
@@ -303,12 +392,17 @@ def test_the_summary_has_the_fleet_and_every_share(loaded: Loaded) -> None:
         "wait p50",
         "wait max",
     ]
-    assert len(loaded.shares) > 10  # more than the text summary lists: the page has them all
-    assert sorted((row[0], row[1]) for row in shares["rows"]) == sorted(loaded.shares)
+    assert loaded.shares == SHARES  # every share the replay published, and no other
+    assert sorted((row[0], row[1]) for row in shares["rows"]) == sorted(SHARES)  # a row each
     rows = {(row[0], row[1]): row[2:] for row in shares["rows"]}
-    assert rows[("article-q", "HIGHPRI")] == ["8", "80.0 %", "65.2 %", "14m 00s", "14m 00s"]
+    # The ledger scenarios' jobs reach the ledger by reconciliation alone (no job event): no wait.
+    assert rows[("article-q", "HIGHPRI")] == ["8", "80.0 %", "65.2 %", "-", "-"]
     assert rows[("quota-q", "research")][:3] == ["6", "50.0 %", "33.3 %"]
-    assert rows[("sample-fairshare-q", "prod")][:3] == ["8", "-", "-"]  # the capacity function's gauge only
+    # The metrics function's QueueWaitTime per job queue, counted for the share of the event's job:
+    # the spot-reclaimed job and its dry-run replay (createdAt -> the event's startedAt, its 2nd attempt),
+    # and failed-algorithm-error.json's service job.
+    assert rows[("gpu-spot-queue", "research")] == ["-", "-", "-", "3h 45m", "3h 45m"]
+    assert rows[("sm-training-research", "research")] == ["-", "-", "-", "3m 32s", "3m 32s"]
 
 
 def test_usage_per_share_draws_what_was_published_and_says_so(loaded: Loaded) -> None:
@@ -316,12 +410,15 @@ def test_usage_per_share_draws_what_was_published_and_says_so(loaded: Loaded) ->
     # Only the shares with the ledger's ShareOfUsage: none drawn as 0 % for want of a value.
     ledger = {"article-q/HIGHPRI", "article-q/LOWPRI", "article-q/MIDPRI", "quota-q/prod", "quota-q/research"}
     assert {t for t in usage["texts"] if "/" in t} == ledger
+    # The job ledger's per-share InstancesInUse alone (the capacity function publishes none): the
+    # same shares; the job events' shares have a queue wait and no gauge.
     in_use = loaded.chart("Instances in use per share")
-    assert {"sample-fairshare-q/prod", "article-q/HIGHPRI"} <= set(in_use["texts"])
+    assert {t for t in in_use["texts"] if "/" in t} == ledger
     html_text = loaded.path.read_text(encoding="utf-8")
-    left_out = len(loaded.shares) - len(ledger)
-    assert f"{left_out} of {len(loaded.shares)} shares had no ShareOfUsage" in html_text
-    assert "the capacity function&#x27;s InstancesInUse gauge, last value" not in html_text
+    left_out = len(SHARES) - len(ledger)
+    assert left_out == 2
+    assert f"{left_out} of {len(SHARES)} shares had no ShareOfUsage" in html_text
+    assert f"{left_out} of {len(SHARES)} shares had no such gauge and are left out" in html_text
 
 
 def test_every_preview_fits_in_its_box(loaded: Loaded) -> None:
