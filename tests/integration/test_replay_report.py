@@ -399,9 +399,9 @@ def test_the_summary_has_the_fleet_and_every_share(loaded: Loaded) -> None:
     assert rows[("article-q", "HIGHPRI")] == ["8", "80.0 %", "65.2 %", "-", "-"]
     assert rows[("quota-q", "research")][:3] == ["6", "50.0 %", "33.3 %"]
     # The metrics function's QueueWaitTime per job queue, counted for the share of the event's job:
-    # the spot-reclaimed job and its dry-run replay (createdAt -> the event's startedAt, its 2nd attempt),
-    # and failed-algorithm-error.json's service job.
-    assert rows[("gpu-spot-queue", "research")] == ["-", "-", "-", "3h 45m", "3h 45m"]
+    # the spot-reclaimed job and its dry-run replay (createdAt -> its first attempt's start, not the
+    # event's startedAt, which is its 2nd attempt's), and failed-algorithm-error.json's service job.
+    assert rows[("gpu-spot-queue", "research")] == ["-", "-", "-", "7m 23s", "7m 23s"]
     assert rows[("sm-training-research", "research")] == ["-", "-", "-", "3m 32s", "3m 32s"]
 
 

@@ -332,3 +332,19 @@ def test_dimensions_are_sorted_cleaned_and_refuse_an_unknown_key_every_time() ->
     for _ in range(2):  # a cached set must not let a bad key through the second time
         with pytest.raises(ValueError, match="dimension JobName is not in DIMENSIONS"):
             dimensions(JobQueue="q", JobName="secret-job")
+
+
+def test_a_retried_jobs_queue_wait_ends_at_its_first_start_not_its_latest() -> None:
+    # failed-spot-reclaim.json: attempt 1 started 7m 23s after createdAt and was reclaimed; the
+    # job's startedAt is attempt 2's, 3h 45m after createdAt. The wait in the queue is the first.
+    event = sample("batch-job/failed-spot-reclaim")
+    detail = event["detail"]
+    first, second = (a["startedAt"] for a in detail["attempts"])
+    assert detail["startedAt"] == second > first
+    facts = classify(parse_event(event))
+    assert facts.first_started_at is not None and facts.started_at is not None
+    assert facts.first_started_at < facts.started_at
+    points = by_name(metric_points(facts, EVENT_TIME, NOW))
+    assert points["QueueWaitTime"].value == (first - detail["createdAt"]) / 1000
+    # RunTime stays the latest attempt's run (startedAt to stoppedAt), as before.
+    assert points["RunTime"].value == (detail["stoppedAt"] - second) / 1000

@@ -349,8 +349,15 @@ class AlertFact:
 
     @property
     def started_at(self) -> datetime | None:
-        """When the job started running (job events)."""
+        """When the job started running (job events; a retried job: its latest attempt)."""
         return self.job.started_at if self.job else None
+
+    @property
+    def first_started_at(self) -> datetime | None:
+        """When the job's first attempt started (job events): the end of its wait in the queue."""
+        if self.job is None:
+            return None
+        return self.job.first_started_at or self.job.started_at
 
     @property
     def stopped_at(self) -> datetime | None:

@@ -467,7 +467,7 @@ def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
         ("Quota", fact.quota),
         ("Hint", hint(fact)),
         ("Attempts", str(fact.attempts) if fact.attempts else None),
-        ("Wait time", _span(fact.created_at, fact.started_at)),
+        ("Wait time", _span(fact.created_at, fact.first_started_at)),
         ("Run time", _span(fact.started_at, fact.stopped_at)),
         (
             "Instances",

@@ -126,7 +126,11 @@ class JobFacts:
         reason: the most specific reason text found (latest attempt first); free text, never a
             metric dimension.
         share_identifier, quota_share: fair-share identifier / quota share name when present.
-        created_at, started_at, stopped_at: UTC datetimes from the event's detail, when present.
+        created_at, started_at, stopped_at: UTC datetimes from the event's detail, when present
+            (``startedAt`` of a retried job is its latest attempt's start).
+        first_started_at: the first attempt's start: the earliest ``attempts[].startedAt`` (or
+            ``eksAttempts[]``) and ``startedAt``; the end of the job's queue wait. For SageMaker
+            and service jobs, which list no earlier starts, the same as ``started_at``.
         instance_type, instance_count: SageMaker ``ResourceConfig`` (training jobs only).
         created_by_batch: a job AWS Batch created for another job, whose events speak for it: a
             training job created for a service job (name starts ``AWSBatch``) or a node of a
@@ -164,6 +168,7 @@ class JobFacts:
     created_at: datetime | None = None
     started_at: datetime | None = None
     stopped_at: datetime | None = None
+    first_started_at: datetime | None = None
     instance_type: str | None = None
     instance_count: int | None = None
     created_by_batch: bool = False
@@ -446,6 +451,8 @@ def _container_job(detail: BatchJobDetail, event_kind: EventKind, resources: lis
     attempt_starts = [a.startedAt for a in detail.attempts if a.startedAt]
     attempt_starts += [a.startedAt for a in detail.eksAttempts if a.startedAt]
     started = detail.startedAt or min(attempt_starts, default=None)
+    # The queue wait ends at the first start: a retried job's startedAt is its latest attempt's.
+    first_started = min([*attempt_starts, *([detail.startedAt] if detail.startedAt else [])], default=None)
     attempt_stops = [a.stoppedAt for a in detail.attempts if a.stoppedAt]
     attempt_stops += [a.stoppedAt for a in detail.eksAttempts if a.stoppedAt]
     stopped = detail.stoppedAt or (max(attempt_stops, default=None) if terminal else None)
@@ -468,6 +475,7 @@ def _container_job(detail: BatchJobDetail, event_kind: EventKind, resources: lis
         created_at=detail.createdAt,
         started_at=started,
         stopped_at=stopped,
+        first_started_at=first_started,
         created_by_batch=role in (NodeRole.MAIN_NODE, NodeRole.NODE),
         attempts=max(len(detail.attempts), len(detail.eksAttempts)),
         exit_code=exit_code,
