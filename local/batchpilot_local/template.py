@@ -642,18 +642,7 @@ def created_resources(path: Path, kind: str, parameters: Mapping[str, str] | Non
     Raises:
         TemplateError: the file is unreadable, or a condition cannot be evaluated.
     """
-    path = Path(path)
-    data = _parse(path)
-    resolver = _Resolver(data, path, dict(parameters or {}))
-    found = []
-    for logical_id, res in data["Resources"].items():
-        if not isinstance(res, Mapping) or res.get("Type") != kind:
-            continue
-        condition = res.get("Condition")
-        if isinstance(condition, str) and not resolver.condition(condition, logical_id):
-            continue
-        found.append(logical_id)
-    return found
+    return [logical_id for logical_id, _ in _created(Path(path), kind, parameters)[1]]
 
 
 def resolved_resources(
@@ -666,19 +655,30 @@ def resolved_resources(
     Raises:
         TemplateError: the file is unreadable, or a property cannot be resolved.
     """
-    path = Path(path)
+    resolver, created = _created(Path(path), kind, parameters)
+    found: dict[str, dict[str, Any]] = {}
+    for logical_id, res in created:
+        properties = resolver.value(res.get("Properties") or {}, f"{logical_id}.Properties")
+        found[logical_id] = dict(properties) if isinstance(properties, Mapping) else {}
+    return found
+
+
+def _created(
+    path: Path, kind: str, parameters: Mapping[str, str] | None
+) -> tuple[_Resolver, list[tuple[str, Mapping[str, Any]]]]:
+    """The resolver for ``parameters`` and ``(logical id, resource)`` of each resource of type
+    ``kind`` the template creates with them (its ``Condition``, if any, true), in template order."""
     data = _parse(path)
     resolver = _Resolver(data, path, dict(parameters or {}))
-    found: dict[str, dict[str, Any]] = {}
+    created = []
     for logical_id, res in data["Resources"].items():
         if not isinstance(res, Mapping) or res.get("Type") != kind:
             continue
         condition = res.get("Condition")
         if isinstance(condition, str) and not resolver.condition(condition, logical_id):
             continue
-        properties = resolver.value(res.get("Properties") or {}, f"{logical_id}.Properties")
-        found[logical_id] = dict(properties) if isinstance(properties, Mapping) else {}
-    return found
+        created.append((logical_id, res))
+    return resolver, created
 
 
 def _batching(function: Mapping[str, Any], queue: str) -> tuple[int, int]:

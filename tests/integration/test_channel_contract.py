@@ -197,6 +197,7 @@ def test_the_request_timeout_is_never_past_the_time_left(subject: Subject) -> No
     started = time.monotonic()
     assert subject.post(INFO, time_left=0.7) == Delivery(False, "timeout")
     assert time.monotonic() - started < 0.7 + 1.0
+    assert len(subject.hook.requests) == 1 and subject.sleeps == []  # one try, not retried
 
 
 def test_an_unreachable_webhook_is_a_connection_error() -> None:

@@ -17,7 +17,7 @@ replay emitted and called turned into a month of AWS charges (docs/cost.md).
 from __future__ import annotations
 
 import copy
-import json
+import functools
 import math
 import re
 import sys
@@ -29,7 +29,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from batchpilot_local.testing.paths import EVENTS_DIR, ROOT
+from batchpilot_local.testing.paths import ROOT
+from batchpilot_local.testing.samples import sample
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 Schema = tuple[str, tuple[str, ...]]
@@ -205,18 +206,10 @@ def _jobs(fleet: Fleet, first_s: float, last_s: float) -> list[_Job]:
     return jobs
 
 
-def _sample(name: str) -> dict[str, Any]:
-    event: dict[str, Any] = json.loads((EVENTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
-    return event
-
-
-_SAMPLES: dict[str, dict[str, Any]] = {}
-
-
+@functools.cache
 def _template(name: str) -> dict[str, Any]:
-    if name not in _SAMPLES:
-        _SAMPLES[name] = _sample(name)
-    return _SAMPLES[name]
+    """A sample event of ``events/``, read once (each use deep-copies it)."""
+    return sample(name)
 
 
 def _event(job: _Job, step: int, start: datetime) -> dict[str, Any]:
@@ -628,7 +621,7 @@ def month(
     from batchpilot_local.template import created_resources, resolved_resources
 
     scale = scale or {}
-    ticks = ticks or tally
+    ticks = tally if ticks is None else ticks
     day = DAYS_PER_MONTH
     per_tick = 1 / max(1, ticks.ticks)
     invocations = sum(tally.invocations.values()) * day * scale.get("invocations", 1)

@@ -355,9 +355,7 @@ class AlertFact:
     @property
     def first_started_at(self) -> datetime | None:
         """When the job's first attempt started (job events): the end of its wait in the queue."""
-        if self.job is None:
-            return None
-        return self.job.first_started_at or self.job.started_at
+        return self.job.first_started_at if self.job else None
 
     @property
     def stopped_at(self) -> datetime | None:

@@ -543,6 +543,7 @@ def _service_job(detail: ServiceJobDetail, event_kind: EventKind) -> JobFacts:
         quota_share=detail.quotaShareName or None,
         created_at=detail.createdAt,
         started_at=detail.startedAt,
+        first_started_at=detail.startedAt,
         stopped_at=detail.stoppedAt
         or (
             max((a.stoppedAt for a in detail.attempts if a.stoppedAt), default=None)
@@ -590,6 +591,7 @@ def _training_job(detail: TrainingJobDetail) -> JobFacts:
         reason=detail.FailureReason,
         created_at=detail.CreationTime,
         started_at=detail.TrainingStartTime,
+        first_started_at=detail.TrainingStartTime,
         stopped_at=detail.TrainingEndTime,
         instance_type=_single_type(by_type),
         instance_count=sum(by_type.values()) if by_type else None,

@@ -232,8 +232,7 @@ def metric_points(
             # JobQueue alone: every share of the queue in one time series per queue.
             rate = 0.0 if facts.succeeded else 100.0
             points.append(MetricPoint("JobFailureRate", "Percent", rate, _dims(JobQueue=facts.queue), ts))
-        first_start = facts.first_started_at or facts.started_at
-        add("QueueWaitTime", "Seconds", _seconds(facts.created_at, first_start))
+        add("QueueWaitTime", "Seconds", _seconds(facts.created_at, facts.first_started_at))
         add("RunTime", "Seconds", _seconds(facts.started_at, facts.stopped_at))
         if facts.kind is JobKind.TRAINING_JOB and facts.instance_count:
             run = _seconds(facts.started_at, facts.stopped_at)

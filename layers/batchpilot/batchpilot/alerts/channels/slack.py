@@ -325,7 +325,7 @@ def _deadline_retry_handler(
 @register_channel(
     Channel.SLACK,
     limits=RenderLimits(headline=HEADER_MAX, body=MAX_BODY_BYTES),
-    escape=lambda text: _mrkdwn(text),
+    escape=_mrkdwn,
     accepted=(200, "ok"),
 )
 class SlackNotifier:
