@@ -19,11 +19,12 @@ from hypothesis import settings
 # Hypothesis profiles, chosen by $HYPOTHESIS_PROFILE. ``ci`` (the default, so `make test` and CI):
 # derandomised (each test's examples seeded from the test itself, the same on every run and
 # machine; no example database), no deadline (a loaded machine is not a failure), and a failing
-# example printed as a reproduction blob (@reproduce_failure). ``dev``: Hypothesis' random
-# defaults, for exploring new seeds locally (`HYPOTHESIS_PROFILE=dev make test`). A test's own
-# @settings (max_examples, health checks) still applies on top of either.
+# example printed as a reproduction blob (@reproduce_failure). ``dev``: random seeds, for exploring
+# new examples locally (`HYPOTHESIS_PROFILE=dev make test`); derandomize=False is spelled out
+# because under a CI environment variable Hypothesis' own defaults are derandomised, and a profile
+# inherits them. A test's own @settings (max_examples, health checks) still applies on top.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-settings.register_profile("dev", print_blob=True)
+settings.register_profile("dev", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
