@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from batchpilot_local.template import load_template
+from batchpilot_local.testing import sections
 
 ROOT = Path(__file__).resolve().parent.parent
 # The benchmarks share the tests' helpers (batchpilot_local.testing), which find the repository
@@ -22,6 +23,14 @@ os.environ.setdefault("BATCHPILOT_REPO_ROOT", str(ROOT))
 EVENTS_DIR = ROOT / "events"
 FUNCTION_DIR = ROOT / "functions" / "metrics"
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+RESULTS_PREAMBLE = (
+    "# Benchmark results\n\n"
+    "Written by the scripts in this folder (`make bench` runs them with the dev venv); each run\n"
+    "replaces its own section (`--section` picks another, e.g. for a python3.13 run against a\n"
+    "`sam build` of the layer). Numbers are from one machine and one run: compare runs on the\n"
+    "same machine only. No number here is asserted by any test.\n"
+)
+"""What a new RESULTS.md starts with."""
 
 # What the template's Globals give every function (parameters at their defaults) and what Lambda
 # itself sets for a python3.13 function with LogFormat JSON.
@@ -120,22 +129,7 @@ def now() -> str:
 
 def write_section(key: str, body: str) -> None:
     """Replace (or append) the section of RESULTS.md between this benchmark's markers."""
-    start, end = f"<!-- bench:{key}:start -->", f"<!-- bench:{key}:end -->"
-    block = f"{start}\n{body.rstrip()}\n{end}\n"
-    text = (
-        RESULTS.read_text()
-        if RESULTS.exists()
-        else (
-            "# Benchmark results\n\n"
-            "Written by the scripts in this folder (`make bench` runs them with the dev venv); each run\n"
-            "replaces its own section (`--section` picks another, e.g. for a python3.13 run against a\n"
-            "`sam build` of the layer). Numbers are from one machine and one run: compare runs on the\n"
-            "same machine only. No number here is asserted by any test.\n\n"
-        )
-    )
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.DOTALL)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block
-    RESULTS.write_text(text)
+    sections.write_section(RESULTS, key, body, new_file=RESULTS_PREAMBLE)
 
 
 LAMBDA_SOURCES = ("template.yaml", "events", "functions", "layers/batchpilot")

@@ -31,6 +31,7 @@ from typing import Any
 
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.samples import sample
+from batchpilot_local.testing.sections import read_section, write_section
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 Schema = tuple[str, tuple[str, ...]]
@@ -38,7 +39,8 @@ Schema = tuple[str, tuple[str, ...]]
 RESULTS_JSON = ROOT / "benchmarks" / "cost.json"
 """What ``benchmarks/bench_cost.py`` measured (the table of docs/cost.md is rendered from it)."""
 DOC = ROOT / "docs" / "cost.md"
-START_MARK, END_MARK = "<!-- bench:cost:start -->", "<!-- bench:cost:end -->"
+SECTION = "cost"
+"""The key of docs/cost.md's generated section (:mod:`batchpilot_local.testing.sections`)."""
 
 HOURS_PER_MONTH = 730  # AWS's month for per-hour proration (CloudWatch, Lambda, ...)
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24
@@ -924,15 +926,10 @@ def render(results: Mapping[str, Any]) -> str:
 
 
 def write_doc(section: str, doc: Path = DOC) -> None:
-    """Replace docs/cost.md's generated section (between its markers)."""
-    text = doc.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(START_MARK) + r".*?" + re.escape(END_MARK), re.DOTALL)
-    if not pattern.search(text):
-        raise SystemExit(f"{doc}: no {START_MARK} ... {END_MARK} section")
-    doc.write_text(pattern.sub(lambda _: f"{START_MARK}\n{section}{END_MARK}", text), encoding="utf-8")
+    """Replace docs/cost.md's generated section (SystemExit when the page lacks its markers)."""
+    write_section(doc, SECTION, section)
 
 
 def generated_section(doc: Path = DOC) -> str:
     """docs/cost.md's generated section as it stands (between the markers)."""
-    text = doc.read_text(encoding="utf-8")
-    return text.split(START_MARK, 1)[1].split(END_MARK, 1)[0].lstrip("\n")
+    return read_section(doc, SECTION)
