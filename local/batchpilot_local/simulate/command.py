@@ -1,7 +1,7 @@
 """The ``batchpilot simulate`` sub-command.
 
 ``batchpilot simulate SCENARIO [--seed N] [--format text|json] [--report out.html]``
-``batchpilot simulate --compare A B [--seed N] [--format text|json] [--report out.html]``
+``batchpilot simulate --compare A B [C ...] [--seed N] [--format text|json] [--report out.html]``
 
 Exit status: 0 after a run; 2 for bad usage or a scenario that cannot be simulated (one line on
 stderr naming the file and the field or record).
@@ -27,16 +27,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         description=(
             "Run a scenario (YAML or JSON: service environments, job queues, a workload, batchpilot's "
             "capacity and recovery settings) through a discrete-event simulation of AWS Batch and "
-            "SageMaker, with batchpilot's real policies in the loop; print utilisation, throughput, "
-            "lost work and per-share usage and waits."
+            "SageMaker, with batchpilot's real policies in the loop; print allocation (average and "
+            "busiest hour), throughput, lost work and per-share usage and waits."
         ),
     )
     parser.add_argument("scenario", nargs="?", metavar="SCENARIO", help="scenario file (.yaml or .json)")
     parser.add_argument(
         "--compare",
-        nargs=2,
-        metavar=("A", "B"),
-        help="run two scenarios on A's workload and one seed, side by side",
+        nargs="+",
+        metavar="A B",
+        help="run two or more scenarios on A's workload and one seed, side by side",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default: text)")
@@ -60,13 +60,15 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     from batchpilot_local.simulate.scenario import ScenarioError
 
     if (args.scenario is None) == (args.compare is None):
-        return _fail(stderr, "give one SCENARIO, or --compare A B")
+        return _fail(stderr, "give one SCENARIO, or --compare A B [C ...]")
+    if args.compare is not None and len(args.compare) < 2:
+        return _fail(stderr, "--compare needs two or more scenarios (A B [C ...])")
     if args.seed is not None and args.seed < 0:
         return _fail(stderr, "--seed must be 0 or more")
     runs: list[Run]
     try:
         if args.compare is not None:
-            runs = list(run_compare(args.compare[0], args.compare[1], args.seed))
+            runs = list(run_compare(args.compare[0], *args.compare[1:], seed=args.seed))
         else:
             runs = [run_scenario(args.scenario, args.seed)]
     except ScenarioError as exc:
@@ -79,13 +81,14 @@ def run_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         except OSError as exc:
             return _fail(stderr, f"{args.report}: cannot write: {exc.strerror or type(exc).__name__}")
     if args.format == "json":
-        if len(runs) == 2:
-            document: dict[str, Any] = {"a": runs[0].result.to_json(), "b": runs[1].result.to_json()}
+        if len(runs) > 1:
+            # {"a": ..., "b": ...} for two runs, as before; then "c", "d", ...
+            document: dict[str, Any] = {chr(ord("a") + i): r.result.to_json() for i, r in enumerate(runs)}
         else:
             document = runs[0].result.to_json()
         stdout.write(json.dumps(document, sort_keys=False) + "\n")
-    elif len(runs) == 2:
-        stdout.write(render_compare(runs[0].result, runs[1].result))
+    elif len(runs) > 1:
+        stdout.write(render_compare(runs[0].result, *(r.result for r in runs[1:])))
     else:
         stdout.write(render_text(runs[0].result))
     stdout.flush()

@@ -451,7 +451,8 @@ class Simulation:
             two scenarios run on the same workload draw the same incidents for the same jobs).
 
     After :meth:`run`, :attr:`trace` holds what happened, :attr:`env_totals`, :attr:`share_seconds`
-    and :attr:`counts` the totals.
+    and :attr:`counts` the totals, :attr:`hourly` the fleet's instance-seconds in use and of capacity
+    limit per clock hour (hour → [in use, limit]).
     """
 
     def __init__(self, scenario: Scenario, jobs: Iterable[JobSpec], seed: int) -> None:
@@ -490,6 +491,9 @@ class Simulation:
         self.env_totals: dict[str, defaultdict[str, float]] = {
             name: defaultdict(float) for name in self._environments
         }
+        # fleet-wide instance-seconds [in use, capacity limit] per clock hour of the run (hour 0
+        # starts at the scenario's start): the peak-hour allocation is the busiest hour's ratio
+        self.hourly: defaultdict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
         self.share_seconds: defaultdict[str, float] = defaultdict(float)
         self.entitled_seconds: defaultdict[str, float] = defaultdict(float)
         self.fair_share_seconds: defaultdict[str, float] = defaultdict(float)
@@ -535,7 +539,17 @@ class Simulation:
         dt = now - self._t
         if dt <= 0:
             return
-        self._t = now
+        start, self._t = self._t, now
+        fleet_in_use = sum(env.in_use_total for env in self._environments.values())
+        fleet_limit = sum(env.limit_total for env in self._environments.values())
+        t = start
+        while t < now:
+            hour = int(t // 3600.0)
+            end = min(now, (hour + 1) * 3600.0)
+            bucket = self.hourly[hour]
+            bucket[0] += fleet_in_use * (end - t)
+            bucket[1] += fleet_limit * (end - t)
+            t = end
         for env in self._environments.values():
             totals = self.env_totals[env.name]
             in_use, limit = env.in_use_total, env.limit_total

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from batchpilot_local.simulate.results import ShareResult, SimulationResult
 
-__all__ = ["ENTITLEMENT_NOTE", "LABELS", "render_compare", "render_text"]
+__all__ = ["ALLOCATION_NOTE", "ENTITLEMENT_NOTE", "LABELS", "render_compare", "render_text"]
 
 LABELS = {
     "throughput_jobs": "jobs succeeded",
@@ -28,8 +28,9 @@ ENTITLEMENT_NOTE = (
 _Row = tuple[str, Callable[[SimulationResult], float | int | None], str]
 
 _ROWS: tuple[_Row, ...] = (
-    ("utilisation", lambda r: r.utilisation, "pct"),
-    ("utilisation while jobs wait", lambda r: r.utilisation_while_jobs_wait, "pct"),
+    ("allocation (instances in use / capacity limit)", lambda r: r.allocation, "pct"),
+    ("peak-hour allocation (busiest hour)", lambda r: r.peak_hour_allocation, "pct"),
+    ("allocation while jobs wait", lambda r: r.allocation_while_jobs_wait, "pct"),
     (LABELS["throughput_jobs"], lambda r: r.throughput_jobs, "int"),
     (LABELS["instance_hours_completed"], lambda r: r.instance_hours_completed, "num"),
     (LABELS["gpu_hours_completed"], lambda r: r.gpu_hours_completed, "num"),
@@ -120,14 +121,14 @@ def render_text(result: SimulationResult) -> str:
         lines += textwrap.wrap(ENTITLEMENT_NOTE, width=100, initial_indent="  ", subsequent_indent="  ")
     lines.append("")
     env_rows = [
-        ["service environment", "utilisation", "reserved inst-h", "in use inst-h", "limit at end", "changes"]
+        ["service environment", "allocation", "reserved inst-h", "in use inst-h", "limit at end", "changes"]
     ]
     for name, env in result.environments.items():
         limits = ", ".join(f"{unit} {value}" for unit, value in env.final_limits.items())
         env_rows.append(
             [
                 name,
-                f"{100 * env.utilisation:.1f} %",
+                f"{100 * env.allocation:.1f} %",
                 f"{env.reserved_instance_hours:,.1f}",
                 f"{env.in_use_instance_hours:,.1f}",
                 limits,
@@ -135,6 +136,7 @@ def render_text(result: SimulationResult) -> str:
             ]
         )
     lines += _table(env_rows)
+    lines += textwrap.wrap(ALLOCATION_NOTE, width=100, initial_indent="  ", subsequent_indent="  ")
     if result.recovery:
         lines.append("")
         lines.append(
@@ -154,43 +156,61 @@ def render_text(result: SimulationResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_compare(a: SimulationResult, b: SimulationResult) -> str:
-    """Two runs on the same workload and seed, side by side (B / A in the last column)."""
+ALLOCATION_NOTE = (
+    "allocation is instances given to jobs over the capacity limit; what a training job does with its "
+    "GPUs (GPU activity) is not simulated."
+)
+"""What the allocation figures measure, and what they do not (every text report's footnote)."""
+
+
+def render_compare(a: SimulationResult, *others: SimulationResult) -> str:
+    """Two or more runs on A's workload and seed, side by side (each run / A after the runs)."""
+    runs = (a, *others)
+    names = [chr(ord("A") + i) if i < 26 else f"#{i + 1}" for i in range(len(runs))]
+    named = ", ".join(f"{name} = {run.scenario}" for name, run in zip(names, runs, strict=True))
     lines = [
-        f"batchpilot simulate --compare: A = {a.scenario}, B = {b.scenario} (same workload, seed {a.seed}, "
-        f"{a.horizon_hours:g} h)",
+        f"batchpilot simulate --compare: {named} (same workload, seed {a.seed}, {a.horizon_hours:g} h)",
     ]
-    rows = [["", "A", "B", "B / A"]]
+    rows = [["", *names, *(f"{name} / A" for name in names[1:])]]
     for label, get, kind in _ROWS:
         if kind == "skip":
-            rows.append([label, _incidents(a), _incidents(b), ""])
+            rows.append([label, *(_incidents(r) for r in runs), *("" for _ in others)])
             continue
-        va, vb = get(a), get(b)
-        ratio = (
+        values = [get(r) for r in runs]
+        va = values[0]
+        ratios = [
             f"{vb / va:.2f}x" if isinstance(va, int | float) and isinstance(vb, int | float) and va else ""
-        )
-        rows.append([label, _fmt(va, kind), _fmt(vb, kind), ratio])
+            for vb in values[1:]
+        ]
+        rows.append([label, *(_fmt(v, kind) for v in values), *ratios])
     lines += _table(rows)
     lines.append("")
-    share_rows = [["share", "usage A", "usage B", "wait p95 A", "wait p95 B", "completed A", "completed B"]]
-    for name in sorted(set(a.shares) | set(b.shares)):
-        sa, sb = a.shares.get(name), b.shares.get(name)
+    share_rows = [
+        [
+            "share",
+            *(f"usage {n}" for n in names),
+            *(f"wait p95 {n}" for n in names),
+            *(f"completed {n}" for n in names),
+        ]
+    ]
+    for share in sorted(set().union(*(r.shares for r in runs))):
+        found = [r.shares.get(share) for r in runs]
         share_rows.append(
             [
-                name,
-                "-" if sa is None else f"{100 * sa.share_of_usage:.1f} %",
-                "-" if sb is None else f"{100 * sb.share_of_usage:.1f} %",
-                "-" if sa is None else _duration(sa.wait_p95_s),
-                "-" if sb is None else _duration(sb.wait_p95_s),
-                "-" if sa is None else f"{sa.jobs_completed:,}",
-                "-" if sb is None else f"{sb.jobs_completed:,}",
+                share,
+                *("-" if s is None else f"{100 * s.share_of_usage:.1f} %" for s in found),
+                *("-" if s is None else _duration(s.wait_p95_s) for s in found),
+                *("-" if s is None else f"{s.jobs_completed:,}" for s in found),
             ]
         )
     lines += _table(share_rows)
     lines.append("")
-    merged = dict(a.approximations)
-    merged.update(b.approximations)
+    lines += textwrap.wrap(ALLOCATION_NOTE, width=100, initial_indent="  ", subsequent_indent="  ")
+    lines.append("")
+    merged: dict[str, str] = {}
+    for run in runs:
+        merged.update(run.approximations)
     lines += _approximations(
-        SimulationResult(**{**a.__dict__, "approximations": merged})  # one list for both runs
+        SimulationResult(**{**a.__dict__, "approximations": merged})  # one list for every run
     )
     return "\n".join(lines) + "\n"

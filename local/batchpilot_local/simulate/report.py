@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 
 from batchpilot_local.html_report import Page, line_chart, stacked_area_chart, write_page
-from batchpilot_local.simulate.output import ENTITLEMENT_NOTE, LABELS
+from batchpilot_local.simulate.output import ALLOCATION_NOTE, ENTITLEMENT_NOTE, LABELS
 from batchpilot_local.simulate.run import Run
 
 __all__ = ["build_report", "write_report"]
@@ -32,8 +32,9 @@ def _summary(page: Page, runs: Sequence[Run]) -> None:
         rows.append([name, *values])
 
     results = [run.result for run in runs]
-    add("utilisation (in use / reserved instance-time)", [_pct(r.utilisation) for r in results])
-    add("utilisation while jobs wait", [_pct(r.utilisation_while_jobs_wait) for r in results])
+    add("allocation (in use / reserved instance-time)", [_pct(r.allocation) for r in results])
+    add("peak-hour allocation (busiest hour)", [_pct(r.peak_hour_allocation) for r in results])
+    add("allocation while jobs wait", [_pct(r.allocation_while_jobs_wait) for r in results])
     add(LABELS["throughput_jobs"], [f"{r.throughput_jobs:,}" for r in results])
     add(LABELS["instance_hours_completed"], [f"{r.instance_hours_completed:,.1f}" for r in results])
     add(LABELS["gpu_hours_completed"], [f"{r.gpu_hours_completed:,.1f}" for r in results])
@@ -121,9 +122,9 @@ def _charts(page: Page, run: Run) -> None:
 
 
 def build_report(runs: Sequence[Run]) -> str:
-    """The report of one run, or of two compared runs, as an HTML document."""
-    if len(runs) == 2:
-        title = f"batchpilot simulate: {runs[0].result.scenario} vs {runs[1].result.scenario}"
+    """The report of one run, or of two or more compared runs, as an HTML document."""
+    if len(runs) > 1:
+        title = "batchpilot simulate: " + " vs ".join(run.result.scenario for run in runs)
     else:
         title = f"batchpilot simulate: {runs[0].result.scenario}"
     first = runs[0].result
@@ -142,7 +143,7 @@ def build_report(runs: Sequence[Run]) -> str:
         merged.update(run.result.approximations)
     page.paragraph("Where AWS does not publish its algorithm, the simulation uses these approximations:")
     page.bullets([f"{key}: {text}" for key, text in merged.items()])
-    page.bullets(first.notes)
+    page.bullets([*first.notes, ALLOCATION_NOTE])
     return page.render()
 
 

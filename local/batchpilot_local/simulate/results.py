@@ -2,13 +2,16 @@
 
 Definitions (every figure is over the horizon; instance counts are summed over capacity units):
 
-- ``utilisation``: instance-time in use / reserved instance-time, where *in use* is what
+- ``allocation``: instance-time in use / reserved instance-time, where *in use* is what
   ``GetJobQueueSnapshot`` reports as capacity usage (dispatched jobs: SCHEDULED, STARTING, RUNNING,
   spot jobs waiting to resume included) and *reserved* is the service environments' capacity
   limits (``maxCapacity``) integrated over time: in use / the capacity limit (``InstancesInUse``
-  over ``CapacityLimit``), as a time-weighted fraction.
-- ``utilisation_while_jobs_wait``: the same, only over the time some job was RUNNABLE: capacity
-  left idle while work waited.
+  over ``CapacityLimit``), as a time-weighted fraction. It is *allocation* (instances given to
+  jobs), not GPU activity: what a training job does with its GPUs is not simulated.
+- ``peak_hour_allocation``: the same over the busiest clock hour of the run (hour 0 starts at the
+  scenario's start; ``peak_hour`` is that hour's index), the fleet's environments summed.
+- ``allocation_while_jobs_wait``: the same as ``allocation``, only over the time some job was
+  RUNNABLE: capacity left idle while work waited.
 - ``throughput_jobs``: jobs that SUCCEEDED; ``instance_hours_completed`` / ``gpu_hours_completed``:
   their training time x instances (x accelerators per instance).
 - ``lost_instance_hours``: batchpilot's ``LostInstanceHours`` summed over every interruption,
@@ -74,13 +77,13 @@ class EnvironmentResult:
     """One service environment.
 
     Attributes:
-        utilisation: in use / capacity limit, time-weighted (0-1).
+        allocation: in use / capacity limit, time-weighted (0-1).
         reserved_instance_hours / in_use_instance_hours: the two integrals.
         final_limits: capacity unit → ``maxCapacity`` at the horizon.
         limit_changes: how many times batchpilot changed a limit.
     """
 
-    utilisation: float
+    allocation: float
     reserved_instance_hours: float
     in_use_instance_hours: float
     final_limits: dict[str, int]
@@ -98,8 +101,10 @@ class SimulationResult:
     seed: int
     horizon_hours: float
     start: str
-    utilisation: float
-    utilisation_while_jobs_wait: float | None
+    allocation: float
+    peak_hour_allocation: float
+    peak_hour: int | None
+    allocation_while_jobs_wait: float | None
     throughput_jobs: int
     jobs_submitted: int
     jobs_failed: int
@@ -212,7 +217,7 @@ def summarise(sim: Simulation, history: HistoryNotes | None = None) -> Simulatio
             if env_name == name:
                 final[unit] = value
         environments[name] = EnvironmentResult(
-            utilisation=totals["in_use_s"] / totals["limit_s"] if totals["limit_s"] > 0 else 0.0,
+            allocation=totals["in_use_s"] / totals["limit_s"] if totals["limit_s"] > 0 else 0.0,
             reserved_instance_hours=totals["limit_s"] / 3600.0,
             in_use_instance_hours=totals["in_use_s"] / 3600.0,
             final_limits=final,
@@ -225,6 +230,7 @@ def summarise(sim: Simulation, history: HistoryNotes | None = None) -> Simulatio
             or job.resubmission >= last_by_lineage[job.lineage].resubmission
         ):
             last_by_lineage[job.lineage] = job
+    peak_hour, peak_value = _peak_hour(sim.hourly)
     used = sim.uses()
     notes = [
         "jobs still RUNNABLE at the horizon count in the wait percentiles with the time they had waited "
@@ -235,8 +241,10 @@ def summarise(sim: Simulation, history: HistoryNotes | None = None) -> Simulatio
         seed=sim.seed,
         horizon_hours=scenario.horizon_hours,
         start=scenario.start.isoformat().replace("+00:00", "Z"),
-        utilisation=in_use / reserved if reserved > 0 else 0.0,
-        utilisation_while_jobs_wait=in_use_wait / reserved_wait if reserved_wait > 0 else None,
+        allocation=in_use / reserved if reserved > 0 else 0.0,
+        peak_hour_allocation=peak_value,
+        peak_hour=peak_hour,
+        allocation_while_jobs_wait=in_use_wait / reserved_wait if reserved_wait > 0 else None,
         throughput_jobs=len(completed),
         jobs_submitted=len(trace.jobs),
         jobs_failed=sum(1 for j in trace.jobs if j.state is JobState.FAILED),
@@ -263,6 +271,20 @@ def summarise(sim: Simulation, history: HistoryNotes | None = None) -> Simulatio
         history=None if history is None else _history(history),
         notes=notes,
     )
+
+
+def _peak_hour(hourly: dict[int, list[float]]) -> tuple[int | None, float]:
+    """The busiest clock hour (index, in use / capacity limit over it); (None, 0.0) when no hour
+    had any capacity. A ratio tie goes to the earliest hour."""
+    best: tuple[int | None, float] = (None, 0.0)
+    for hour in sorted(hourly):
+        in_use_s, limit_s = hourly[hour]
+        if limit_s <= 0:
+            continue
+        ratio = in_use_s / limit_s
+        if best[0] is None or ratio > best[1]:
+            best = (hour, ratio)
+    return best
 
 
 def _history(notes: HistoryNotes) -> dict[str, Any]:

@@ -62,39 +62,52 @@ def run_scenario(path: str | Path, seed: int | None = None) -> Run:
         raise ScenarioError(f"{path}: {exc}") from None
 
 
-def run_compare(path_a: str | Path, path_b: str | Path, seed: int | None = None) -> tuple[Run, Run]:
-    """Simulate A and B on A's workload and one seed (A's, unless ``seed`` is given).
+def run_compare(path_a: str | Path, *paths: str | Path, seed: int | None = None) -> tuple[Run, ...]:
+    """Simulate A and every other scenario on A's workload and one seed (A's, unless ``seed`` is
+    given); returns the runs in the order given (A first).
 
-    B's own workload section is not used: each of A's jobs goes to the job queue of the same name
-    in B (or B's only queue), so the two runs differ only in what B configures.
+    The other files' own workload sections are not used: each of A's jobs goes to the job queue of
+    the same name in that scenario (or its only queue), so the runs differ only in what each
+    scenario configures.
 
     Raises:
-        ScenarioError: either file is invalid, or A's jobs cannot run in B (the message names B).
+        ScenarioError: a file is invalid, or A's jobs cannot run in another scenario (the message
+            names that file).
     """
     scenario_a, used_seed = _prepare(path_a, seed)
-    scenario_b = load_scenario(path_b)
+    others = [(path, load_scenario(path)) for path in paths]
     base_a = Path(path_a).resolve().parent
     try:
         jobs_a = build_jobs(scenario_a, used_seed, base_a)
     except ScenarioError as exc:
         raise ScenarioError(f"{path_a}: {exc}") from None
     if jobs_a.history is not None and jobs_a.history.start is not None:
-        # A recorded history runs on its own clock, in both runs.
+        # A recorded history runs on its own clock, in every run.
         scenario_a = scenario_a.model_copy(update={"start": jobs_a.history.start})
-        scenario_b = scenario_b.model_copy(update={"start": jobs_a.history.start})
-    queues_b = [q.name for q in scenario_b.job_queues]
-    moved = [
-        job if job.queue in queues_b or len(queues_b) != 1 else _to_queue(job, queues_b[0])
-        for job in jobs_a.jobs
-    ]
+        others = [(p, s.model_copy(update={"start": jobs_a.history.start})) for p, s in others]
+    planned: list[tuple[str | Path, Scenario, list[JobSpec]]] = []
+    for path, scenario in others:
+        queues = [q.name for q in scenario.job_queues]
+        moved = [
+            job if job.queue in queues or len(queues) != 1 else _to_queue(job, queues[0])
+            for job in jobs_a.jobs
+        ]
+        try:
+            for job in moved:
+                _check_in(scenario, job)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
+        planned.append((path, scenario, moved))
     try:
-        for job in moved:
-            _check_in(scenario_b, job)
-        run_a = simulate(scenario_a, jobs_a, used_seed)
-        run_b = simulate(scenario_b, WorkloadJobs(moved, jobs_a.history), used_seed)
+        runs = [simulate(scenario_a, jobs_a, used_seed)]
     except ScenarioError as exc:
-        raise ScenarioError(f"{path_b}: {exc}") from None
-    return run_a, run_b
+        raise ScenarioError(f"{path_a}: {exc}") from None
+    for path, scenario, moved in planned:
+        try:
+            runs.append(simulate(scenario, WorkloadJobs(moved, jobs_a.history), used_seed))
+        except ScenarioError as exc:
+            raise ScenarioError(f"{path}: {exc}") from None
+    return tuple(runs)
 
 
 def _to_queue(job: JobSpec, queue: str) -> JobSpec:
