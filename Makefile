@@ -27,7 +27,7 @@ help:
 	@echo "make security - checkov on template.yaml (skipped checks and their reasons: .checkov.yaml)"
 	@echo "make test-moto-latest - the embedded-AWS tests against the newest moto the project allows (a venv of its own)"
 	@echo "make bench  - run the benchmarks in benchmarks/ (bench_cost.py rewrites benchmarks/cost.json and docs/cost.md)"
-	@echo "make simulate - run the article's experiment: FIFO vs fair share + batchpilot (batchpilot simulate --compare)"
+	@echo "make simulate - the article's experiment: per-team reserves vs one shared pool (fair share, quota, FIFO)"
 	@echo "make build  - sam build (needs python3.13: on the PATH or in ~/.pyenv/versions)"
 	@echo "make wheel  - build dist/batchpilot-<version>-py3-none-any.whl (pip install / pipx install it anywhere)"
 	@echo "make constraints - re-pin constraints.txt after a change to pyproject.toml's dependencies"
@@ -116,7 +116,9 @@ docs-images: $(BIN)/.installed
 report-screenshot: docs-images
 
 simulate: $(BIN)/.installed-run
-	$(BIN)/batchpilot simulate --compare events/simulate/article-fifo.yaml events/simulate/article-fair-share.yaml
+	$(BIN)/batchpilot simulate --compare events/simulate/article-before-per-team.yaml \
+		events/simulate/article-after-shared.yaml events/simulate/article-after-quota.yaml \
+		events/simulate/article-fifo.yaml
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
