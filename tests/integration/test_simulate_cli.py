@@ -28,7 +28,10 @@ SHARE_KEYS = {
     "jobs_completed",
 }
 TOP_KEYS = {
-    "utilisation",
+    "allocation",
+    "peak_hour_allocation",
+    "peak_hour",
+    "allocation_while_jobs_wait",
     "throughput_jobs",
     "instance_hours_completed",
     "gpu_hours_completed",
@@ -54,7 +57,14 @@ def test_batchpilot_cli_runs_simulate() -> None:
 
 def test_scenarios_are_shipped() -> None:
     names = {p.stem for p in SCENARIOS}
-    assert {"article-fifo", "article-fair-share", "quota-lend-and-borrow", "capacity-follows-demand"} <= names
+    assert {
+        "article-before-per-team",
+        "article-after-shared",
+        "article-after-quota",
+        "article-fifo",
+        "quota-lend-and-borrow",
+        "capacity-follows-demand",
+    } <= names
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
@@ -74,7 +84,7 @@ def test_json_output_has_every_documented_figure() -> None:
     assert code == 0, err
     data: dict[str, Any] = json.loads(out)
     assert set(data) >= TOP_KEYS
-    assert 0 < data["utilisation"] <= 1
+    assert 0 < data["allocation"] <= data["peak_hour_allocation"] <= 1
     assert set(data["shares"]) == {"QS1", "QS2"}
     for share in data["shares"].values():
         assert set(share) >= SHARE_KEYS
@@ -86,7 +96,8 @@ def test_json_output_has_every_documented_figure() -> None:
 def test_text_output_names_the_approximations() -> None:
     code, out, _ = cli("simulate", str(ROOT / "events/simulate/capacity-follows-demand.yaml"))
     assert code == 0
-    assert "utilisation" in out and "vision" in out and "speech" in out
+    assert "allocation" in out and "utilisation" not in out and "vision" in out
+    assert "peak-hour allocation (busiest hour)" in out and "GPU activity" in out and "speech" in out
     assert "approximations (AWS does not publish these algorithms):" in out
     assert "head_of_line" in out and "capacity_updates" in out
 
@@ -99,40 +110,100 @@ def test_seed_makes_runs_repeatable() -> None:
     assert json.loads(first)["seed"] == 5
 
 
-def test_the_article_pair_shares_one_workload_and_fleet() -> None:
-    fifo = yaml.safe_load((ROOT / "events/simulate/article-fifo.yaml").read_text())
-    fair = yaml.safe_load((ROOT / "events/simulate/article-fair-share.yaml").read_text())
-    assert fifo["workload"] == fair["workload"]
-    assert fifo["service_environments"] == fair["service_environments"]
-    assert fifo["instance_types"] == fair["instance_types"]
-    assert fifo["seed"] == fair["seed"] and fifo["horizon_hours"] == fair["horizon_hours"]
+ARTICLE = [
+    ROOT / "events/simulate/article-before-per-team.yaml",
+    ROOT / "events/simulate/article-after-shared.yaml",
+    ROOT / "events/simulate/article-after-quota.yaml",
+    ROOT / "events/simulate/article-fifo.yaml",
+]
+
+
+def _without_queues(workload: dict[str, Any]) -> dict[str, Any]:
+    streams = [{k: v for k, v in stream.items() if k != "queue"} for stream in workload["generator"]["streams"]]
+    return {"generator": {"streams": streams}}
+
+
+def test_the_article_scenarios_share_one_workload_and_fleet() -> None:
+    before, shared, quota, fifo = (yaml.safe_load(path.read_text()) for path in ARTICLE)
+    # the same jobs, the same incidents, the same 32 instances: only the pooling differs
+    for other in (shared, quota, fifo):
+        assert _without_queues(other["workload"]) == _without_queues(before["workload"])
+        assert other["instance_types"] == before["instance_types"]
+        assert other["seed"] == before["seed"] and other["horizon_hours"] == before["horizon_hours"]
+        assert "batchpilot" not in other
+    assert "batchpilot" not in before
+
+    def instances(data: dict[str, Any]) -> int:
+        return sum(sum(env["capacity_limits"].values()) for env in data["service_environments"])
+
+    assert instances(before) == instances(shared) == instances(quota) == instances(fifo) == 32
+    # before: one environment and one queue per team, nothing shared
+    assert len(before["service_environments"]) == len(before["job_queues"]) == 3
+    assert len({q["service_environment"] for q in before["job_queues"]}) == 3
+    teams = {s["queue"]: s["share"] for s in before["workload"]["generator"]["streams"]}
+    assert teams == {"production": "PROD", "research": "RESEARCH", "sweeps": "SWEEPS"}
     weights = {
         w["share_identifier"]: w["weight_factor"]
-        for w in fair["job_queues"][0]["fair_share"]["share_distribution"]
+        for w in shared["job_queues"][0]["fair_share"]["share_distribution"]
     }
-    assert weights == {"HIGHPRI": 1, "MIDPRI": 3, "LOWPRI": 5}
+    assert weights == {"PROD": 1, "RESEARCH": 3, "SWEEPS": 5}
+    # the quota shares are the per-team reserves, lent and borrowed
+    limits = {
+        s["name"]: s["capacity_limits"]["ml.p5.48xlarge"] for s in quota["job_queues"][0]["quota"]["quota_shares"]
+    }
+    assert limits == {"PROD": 16, "RESEARCH": 8, "SWEEPS": 8}
+    assert fifo["job_queues"][0]["scheduling"] == "FIFO" and fifo["job_queues"][0]["head_of_line"] == "QUEUE"
 
 
-def test_compare_runs_both_on_the_same_jobs(tmp_path: Path) -> None:
-    a, b = ROOT / "events/simulate/article-fifo.yaml", ROOT / "events/simulate/article-fair-share.yaml"
-    report = tmp_path / "compare.html"
-    code, out, err = cli("simulate", "--compare", str(a), str(b), "--format", "json", "--report", str(report))
+def test_the_article_experiment_has_the_articles_shape(tmp_path: Path) -> None:
+    # What `make simulate` runs. Shape, not exact numbers: per-team reserves leave much of the
+    # fleet idle while research waits; one shared pool (fair share or quota shares) fills it and
+    # runs about twice the GPU-hours; a shared FIFO queue fills it too but production waits
+    # behind the research backlog.
+    report = tmp_path / "article.html"
+    code, out, err = cli(
+        "simulate", "--compare", *map(str, ARTICLE), "--format", "json", "--report", str(report)
+    )
     assert code == 0, err
     data = json.loads(out)
-    assert data["a"]["scenario"] == "article-fifo" and data["b"]["scenario"] == "article-fair-share"
-    # the same submissions: the fair-share run adds only batchpilot's resubmissions
-    assert data["b"]["jobs_submitted"] - data["b"]["resubmissions"] == data["a"]["jobs_submitted"]
-    assert data["a"]["resubmissions"] == 0 and data["b"]["lineages_failed"] <= data["a"]["lineages_failed"]
-    html = report.read_text()
-    assert html.count("<svg") == 6  # three charts per scenario
-    code, text, _ = cli("simulate", "--compare", str(a), str(b))
-    assert code == 0 and "B / A" in text and "HIGHPRI" in text
+    assert list(data) == ["a", "b", "c", "d"]
+    before, shared, quota, fifo = data["a"], data["b"], data["c"], data["d"]
+    assert [r["scenario"] for r in data.values()] == [p.stem for p in ARTICLE]
+    assert len({r["jobs_submitted"] for r in data.values()}) == 1  # one workload, no resubmissions
+    assert before["allocation"] < 0.6
+    for after in (shared, quota, fifo):
+        assert after["allocation"] > 0.85
+        assert after["allocation"] > 1.5 * before["allocation"]
+        assert after["gpu_hours_completed"] >= 1.8 * before["gpu_hours_completed"]
+        assert after["peak_hour_allocation"] > 0.95
+    for result in data.values():
+        assert result["peak_hour"] is not None
+        assert result["allocation"] <= result["peak_hour_allocation"] <= 1
+    # the research backlog waited while production's reserve sat idle
+    assert before["allocation_while_jobs_wait"] < 0.9
+    prod = {name: r["shares"]["PROD"]["wait_p95_s"] for name, r in data.items()}
+    assert prod["d"] > 4 * max(prod["a"], prod["b"], prod["c"])  # FIFO: production waits behind research
+    assert prod["c"] <= 1.5 * prod["a"]  # quota shares: production takes its reserve back
+    assert quota["preemptions"] > 0 and before["preemptions"] == shared["preemptions"] == 0
+    assert report.read_text().count("<svg") == 12  # three charts per scenario
+    code, text, _ = cli("simulate", "--compare", *map(str, ARTICLE))
+    assert code == 0
+    assert "D / A" in text and "peak-hour allocation (busiest hour)" in text and "GPU activity" in text
+
+
+def test_compare_needs_two_scenarios() -> None:
+    code, _, err = cli("simulate", "--compare", str(ARTICLE[0]))
+    assert code == 2 and err.count("\n") == 1 and "two or more" in err
 
 
 def test_compare_refuses_a_workload_b_cannot_run(tmp_path: Path) -> None:
     quota = ROOT / "events/simulate/quota-lend-and-borrow.yaml"
     article = ROOT / "events/simulate/article-fifo.yaml"
     code, _, err = cli("simulate", "--compare", str(article), str(quota))
+    assert code == 2
+    assert err.count("\n") == 1 and str(quota) in err
+    # a third scenario that cannot run A's jobs is named too, even after one that can
+    code, _, err = cli("simulate", "--compare", str(article), str(ARTICLE[1]), str(quota))
     assert code == 2
     assert err.count("\n") == 1 and str(quota) in err
 

@@ -49,8 +49,8 @@ def test_compare_report_renders_in_chromium(chromium: Path, tmp_path: Path) -> N
     report = _report(
         tmp_path,
         "--compare",
-        str(ROOT / "events/simulate/article-fifo.yaml"),
-        str(ROOT / "events/simulate/article-fair-share.yaml"),
+        str(ROOT / "events/simulate/article-before-per-team.yaml"),
+        str(ROOT / "events/simulate/article-after-shared.yaml"),
     )
     loaded = _load(report)
     assert loaded["errors"] == []

@@ -119,7 +119,7 @@ def test_weight_factors_1_and_0_125_converge_to_usage_1_to_8() -> None:
     assert a.entitlement == pytest.approx(1 / 9, rel=1e-3)
     assert b.entitlement == pytest.approx(8 / 9, rel=1e-3)  # alone for its first seconds
     assert b.instance_hours / a.instance_hours == pytest.approx(8.0, rel=0.05)
-    assert result.utilisation > 0.98
+    assert result.allocation > 0.98
 
 
 def test_share_decay_remembers_past_usage() -> None:
@@ -510,3 +510,26 @@ def test_same_seed_same_result_other_seed_other_result() -> None:
     first = json.dumps(run(data).result.to_json())
     assert json.dumps(run(data).result.to_json()) == first
     assert json.dumps(run(data, seed=2).result.to_json()) != first
+
+
+def test_peak_hour_allocation_is_the_busiest_clock_hour() -> None:
+    # 4 instances for 3 hours; one job holds all 4 from 1:30 to 2:30, another 2 of them from 0:00
+    # to 0:30. Hours 1 and 2 are each half full, hour 0 a quarter: the busiest hour is hour 1 (the
+    # first of the tie) at 50 %; the average is (1 + 4) instance-hours over 4 x 3.
+    jobs = [
+        {"name": "big", "submit_s": 5400, "instance_type": GPU, "instance_count": 4, "duration_s": 3600},
+        {"name": "small", "submit_s": 0, "instance_type": GPU, "instance_count": 2, "duration_s": 1800},
+    ]
+    data = scenario(
+        [{"name": "q", "service_environment": "env", "scheduling": "FIFO"}],
+        {"jobs": jobs},
+        capacity={"NUM_INSTANCES": 4},
+        hours=3,
+    )
+    result = run(data).result
+    assert result.allocation == pytest.approx(5 / 12)
+    assert result.peak_hour == 1
+    assert result.peak_hour_allocation == pytest.approx(0.5)
+    hourly = run(data).simulation.hourly
+    assert sorted(hourly) == [0, 1, 2]
+    assert [hourly[h][0] / 3600 for h in (0, 1, 2)] == pytest.approx([1.0, 2.0, 2.0])

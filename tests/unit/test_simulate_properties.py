@@ -115,7 +115,7 @@ def test_random_workloads_keep_every_invariant(data: dict[str, Any]) -> None:
     assert job_violations(trace) == []
     assert quota_violations(scenario, trace) == []
     result = run.result
-    assert 0.0 <= result.utilisation <= 1.0 + 1e-9
+    assert 0.0 <= result.allocation <= result.peak_hour_allocation + 1e-9 <= 1.0 + 2e-9
     assert result.throughput_jobs <= result.jobs_submitted
     assert result.max_submits_in_one_second <= 5
     assert (
