@@ -221,3 +221,13 @@ def test_report_is_self_contained(tmp_path: Path) -> None:
     # the only URLs are the SVG namespace declarations
     urls = set(re.findall(r"https?://[^\s\"'<>)]+", html))
     assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+
+
+def test_docs_article_table_is_what_the_run_renders() -> None:
+    from batchpilot_local.testing import article
+
+    assert [path.resolve() for path in article.SCENARIOS] == [path.resolve() for path in ARTICLE]
+    assert article.generated_section() == article.render(article.run_article()), (
+        "docs/simulate.md's article table has drifted from the simulation: "
+        "run .venv/bin/python -m batchpilot_local.testing.article"
+    )

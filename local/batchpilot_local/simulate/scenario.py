@@ -3,7 +3,7 @@
 A scenario is YAML (or JSON, which YAML reads too), validated with pydantic; unknown fields are
 errors. Every count is instances, every duration seconds unless the name says hours::
 
-    name: article-fair-share
+    name: example-fair-share
     seed: 7
     horizon_hours: 168
     start: 2026-11-02T00:00:00Z           # the simulated clock's origin (aware)
