@@ -169,7 +169,12 @@ def test_the_article_experiment_has_the_articles_shape(tmp_path: Path) -> None:
     assert list(data) == ["a", "b", "c", "d"]
     before, shared, quota, fifo = data["a"], data["b"], data["c"], data["d"]
     assert [r["scenario"] for r in data.values()] == [p.stem for p in ARTICLE]
-    assert len({r["jobs_submitted"] for r in data.values()}) == 1  # one workload, no resubmissions
+    # elastic research: more of it is submitted where capacity frees up; the rest is one workload
+    assert shared["jobs_submitted"] > 1.2 * before["jobs_submitted"]
+    for result in data.values():
+        assert result["resubmissions"] == 0
+        assert result["shares"]["SWEEPS"]["jobs_submitted"] == before["shares"]["SWEEPS"]["jobs_submitted"]
+        assert result["shares"]["PROD"]["jobs_submitted"] == before["shares"]["PROD"]["jobs_submitted"]
     assert before["allocation"] < 0.6
     for after in (shared, quota, fifo):
         assert after["allocation"] > 0.85
@@ -181,9 +186,12 @@ def test_the_article_experiment_has_the_articles_shape(tmp_path: Path) -> None:
         assert result["allocation"] <= result["peak_hour_allocation"] <= 1
     # the research backlog waited while production's reserve sat idle
     assert before["allocation_while_jobs_wait"] < 0.9
+    assert before["shares"]["RESEARCH"]["jobs_completed"] * 2 < shared["shares"]["RESEARCH"]["jobs_completed"]
     prod = {name: r["shares"]["PROD"]["wait_p95_s"] for name, r in data.items()}
-    assert prod["d"] > 4 * max(prod["a"], prod["b"], prod["c"])  # FIFO: production waits behind research
-    assert prod["c"] <= 1.5 * prod["a"]  # quota shares: production takes its reserve back
+    # one FIFO queue: production waits behind research; fair share and quota shares keep its wait
+    # near what its own reserve gave it (quota shares take the reserve back by preemption)
+    assert prod["d"] > 1.5 * max(prod["a"], prod["b"], prod["c"])
+    assert prod["b"] <= 1.5 * prod["a"] and prod["c"] <= 1.5 * prod["a"]
     assert quota["preemptions"] > 0 and before["preemptions"] == shared["preemptions"] == 0
     assert report.read_text().count("<svg") == 12  # three charts per scenario
     code, text, _ = cli("simulate", "--compare", *map(str, ARTICLE))

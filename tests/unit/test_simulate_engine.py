@@ -533,3 +533,56 @@ def test_peak_hour_allocation_is_the_busiest_clock_hour() -> None:
     hourly = run(data).simulation.hourly
     assert sorted(hourly) == [0, 1, 2]
     assert [hourly[h][0] / 3600 for h in (0, 1, 2)] == pytest.approx([1.0, 2.0, 2.0])
+
+
+def elastic(share: str, keep: int, duration_s: float = 3600, **extra: Any) -> dict[str, Any]:
+    return {
+        "share": share,
+        "keep_runnable": keep,
+        "instance_type": GPU,
+        "instance_count": 1,
+        "duration_s": duration_s,
+        **extra,
+    }
+
+
+def test_elastic_demand_keeps_its_jobs_waiting_and_takes_what_frees_up() -> None:
+    # 4 instances, jobs of one instance for an hour, 3 kept waiting: 4 start at once (and 4 more
+    # are submitted as they do), then every hour 4 end, 4 start and 4 more are submitted.
+    fifo = {"name": "q", "service_environment": "env", "scheduling": "FIFO"}
+    data = scenario([fifo], {"generator": {"streams": [elastic("R", 3)]}}, capacity={"NUM_INSTANCES": 4}, hours=3)
+    result = run(data)
+    samples = result.simulation.trace.samples
+    # every sample between the hour marks (at a mark, jobs end and start at one instant)
+    between = [i for i, t in enumerate(samples.times) if t % 3600]
+    assert len(between) > 10
+    assert {samples.runnable["q"][i] for i in between} == {3}
+    assert {samples.in_use["env"][i] for i in between} == {4}
+    assert result.result.allocation == pytest.approx(1.0)
+    jobs = result.simulation.trace.jobs
+    assert len(jobs) == 3 + 4 * 3  # 3 waiting + 4 started in each of the 3 hours
+    assert result.result.jobs_submitted == len(jobs)
+
+
+def test_elastic_jobs_are_the_same_in_runs_of_different_capacity() -> None:
+    # The k-th elastic job is drawn from the seed, the stream and k: a bigger fleet runs more of
+    # the same jobs; the Poisson stream beside it keeps its jobs and their ids.
+    streams = [
+        elastic("R", 2, {"kind": "LOGNORMAL", "median": 1800, "sigma": 0.5}, until_hour=4),
+        saturating("P", 2, 1800),
+    ]
+    fifo = {"name": "q", "service_environment": "env", "scheduling": "FIFO", "head_of_line": "NONE"}
+
+    def jobs(capacity: int) -> dict[str, tuple[float, int]]:
+        data = scenario([fifo], {"generator": {"streams": streams}}, capacity={"NUM_INSTANCES": capacity}, hours=6)
+        traced = run(data).simulation.trace.jobs
+        return {j.name: (j.duration_s, j.instances) for j in traced}
+
+    small, large = jobs(2), jobs(8)
+    elastic_small = {n for n in small if n.startswith("R-")}
+    elastic_large = {n for n in large if n.startswith("R-")}
+    assert elastic_small and elastic_small < elastic_large  # more of them where capacity frees up
+    assert {n: small[n] for n in elastic_small} == {n: large[n] for n in elastic_small}
+    poisson = {n for n in small if n.startswith("P-")}
+    assert poisson and poisson == {n for n in large if n.startswith("P-")}
+    assert {n: small[n] for n in poisson} == {n: large[n] for n in poisson}

@@ -76,6 +76,12 @@ BAD: list[tuple[str, Any, str]] = [
     ("job_queues.0.fair_share.compute_reservation", 100, "compute_reservation"),
     ("horizon_hours", 0, "horizon_hours"),
     ("workload.generator.streams.0.spot_fraction", 2, "spot_fraction"),
+    (
+        "workload.generator.streams.0.keep_runnable",
+        4,
+        "workload.generator.streams[0]: give arrivals_per_hour (Poisson arrivals) or keep_runnable",
+    ),
+    ("workload.generator.streams.0.keep_runnable", 0, "keep_runnable"),
 ]
 
 

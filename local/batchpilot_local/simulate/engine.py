@@ -29,7 +29,7 @@ import bisect
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -59,7 +59,7 @@ from batchpilot_local.simulate.scenario import (
     ServiceEnvironmentSpec,
     SharingStrategy,
 )
-from batchpilot_local.simulate.workload import JobSpec
+from batchpilot_local.simulate.workload import ElasticStream, JobSpec
 
 __all__ = [
     "APPROXIMATIONS",
@@ -125,6 +125,11 @@ APPROXIMATIONS: dict[str, str] = {
     ),
 }
 """Every approximation, by name; results list the ones the scenario uses."""
+
+
+_ELASTIC_IDS = 10**9
+_ELASTIC_PER_STREAM = 10**7
+"""Elastic jobs' ids: 10^9 + stream index x 10^7 + k (``Stream.max_jobs`` bounds k; 500 streams)."""
 
 
 def reserved_fraction(compute_reservation: int, active_shares: int) -> float:
@@ -447,6 +452,9 @@ class Simulation:
     Args:
         scenario: the validated scenario.
         jobs: the workload (``workload.build_jobs``).
+        elastic: streams with elastic demand (``WorkloadJobs.elastic``): each keeps its
+            ``keep_runnable`` jobs waiting while it is open, a new one submitted as one is first
+            dispatched.
         seed: the random seed (per-job incident draws are seeded from it and the job's lineage, so
             two scenarios run on the same workload draw the same incidents for the same jobs).
 
@@ -455,9 +463,17 @@ class Simulation:
     limit per clock hour (hour → [in use, limit]).
     """
 
-    def __init__(self, scenario: Scenario, jobs: Iterable[JobSpec], seed: int) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        jobs: Iterable[JobSpec],
+        seed: int,
+        elastic: Sequence[ElasticStream] = (),
+    ) -> None:
         self.scenario = scenario
         self.seed = seed
+        self._elastic = list(elastic)
+        self._elastic_drawn = [0] * len(self._elastic)
         self.env = simpy.Environment()
         self.horizon = scenario.horizon_s
         self.trace = Trace()
@@ -586,6 +602,8 @@ class Simulation:
     def run(self) -> Trace:
         """Run the simulation to the horizon; returns :attr:`trace`."""
         self.env.process(self._arrivals())
+        for index, stream in enumerate(self._elastic):
+            self.env.process(self._elastic_open(index, stream))
         self.env.process(self._sampler())
         if self._capacity:
             loop = self.scenario.batchpilot.capacity
@@ -611,10 +629,33 @@ class Simulation:
                 yield self.env.timeout(spec.submit_s - self.now)
             self._submit(spec, lineage=None, resubmission=0, saved_s=0.0, checkpoint_at=None)
 
+    def _elastic_open(self, index: int, stream: ElasticStream) -> Any:
+        if stream.open_s > self.now:
+            yield self.env.timeout(stream.open_s - self.now)
+        for _ in range(stream.stream.keep_runnable or 0):
+            self._elastic_next(index)
+
+    def _elastic_next(self, index: int) -> None:
+        """Submit the next job of elastic stream ``index`` while it is open and below ``max_jobs``."""
+        stream = self._elastic[index]
+        drawn = self._elastic_drawn[index]
+        if self.now >= stream.close_s(self.horizon):
+            return
+        if drawn >= min(stream.stream.max_jobs or _ELASTIC_PER_STREAM - 1, _ELASTIC_PER_STREAM - 1):
+            return
+        self._elastic_drawn[index] = drawn + 1
+        spec = stream.job(drawn + 1, self.now, index)
+        # Its own id space, a function of the stream and k: the other jobs keep the ids (and so the
+        # incident draws) they have in every run of the workload, however many elastic jobs ran.
+        job_id = _ELASTIC_IDS + index * _ELASTIC_PER_STREAM + drawn + 1
+        self._submit(spec, lineage=None, resubmission=0, saved_s=0.0, checkpoint_at=None, job_id=job_id)
+
     def _sampler(self) -> Any:
         interval = self.scenario.sample_interval_s or max(60.0, self.horizon / 2000.0)
         samples = self.trace.samples
-        shares = sorted({spec.share or "-" for spec in self._jobs_in})
+        shares = sorted(
+            {spec.share or "-" for spec in self._jobs_in} | {e.stream.share for e in self._elastic}
+        )
         for name in self._environments:
             samples.in_use[name] = []
             samples.limits[name] = []
@@ -643,11 +684,13 @@ class Simulation:
         resubmission: int,
         saved_s: float,
         checkpoint_at: float | None,
+        job_id: int | None = None,
     ) -> _Job:
         self._advance()
         queue = self._queues[spec.queue]
-        job_id = self._next_id
-        self._next_id += 1
+        if job_id is None:
+            job_id = self._next_id
+            self._next_id += 1
         share = spec.share or "-"
         job = _Job(
             id=job_id,
@@ -1051,6 +1094,10 @@ class Simulation:
         job.train_start = None
         if job.first_start is None:
             job.first_start = self.now
+            if job.spec.elastic is not None and job.resubmission == 0:
+                # Elastic demand: the job left the waiting line, its stream submits the next one
+                # (after this scheduling pass, which it may then join).
+                self._at(0.0, self._elastic_next, job.spec.elastic)
         if job.rng is None:
             job.rng = random.Random(f"{self.seed}:{job.spec.name}:{job.lineage}:{job.resubmission}")  # noqa: S311
         self.counts["dispatches"] += 1

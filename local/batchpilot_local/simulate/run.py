@@ -9,7 +9,7 @@ from batchpilot_local.simulate.engine import Simulation
 from batchpilot_local.simulate.policies import CapacityPolicyError, RecoverySettingsError
 from batchpilot_local.simulate.results import SimulationResult, summarise
 from batchpilot_local.simulate.scenario import Scenario, ScenarioError, check_job, load_scenario
-from batchpilot_local.simulate.workload import JobSpec, WorkloadJobs, build_jobs
+from batchpilot_local.simulate.workload import ElasticStream, JobSpec, WorkloadJobs, build_jobs
 
 __all__ = ["Run", "run_compare", "run_scenario", "simulate"]
 
@@ -30,7 +30,7 @@ def simulate(scenario: Scenario, workload: WorkloadJobs, seed: int) -> Run:
         ScenarioError: batchpilot's settings refuse the scenario's ``batchpilot`` section.
     """
     try:
-        simulation = Simulation(scenario, workload.jobs, seed)
+        simulation = Simulation(scenario, workload.jobs, seed, workload.elastic)
     except RecoverySettingsError as exc:
         raise ScenarioError(f"batchpilot.recovery.{exc}") from None
     except CapacityPolicyError as exc:
@@ -85,26 +85,32 @@ def run_compare(path_a: str | Path, *paths: str | Path, seed: int | None = None)
         # A recorded history runs on its own clock, in every run.
         scenario_a = scenario_a.model_copy(update={"start": jobs_a.history.start})
         others = [(p, s.model_copy(update={"start": jobs_a.history.start})) for p, s in others]
-    planned: list[tuple[str | Path, Scenario, list[JobSpec]]] = []
+    planned: list[tuple[str | Path, Scenario, WorkloadJobs]] = []
     for path, scenario in others:
         queues = [q.name for q in scenario.job_queues]
         moved = [
             job if job.queue in queues or len(queues) != 1 else _to_queue(job, queues[0])
             for job in jobs_a.jobs
         ]
+        elastic = [
+            stream if stream.queue in queues or len(queues) != 1 else replace(stream, queue=queues[0])
+            for stream in jobs_a.elastic
+        ]
         try:
             for job in moved:
                 _check_in(scenario, job)
+            for stream in elastic:
+                _check_stream_in(scenario, stream)
         except ScenarioError as exc:
             raise ScenarioError(f"{path}: {exc}") from None
-        planned.append((path, scenario, moved))
+        planned.append((path, scenario, WorkloadJobs(moved, jobs_a.history, elastic)))
     try:
         runs = [simulate(scenario_a, jobs_a, used_seed)]
     except ScenarioError as exc:
         raise ScenarioError(f"{path_a}: {exc}") from None
-    for path, scenario, moved in planned:
+    for path, scenario, workload in planned:
         try:
-            runs.append(simulate(scenario, WorkloadJobs(moved, jobs_a.history), used_seed))
+            runs.append(simulate(scenario, workload, used_seed))
         except ScenarioError as exc:
             raise ScenarioError(f"{path}: {exc}") from None
     return tuple(runs)
@@ -122,4 +128,16 @@ def _check_in(scenario: Scenario, job: JobSpec) -> None:
         job.share,
         job.instance_type,
         job.instance_count,
+    )
+
+
+def _check_stream_in(scenario: Scenario, stream: ElasticStream) -> None:
+    _, largest = stream.stream.instance_count.bounds()
+    check_job(
+        scenario,
+        f"elastic stream {stream.stream.share} of A's workload",
+        stream.queue,
+        stream.stream.share,
+        stream.stream.instance_type,
+        largest,
     )

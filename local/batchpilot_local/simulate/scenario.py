@@ -466,12 +466,19 @@ class JobTemplate(_Strict):
 
 
 class Stream(_Strict):
-    """A stream of generated jobs: Poisson arrivals of one share (team) into one queue.
+    """A stream of generated jobs of one share (team) into one queue: Poisson arrivals, or elastic
+    demand that keeps a number of jobs waiting.
 
     Attributes:
         share: share identifier / quota share / label (see :class:`JobTemplate`).
         queue: the job queue (optional when the scenario has one).
-        arrivals_per_hour: mean submissions per hour while the stream is open.
+        arrivals_per_hour: mean submissions per hour while the stream is open (Poisson).
+        keep_runnable: elastic demand instead of arrivals: from ``from_hour`` the stream keeps this
+            many of its jobs RUNNABLE; each time one of them is first dispatched, the next is
+            submitted (people who submit more experiments whenever capacity frees up). The k-th
+            job's draws depend only on the seed, the stream and k, so runs compared on one workload
+            draw the same jobs, each run as many as its capacity takes. Give this or
+            ``arrivals_per_hour``.
         from_hour / until_hour: the stream is open in this window of the horizon.
         max_jobs: stop after this many.
         instance_type / instance_count / duration_s / priority: per job (drawn).
@@ -483,7 +490,8 @@ class Stream(_Strict):
 
     share: str = Field(pattern=_SHARE)
     queue: str | None = None
-    arrivals_per_hour: float = Field(gt=0, le=100_000)
+    arrivals_per_hour: float | None = Field(default=None, gt=0, le=100_000)
+    keep_runnable: int | None = Field(default=None, ge=1, le=10_000)
     from_hour: float = Field(default=0.0, ge=0)
     until_hour: float | None = Field(default=None, gt=0)
     max_jobs: int | None = Field(default=None, ge=1, le=10_000_000)
@@ -498,6 +506,12 @@ class Stream(_Strict):
     spot_max_wait_factor: float = Field(default=2.0, ge=1, le=100)
     retry_attempts: int = Field(default=1, ge=1, le=10)
     preemption_retries: int | None = Field(default=None, ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _demand(self) -> Self:
+        if (self.arrivals_per_hour is None) == (self.keep_runnable is None):
+            raise ValueError("give arrivals_per_hour (Poisson arrivals) or keep_runnable (elastic), not both")
+        return self
 
 
 class Generator(_Strict):

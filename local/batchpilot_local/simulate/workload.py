@@ -48,7 +48,16 @@ from batchpilot_local.simulate.scenario import (
     check_job,
 )
 
-__all__ = ["HistoryNotes", "JobSpec", "WorkloadJobs", "build_jobs", "generate", "read_history"]
+__all__ = [
+    "ElasticStream",
+    "HistoryNotes",
+    "JobSpec",
+    "WorkloadJobs",
+    "build_jobs",
+    "elastic_streams",
+    "generate",
+    "read_history",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,40 @@ class JobSpec:
     max_wait_s: float | None = None
     retry_attempts: int = 1
     preemption_retries: int | None = None
+    elastic: int | None = None  # the index of its elastic stream in WorkloadJobs.elastic, if any
+
+
+@dataclass(frozen=True)
+class ElasticStream:
+    """A stream with elastic demand (``Stream.keep_runnable``): its jobs are drawn while the
+    simulation runs, the k-th one the same in every run of one seed.
+
+    Attributes:
+        stream: the scenario's stream; index: its place in the generator (part of the seed).
+        queue: the job queue its jobs go to; seed: the run's seed.
+    """
+
+    stream: Stream
+    index: int
+    queue: str
+    seed: int
+
+    @property
+    def open_s(self) -> float:
+        """When the stream opens (seconds)."""
+        return self.stream.from_hour * 3600.0
+
+    def close_s(self, horizon_s: float) -> float:
+        """When it closes: ``until_hour`` or the horizon (seconds)."""
+        until = self.stream.until_hour
+        return min(horizon_s, until * 3600.0 if until is not None else math.inf)
+
+    def job(self, k: int, submit_s: float, elastic: int) -> JobSpec:
+        """Its ``k``-th job (from 1), submitted at ``submit_s``; ``elastic`` is its index in
+        :attr:`WorkloadJobs.elastic`."""
+        stream = self.stream
+        rng = random.Random(f"{self.seed}:{self.index}:{stream.share}:elastic:{k}")  # noqa: S311
+        return _draw(stream, rng, f"{stream.share}-e{k:05d}", self.queue, submit_s, elastic)
 
 
 @dataclass
@@ -110,40 +153,62 @@ class WorkloadJobs:
 
     jobs: list[JobSpec]
     history: HistoryNotes | None = None
+    elastic: list[ElasticStream] = field(default_factory=list)
+
+
+def _draw(
+    stream: Stream, rng: random.Random, name: str, queue: str, submit_s: float, elastic: int | None = None
+) -> JobSpec:
+    """One job of ``stream``: its size, duration, priority and spot draws from ``rng``."""
+    count = max(1, round(stream.instance_count.sample(rng)))
+    duration = max(1.0, stream.duration_s.sample(rng))  # whole seconds at least
+    priority = min(9999, max(0, round(stream.priority.sample(rng))))
+    spot = stream.spot_fraction > 0 and rng.random() < stream.spot_fraction
+    return JobSpec(
+        name=name,
+        queue=queue,
+        share=stream.share,
+        submit_s=submit_s,
+        instance_type=stream.instance_type,
+        instance_count=count,
+        duration_s=duration,
+        priority=priority,
+        checkpoint_interval_s=stream.checkpoint_interval_s,
+        spot=spot,
+        max_wait_s=duration * stream.spot_max_wait_factor if spot else None,
+        retry_attempts=stream.retry_attempts,
+        preemption_retries=stream.preemption_retries,
+        elastic=elastic,
+    )
 
 
 def _stream_jobs(scenario: Scenario, stream: Stream, index: int, seed: int, queue: str) -> list[JobSpec]:
     rng = random.Random(f"{seed}:{index}:{stream.share}")  # noqa: S311 - a simulation, not security
     start = stream.from_hour * 3600.0
     end = min(scenario.horizon_s, stream.until_hour * 3600.0 if stream.until_hour is not None else math.inf)
-    rate = stream.arrivals_per_hour / 3600.0
+    rate = (stream.arrivals_per_hour or 0.0) / 3600.0
     out: list[JobSpec] = []
     t = start
     while True:
         t += rng.expovariate(rate)  # Poisson arrivals: exponential gaps
         if t >= end or (stream.max_jobs is not None and len(out) >= stream.max_jobs):
             break
-        count = max(1, round(stream.instance_count.sample(rng)))
-        duration = max(1.0, stream.duration_s.sample(rng))  # whole seconds at least
-        priority = min(9999, max(0, round(stream.priority.sample(rng))))
-        spot = stream.spot_fraction > 0 and rng.random() < stream.spot_fraction
-        out.append(
-            JobSpec(
-                name=f"{stream.share}-{len(out) + 1:05d}",
-                queue=queue,
-                share=stream.share,
-                submit_s=t,
-                instance_type=stream.instance_type,
-                instance_count=count,
-                duration_s=duration,
-                priority=priority,
-                checkpoint_interval_s=stream.checkpoint_interval_s,
-                spot=spot,
-                max_wait_s=duration * stream.spot_max_wait_factor if spot else None,
-                retry_attempts=stream.retry_attempts,
-                preemption_retries=stream.preemption_retries,
-            )
-        )
+        out.append(_draw(stream, rng, f"{stream.share}-{len(out) + 1:05d}", queue, t))
+    return out
+
+
+def elastic_streams(scenario: Scenario, workload: Workload, seed: int) -> list[ElasticStream]:
+    """The generator's streams with elastic demand (validated against ``scenario``'s queues)."""
+    out: list[ElasticStream] = []
+    if workload.generator is None:
+        return out
+    for index, stream in enumerate(workload.generator.streams):
+        if stream.keep_runnable is None:
+            continue
+        where = f"workload.generator.streams[{index}]"
+        _, hi = stream.instance_count.bounds()
+        queue = check_job(scenario, where, stream.queue, stream.share, stream.instance_type, hi)
+        out.append(ElasticStream(stream, index, queue, seed))
     return out
 
 
@@ -152,6 +217,8 @@ def generate(scenario: Scenario, workload: Workload, seed: int) -> list[JobSpec]
     jobs: list[JobSpec] = []
     if workload.generator is not None:
         for index, stream in enumerate(workload.generator.streams):
+            if stream.keep_runnable is not None:
+                continue  # elastic demand: drawn while the simulation runs (elastic_streams)
             where = f"workload.generator.streams[{index}]"
             _, hi = stream.instance_count.bounds()
             queue = check_job(scenario, where, stream.queue, stream.share, stream.instance_type, hi)
@@ -390,4 +457,4 @@ def build_jobs(scenario: Scenario, seed: int, base: Path, workload: Workload | N
         jobs.extend(read.jobs)
         history = read.history
     jobs.sort(key=lambda j: (j.submit_s, j.name))
-    return WorkloadJobs(jobs, history)
+    return WorkloadJobs(jobs, history, elastic_streams(scenario, workload, seed))
