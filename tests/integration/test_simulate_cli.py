@@ -119,7 +119,9 @@ ARTICLE = [
 
 
 def _without_queues(workload: dict[str, Any]) -> dict[str, Any]:
-    streams = [{k: v for k, v in stream.items() if k != "queue"} for stream in workload["generator"]["streams"]]
+    streams = [
+        {k: v for k, v in stream.items() if k != "queue"} for stream in workload["generator"]["streams"]
+    ]
     return {"generator": {"streams": streams}}
 
 
@@ -149,7 +151,8 @@ def test_the_article_scenarios_share_one_workload_and_fleet() -> None:
     assert weights == {"PROD": 1, "RESEARCH": 3, "SWEEPS": 5}
     # the quota shares are the per-team reserves, lent and borrowed
     limits = {
-        s["name"]: s["capacity_limits"]["ml.p5.48xlarge"] for s in quota["job_queues"][0]["quota"]["quota_shares"]
+        s["name"]: s["capacity_limits"]["ml.p5.48xlarge"]
+        for s in quota["job_queues"][0]["quota"]["quota_shares"]
     }
     assert limits == {"PROD": 16, "RESEARCH": 8, "SWEEPS": 8}
     assert fifo["job_queues"][0]["scheduling"] == "FIFO" and fifo["job_queues"][0]["head_of_line"] == "QUEUE"

@@ -550,7 +550,9 @@ def test_elastic_demand_keeps_its_jobs_waiting_and_takes_what_frees_up() -> None
     # 4 instances, jobs of one instance for an hour, 3 kept waiting: 4 start at once (and 4 more
     # are submitted as they do), then every hour 4 end, 4 start and 4 more are submitted.
     fifo = {"name": "q", "service_environment": "env", "scheduling": "FIFO"}
-    data = scenario([fifo], {"generator": {"streams": [elastic("R", 3)]}}, capacity={"NUM_INSTANCES": 4}, hours=3)
+    data = scenario(
+        [fifo], {"generator": {"streams": [elastic("R", 3)]}}, capacity={"NUM_INSTANCES": 4}, hours=3
+    )
     result = run(data)
     samples = result.simulation.trace.samples
     # every sample between the hour marks (at a mark, jobs end and start at one instant)
@@ -574,7 +576,9 @@ def test_elastic_jobs_are_the_same_in_runs_of_different_capacity() -> None:
     fifo = {"name": "q", "service_environment": "env", "scheduling": "FIFO", "head_of_line": "NONE"}
 
     def jobs(capacity: int) -> dict[str, tuple[float, int]]:
-        data = scenario([fifo], {"generator": {"streams": streams}}, capacity={"NUM_INSTANCES": capacity}, hours=6)
+        data = scenario(
+            [fifo], {"generator": {"streams": streams}}, capacity={"NUM_INSTANCES": capacity}, hours=6
+        )
         traced = run(data).simulation.trace.jobs
         return {j.name: (j.duration_s, j.instances) for j in traced}
 

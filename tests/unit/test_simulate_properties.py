@@ -89,6 +89,22 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "job_queues": [queue],
         "workload": {"jobs": jobs},
     }
+    if draw(st.booleans()):
+        # elastic demand beside the explicit jobs: a stream that keeps 1-3 jobs waiting
+        data["workload"]["generator"] = {
+            "streams": [
+                {
+                    "share": draw(st.sampled_from(SHARES)),
+                    "keep_runnable": draw(st.integers(1, 3)),
+                    "from_hour": draw(st.sampled_from([0.0, 2.0])),
+                    "until_hour": draw(st.sampled_from([4.0, 10.0])),
+                    "instance_type": KIND,
+                    "instance_count": draw(st.integers(1, largest)),
+                    "duration_s": {"kind": "UNIFORM", "low": 300, "high": 3 * 3600},
+                    "checkpoint_interval_s": 900,
+                }
+            ]
+        }
     batchpilot: dict[str, Any] = {}
     if draw(st.booleans()):
         batchpilot["recovery"] = {}

@@ -20,7 +20,16 @@ from batchpilot_local.simulate.run import run_compare
 from batchpilot_local.testing.paths import ROOT
 from batchpilot_local.testing.sections import read_section, write_section
 
-__all__ = ["COMMAND", "DOC", "SCENARIOS", "SECTION", "generated_section", "render", "run_article", "write_doc"]
+__all__ = [
+    "COMMAND",
+    "DOC",
+    "SCENARIOS",
+    "SECTION",
+    "generated_section",
+    "render",
+    "run_article",
+    "write_doc",
+]
 
 SCENARIOS = tuple(
     ROOT / "events" / "simulate" / f"{name}.yaml"
