@@ -535,7 +535,7 @@ def test_peak_hour_allocation_is_the_busiest_clock_hour() -> None:
     assert [hourly[h][0] / 3600 for h in (0, 1, 2)] == pytest.approx([1.0, 2.0, 2.0])
 
 
-def elastic(share: str, keep: int, duration_s: float = 3600, **extra: Any) -> dict[str, Any]:
+def elastic(share: str, keep: int, duration_s: float | dict[str, Any] = 3600, **extra: Any) -> dict[str, Any]:
     return {
         "share": share,
         "keep_runnable": keep,
