@@ -125,7 +125,7 @@ def once(data: dict[str, Any]) -> dict[str, float]:
         "dispatches": float(run.simulation.counts["dispatches"]),
         "capacity_changes": float(result.capacity_changes),
         "resubmissions": float(result.resubmissions),
-        "utilisation": result.utilisation,
+        "allocation": result.allocation,
         "timeouts": float(run.simulation.counts["timeouts"]),  # SimPy timeouts the engine scheduled
     }
 
@@ -159,7 +159,7 @@ def main() -> int:
         "capacity_policy_runs": 7 * 24 * 60,
         "capacity_changes": int(median["capacity_changes"]),
         "resubmissions": int(median["resubmissions"]),
-        "utilisation": round(median["utilisation"], 4),
+        "allocation": round(median["allocation"], 4),
         "engine_timeouts": int(median["timeouts"]),
         "cpu": info["cpu"],
         "python": info["python"].split(" (")[0],
