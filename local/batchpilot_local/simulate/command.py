@@ -35,8 +35,8 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--compare",
         nargs="+",
-        metavar="A B",
-        help="run two or more scenarios on A's workload and one seed, side by side",
+        metavar="FILE",
+        help="A B [C ...]: run two or more scenarios on A's (the first file's) workload and one seed, side by side",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default: text)")
