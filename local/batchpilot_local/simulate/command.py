@@ -36,7 +36,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--compare",
         nargs="+",
         metavar="FILE",
-        help="A B [C ...]: run two or more scenarios on A's (the first file's) workload and one seed, side by side",
+        help="A B [C ...]: run two or more scenarios on the first one's workload and seed, side by side",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default: text)")
