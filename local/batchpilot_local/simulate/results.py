@@ -10,8 +10,8 @@ Definitions (every figure is over the horizon; instance counts are summed over c
   jobs), not GPU activity: what a training job does with its GPUs is not simulated.
 - ``peak_hour_allocation``: the same over the busiest clock hour of the run (hour 0 starts at the
   scenario's start; ``peak_hour`` is that hour's index), the fleet's environments summed.
-- ``allocation_while_jobs_wait``: the same as ``allocation``, only over the time some job was
-  RUNNABLE: capacity left idle while work waited.
+- ``allocation_while_jobs_wait``: the same as ``allocation``, each environment counted only over
+  the time a job of its queues was RUNNABLE: capacity left idle while work waited for it.
 - ``throughput_jobs``: jobs that SUCCEEDED; ``instance_hours_completed`` / ``gpu_hours_completed``:
   their training time x instances (x accelerators per instance).
 - ``lost_instance_hours``: batchpilot's ``LostInstanceHours`` summed over every interruption,

@@ -198,7 +198,11 @@ def _stream_jobs(scenario: Scenario, stream: Stream, index: int, seed: int, queu
 
 
 def elastic_streams(scenario: Scenario, workload: Workload, seed: int) -> list[ElasticStream]:
-    """The generator's streams with elastic demand (validated against ``scenario``'s queues)."""
+    """The generator's streams with elastic demand (validated against ``scenario``'s queues).
+
+    Raises:
+        ScenarioError: a stream names an unknown queue or share, or draws jobs no environment fits.
+    """
     out: list[ElasticStream] = []
     if workload.generator is None:
         return out
