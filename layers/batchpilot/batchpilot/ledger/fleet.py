@@ -234,7 +234,7 @@ def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[Metri
     dims = _share_dims(d.queue, job.share, bool(d.quota_share))
     # One Preemptions per preempted attempt: at Preemption Started, or at the requeue when no
     # Started event was seen for that attempt.
-    if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.attempts):
+    if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.preempted_attempt):
         # PreemptingShare only when the event's reason named it: omitted, never a placeholder.
         p.add("Preemptions", "Count", 1, **dims, PreemptingShare=effects.preempting_share)
     if effects.preemption_completed:
