@@ -405,7 +405,8 @@ def with_checkpoint(change: Transition, newest: datetime | None) -> Effects:
 
     Args:
         change: an applied transition; ``change.old`` holds the lost attempt's start.
-        newest: ``LastModified`` of the newest object under the job's checkpoint location (UTC).
+        newest: ``LastModified`` of the newest object under the job's checkpoint location written
+            at or before the attempt's stop (UTC; ``S3Checkpoints.inspect(..., written_by=stop)``).
     """
     effects = change.effects
     start = change.old.attempt_started_at if change.old is not None else None

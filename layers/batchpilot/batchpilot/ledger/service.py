@@ -327,13 +327,15 @@ class LedgerService:
         """``change``'s effects, ``LostInstanceHours`` measured from the job's newest checkpoint
         when it has a location and one was written during the lost attempt
         (:func:`~batchpilot.ledger.model.with_checkpoint`); and the S3 error code when the
-        location could not be listed (the effects then keep the whole attempt)."""
+        location could not be listed (the effects then keep the whole attempt). Only objects
+        written by the attempt's stop count: the listing may run after the next attempt wrote
+        its own (a late or redelivered event, reconciliation, a replay)."""
         effects = change.effects
         location = parse_s3_uri(change.new.details.checkpoint, "CheckpointConfig.S3Uri")
         if effects.lost_instance_hours is None or location is None or self.checkpoints is None:
             return effects, None
         try:
-            state = self.checkpoints.inspect(location)
+            state = self.checkpoints.inspect(location, written_by=change.new.status_at)
         except CheckpointListError as exc:
             subject = f"checkpoint bucket {location.bucket}"
             if subject not in self._unreadable:
