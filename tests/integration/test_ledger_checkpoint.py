@@ -116,6 +116,28 @@ def test_lost_hours_from_the_newest_checkpoint_in_s3(aws: EmbeddedAws) -> None:
     assert index.oldest_runnable("ck-q", "TEAM") == RunnableEntry("ck-q", "TEAM", at(70), arn)
 
 
+def test_lost_hours_ignore_the_next_attempts_checkpoints(aws: EmbeddedAws) -> None:
+    """The listing runs after the next attempt has written checkpoints of its own (a late event,
+    a replay): the lost attempt is measured from the newest object written before it stopped."""
+    objects = [
+        {"key": "step-100.pt", "last_modified": at(30).isoformat()},
+        {"key": "step-200.pt", "last_modified": at(58).isoformat()},  # the lost attempt's last
+        {"key": "step-300.pt", "last_modified": at(85).isoformat()},  # the next attempt's
+        {"key": "step-400.pt", "last_modified": at(95).isoformat()},
+    ]
+    aws.set_world(
+        {"service_jobs": [world_job("ck-3", CKPT)], "checkpoints": [{"uri": CKPT, "objects": objects}]}
+    )
+    arn = f"arn:aws:batch:us-east-1:{ACCOUNT}:service-job/ck-3"
+    sink, warned = ListSink(), list[tuple[str, str]]()
+    service = ledger(sink, warned)
+    results = [service.record(body) for body in lifecycle(arn)]
+    assert results[-1].fields["basis"] == "checkpoint"
+    team = {"JobQueue": "ck-q", "ShareIdentifier": "TEAM"}
+    assert sink.values("LostInstanceHours", **team, Basis="checkpoint") == [pytest.approx(4 * 12 / 60)]
+    assert sink.values("LostInstanceHours", **team, Basis="attempt") == [] and warned == []
+
+
 def test_a_missing_bucket_falls_back_to_the_whole_attempt_said_once(aws: EmbeddedAws) -> None:
     gone = "s3://no-such-ckpt-bucket/runs/"
     aws.set_world({"service_jobs": [world_job("nb-1", gone), world_job("nb-2", gone)]})

@@ -446,8 +446,31 @@ def test_quota_shares_entitlement_and_borrowing() -> None:
     qs2 = (("JobQueue", "qm"), ("QuotaShare", "QS2"))
     assert points[("BorrowedInstances", qs1)] == 4  # 12 in use on a limit of 8
     assert ("BorrowedInstances", qs2) not in points  # borrows nothing: no series
-    assert points[("Entitlement", qs1)] == points[("Entitlement", qs2)] == 50
-    assert points[("ShareOfUsage", qs1)] == 100
+    assert points[("Entitlement", qs1)] == points[("Entitlement", qs2)] == 50  # 8 of 16
+    # Usage against the same environment: 12 of 16, above its entitlement (it borrows 4).
+    assert points[("ShareOfUsage", qs1)] == 75
+
+
+def test_a_quota_share_borrowing_alone_is_entitled_to_its_own_quota() -> None:
+    """One quota share with jobs, borrowing: its quota is half the environment, not all of it."""
+    inputs = FleetInputs(
+        queues={"qm": QueueInfo("qm", True, "env")},
+        aggregates={
+            "qm": [
+                Aggregate(AggregateKey("env", "qm", "QS1", JobStatus.RUNNING), Delta(3, 3, 12), quota=True)
+            ]
+        },
+        limits={"env": 16},
+        reserved={"env": 16},
+        weights={},
+        oldest={},
+        quota_limits={"qm": {"QS1": 8, "QS2": 8}},
+    )
+    points = {(p.name, p.dimensions): p.value for p in fleet_points(inputs, T0)}
+    qs1 = (("JobQueue", "qm"), ("QuotaShare", "QS1"))
+    assert points[("Entitlement", qs1)] == 50
+    assert points[("ShareOfUsage", qs1)] == 75
+    assert points[("BorrowedInstances", qs1)] == 4
 
 
 def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() -> None:

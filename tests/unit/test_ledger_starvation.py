@@ -192,6 +192,21 @@ def test_third_preemption_publishes_job_starving_exactly_once_under_duplicates()
     assert event.waiting_seconds is not None  # requeued: RUNNABLE since the third preemption
 
 
+def test_how_long_a_job_waited_is_measured_to_its_event_not_the_clock() -> None:
+    """The ledger runs 3 h after the events (a backlog, a replay): the job its third preemption
+    requeued has waited no time at that event, not the 3 h since."""
+    store, publisher = MemoryLedgerStore(), ListPublisher()
+    arn = f"{ARN}w"
+    batch = FakeBatch({arn: JobDetails(queue="q", share_identifier="LOWPRI", instances=2, sized=True)})
+    ledger = ledger_with(store, publisher, batch)
+    bodies = preemption_bodies(arn, 3, T0)
+    for body in bodies:
+        ledger.record(json.dumps(body))
+    (event,) = publisher.events
+    assert isinstance(event, JobStarving) and event.reason is StarvationReason.PREEMPTED_REPEATEDLY
+    assert event.waiting_seconds == 0.0 and "RUNNABLE for 0 min" in event.message
+
+
 def test_failed_publish_gives_the_claim_back_and_the_redelivery_publishes() -> None:
     store, publisher = MemoryLedgerStore(), ListPublisher()
     arn = f"{ARN}f"

@@ -235,13 +235,17 @@ class MemoryCheckpoints:
         self.failing = set(failing)
         self.listed: list[str] = []
 
-    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
+    def inspect(
+        self, location: CheckpointLocation | None, written_by: datetime | None = None
+    ) -> CheckpointState:
         if location is None:
             return CheckpointState(None)
         self.listed.append(location.uri)
         if location.uri in self.failing:
             raise CheckpointListError("AccessDenied")
         newest = self.newest.get(location.uri)
+        if newest is not None and written_by is not None and newest > written_by:
+            newest = None
         return CheckpointState(location, newest, 1 if newest else 0)
 
 

@@ -32,9 +32,17 @@ class S3Checkpoints:
         self.client = client
         self.max_pages = max_pages
 
-    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
+    def inspect(
+        self, location: CheckpointLocation | None, written_by: datetime | None = None
+    ) -> CheckpointState:
         """The newest object (``Key``, ``LastModified``) under ``location`` (ListObjectsV2,
         paginated, at most ``max_pages`` pages of 1000 keys).
+
+        Args:
+            location: the checkpoint location; ``None``: no checkpoint configured.
+            written_by: only objects whose ``LastModified`` is at or before this (aware UTC)
+                count, e.g. the stop of the attempt whose lost work is measured, so checkpoints
+                the next attempt wrote since are not taken for its own; ``None``: every object.
 
         Raises:
             CheckpointListError: S3 refused or failed the listing (``AccessDenied``,
@@ -56,7 +64,11 @@ class S3Checkpoints:
                 for item in page.get("Contents") or []:
                     count += 1
                     modified = item.get("LastModified")
-                    if isinstance(modified, datetime) and (newest is None or modified > newest):
+                    if not isinstance(modified, datetime) or (
+                        written_by is not None and modified > written_by
+                    ):
+                        continue
+                    if newest is None or modified > newest:
                         newest = modified
                         newest_key = str(item.get("Key") or "") or None
         except ClientError as exc:

@@ -12,8 +12,12 @@ Entitlement of a fair-share share (AWS Batch User Guide, "Fair-share scheduling 
 share's ``1 / weightFactor`` over the sum of ``1 / weightFactor`` of the *active* shares (with
 RUNNABLE or running jobs); a share the policy does not list has weight 1 (the default
 ``weightFactor``). Of a quota share (AWS Batch API Reference, ``ListQuotaShares``
-``capacityLimits``): its own limit over the sum of the active quota shares' limits; above its own
-limit a quota share is borrowing (``BorrowedInstances``).
+``capacityLimits``): its own limit over its service environment's capacity limit
+(``DescribeServiceEnvironments`` ``capacityLimits``), and its ``ShareOfUsage`` its instances in
+use over that same limit, both published while it has jobs, alone or not: a quota is its own,
+not a share of whoever else is active. Above its own limit a quota share is borrowing
+(``BorrowedInstances``; its usage then exceeds its entitlement). When the environment's limit
+is unknown, the entitlement is its limit over the active quota shares' limits, as fair shares.
 """
 
 from __future__ import annotations
@@ -146,6 +150,8 @@ def fleet_points(
         active = [s for s, t in shares.items() if s and t.active]
         inverse = {s: 1 / max(weights.get(s, 1.0), 1e-6) for s in active} if weights is not None else {}
         limits = inputs.quota_limits.get(queue_name) or {}
+        environment = info.environment if info else next((a.key.environment for a in aggregates), "")
+        env_limit = inputs.limits.get(environment) if environment else None
         # Quota management: a share is entitled to its own limit among the active shares' limits.
         quota_active = {s: limits[s] for s in active if shares[s].quota and s in limits}
         for share in sorted(active):  # a queue without shares: its queue gauges say it all
@@ -157,11 +163,16 @@ def fleet_points(
                 p.add("GpusInUse", "Count", t.gpus, **dims)
             # Fairness is a question only while shares compete: one active share has 100 % of both.
             competing = len(active) > 1
-            if competing and queue_in_use > 0:
+            own_quota = t.quota and share in limits and bool(env_limit)
+            if own_quota and env_limit:
+                # A quota against the environment: alone or not (AWS Batch, quota shares).
+                p.add("ShareOfUsage", "Percent", 100 * t.in_use / env_limit, **dims)
+                p.add("Entitlement", "Percent", 100 * min(limits[share], env_limit) / env_limit, **dims)
+            elif competing and queue_in_use > 0:
                 p.add("ShareOfUsage", "Percent", 100 * used / queue_in_use, **dims)
             if competing and share in inverse and not t.quota:
                 p.add("Entitlement", "Percent", 100 * inverse[share] / sum(inverse.values()), **dims)
-            if competing and share in quota_active and sum(quota_active.values()) > 0:
+            if competing and not own_quota and share in quota_active and sum(quota_active.values()) > 0:
                 entitled = 100 * quota_active[share] / sum(quota_active.values())
                 p.add("Entitlement", "Percent", entitled, **dims)
             if t.quota and share in limits and t.in_use > limits[share]:
@@ -234,7 +245,7 @@ def effect_points(job: LedgerJob, effects: Effects, now: datetime) -> list[Metri
     dims = _share_dims(d.queue, job.share, bool(d.quota_share))
     # One Preemptions per preempted attempt: at Preemption Started, or at the requeue when no
     # Started event was seen for that attempt.
-    if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.attempts):
+    if effects.preemption_started or (effects.preempted and job.preempting_attempt != job.preempted_attempt):
         # PreemptingShare only when the event's reason named it: omitted, never a placeholder.
         p.add("Preemptions", "Count", 1, **dims, PreemptingShare=effects.preempting_share)
     if effects.preemption_completed:

@@ -24,6 +24,7 @@ from enum import StrEnum
 
 from batchpilot.shared.checkpoints import lost_instance_hours
 from batchpilot.shared.classification import Category, JobKind
+from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.instances import accelerators
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Source",
     "Transition",
     "aggregate_deltas",
+    "attempt_key",
     "contribution",
     "training_status",
     "transition",
@@ -173,8 +175,11 @@ class Observation:
             left as the record has them.
         preemption: which preemption event this is, if one.
         preempted_count: ``preemptionSummary.preemptedAttemptCount`` when present.
-        attempts: attempts the event lists, when it lists them.
+        attempts: attempts the event lists, when it lists them (AWS Batch lists an attempt in
+            ``attempts[]`` once it stopped: a RUNNING event lists the attempts before this one).
         created_at, started_at: the job's ``createdAt`` / this attempt's ``startedAt`` when known.
+        preempted_started: ``startedAt`` of the attempt a ``Preemption Completed`` event is about
+            (the newest ``preemptionSummary.recentPreemptedAttempts[]``), when it names one.
         category: the classification's category (a failed attempt's cause), when any.
         preempting_share: the quota share whose job preempted this one, when the event's reason
             names it (:func:`batchpilot.shared.classification.preempting_share_of_reason`).
@@ -193,6 +198,7 @@ class Observation:
     started_at: datetime | None = None
     category: Category | None = None
     preempting_share: str | None = None
+    preempted_started: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,11 +212,13 @@ class LedgerJob:
         runnable_since: when the job last *became* RUNNABLE (a requeue restarts it).
         attempt_started_at: start of the current attempt (``None`` when not running).
         first_started_at: start of the first attempt.
+        last_started_at: start of the latest attempt (kept after it stopped): its identity.
         created_at: ``createdAt`` when known.
         attempts: attempts started; ``preemptions``: preemptions counted.
-        preempted_attempt: the attempt whose preemption was counted (-1: none), so a
-            state change and a ``Preemption Completed`` event for one preemption count once.
-        preempting_attempt: the attempt whose ``Preemption Started`` was counted (-1: none).
+        preempted_attempt: identity (:func:`attempt_key`) of the attempt whose preemption was
+            counted (-1: none), so a state change and a ``Preemption Completed`` event for one
+            preemption, or the same event delivered twice, count once.
+        preempting_attempt: identity of the attempt whose ``Preemption Started`` was counted.
         describe_failures: failed describes so far (the next observation tries again).
         version: optimistic-lock version of the item (0: not written yet).
     """
@@ -223,6 +231,7 @@ class LedgerJob:
     runnable_since: datetime | None = None
     attempt_started_at: datetime | None = None
     first_started_at: datetime | None = None
+    last_started_at: datetime | None = None
     created_at: datetime | None = None
     attempts: int = 0
     preemptions: int = 0
@@ -396,7 +405,8 @@ def with_checkpoint(change: Transition, newest: datetime | None) -> Effects:
 
     Args:
         change: an applied transition; ``change.old`` holds the lost attempt's start.
-        newest: ``LastModified`` of the newest object under the job's checkpoint location (UTC).
+        newest: ``LastModified`` of the newest object under the job's checkpoint location written
+            at or before the attempt's stop (UTC; ``S3Checkpoints.inspect(..., written_by=stop)``).
     """
     effects = change.effects
     start = change.old.attempt_started_at if change.old is not None else None
@@ -432,6 +442,15 @@ def with_details(job: LedgerJob, details: JobDetails) -> Transition | None:
     return Transition(job, new, aggregate_deltas(job, new), Effects())
 
 
+def attempt_key(started: datetime | None, number: int) -> int:
+    """An attempt's identity: its ``startedAt`` in epoch milliseconds (AWS Batch
+    ``attempts[].startedAt``, a service job's ``startedAt``), which no other attempt of the job
+    shares; ``-2 - number`` (never -1, "none") when its start is unknown."""
+    if started is None:
+        return -2 - number
+    return epoch_ms(started)
+
+
 def _seconds(start: datetime | None, end: datetime) -> float | None:
     if start is None:
         return None
@@ -462,9 +481,10 @@ def transition(current: LedgerJob | None, obs: Observation) -> Transition | None
     if obs.preemption is PreemptionPhase.STARTED:
         # Started leaves the job RUNNING (AWS Batch stops the attempt, then requeues it with
         # Preemption Completed): count it once per attempt, change no status.
-        if current.preempting_attempt == current.attempts or (obs.at, 0) <= (current.status_at, 0):
+        key = attempt_key(current.attempt_started_at or current.last_started_at, current.attempts)
+        if current.preempting_attempt == key or (obs.at, 0) <= (current.status_at, 0):
             return None
-        new = dataclasses.replace(current, preempting_attempt=current.attempts)
+        new = dataclasses.replace(current, preempting_attempt=key)
         return Transition(
             current, new, {}, Effects(preemption_started=True, preempting_share=obs.preempting_share)
         )
@@ -480,6 +500,7 @@ def _apply(old: LedgerJob | None, job: LedgerJob, obs: Observation, *, fresh: bo
     runnable_since = job.runnable_since
     attempt_started = job.attempt_started_at
     first_started = job.first_started_at
+    last_started = job.last_started_at
     attempts = max(job.attempts, obs.attempts or 0)
     preemptions = max(job.preemptions, obs.preempted_count or 0)
     preempted_attempt = job.preempted_attempt
@@ -506,22 +527,28 @@ def _apply(old: LedgerJob | None, job: LedgerJob, obs: Observation, *, fresh: bo
     counts_preemption = obs.preemption is PreemptionPhase.COMPLETED or (
         ends_attempt and obs.category is Category.PREEMPTION
     )
-    if counts_preemption and preempted_attempt != attempts:
+    # The lost attempt: the one the preemption event names, else the one that was running, else
+    # the latest one (a requeue already applied without counting).
+    lost_attempt = obs.preempted_started if obs.preemption is PreemptionPhase.COMPLETED else None
+    lost_key = attempt_key(lost_attempt or job.attempt_started_at or last_started, job.attempts)
+    if counts_preemption and preempted_attempt != lost_key:
         preemptions = max(preemptions, job.preemptions + 1)
-        preempted_attempt = attempts
+        preempted_attempt = lost_key
         preempted = True
     if status in IN_USE and (fresh or prev not in IN_USE):
         start = obs.started_at if obs.started_at and obs.started_at <= at else at
         if status is JobStatus.RUNNING or obs.started_at:
             attempt_started = start
-        if obs.attempts is None or fresh:
-            attempts = max(attempts, job.attempts + 1)
+            last_started = start
+        # A new attempt: the attempts a RUNNING event lists are the ones before it.
+        attempts = max(job.attempts + 1, (obs.attempts or 0) + 1)
         if first_started is None:
             first_started = start
             if not fresh or obs.source is Source.EVENT:
                 queue_wait = _seconds(created or runnable_since, start)
     elif status is JobStatus.RUNNING and attempt_started is None:
         attempt_started = obs.started_at if obs.started_at and obs.started_at <= at else at
+        last_started = attempt_started
 
     new = dataclasses.replace(
         job,
@@ -531,6 +558,7 @@ def _apply(old: LedgerJob | None, job: LedgerJob, obs: Observation, *, fresh: bo
         runnable_since=runnable_since if status in ACTIVE else job.runnable_since,
         attempt_started_at=attempt_started if status in IN_USE else None,
         first_started_at=first_started,
+        last_started_at=last_started,
         created_at=created,
         attempts=attempts,
         preemptions=preemptions,

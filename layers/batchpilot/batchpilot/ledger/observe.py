@@ -9,6 +9,8 @@ whose name starts ``AWSBatch`` belongs to a service job, which the ledger alread
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from batchpilot.ledger.model import JobDetails, JobStatus, Observation, PreemptionPhase, training_status
 from batchpilot.shared.checkpoints import parse_s3_uri
 from batchpilot.shared.classification import EventKind, JobKind, classify
@@ -20,6 +22,7 @@ from batchpilot.shared.events import (
     BatchServiceJobQueueBlocked,
     BatchServiceJobStateChange,
     JobEvent,
+    PreemptionSummary,
     SageMakerTrainingJobStateChange,
 )
 
@@ -93,6 +96,7 @@ def observe(event: JobEvent) -> Observation | None:
                 preempted_count=summary.preemptedAttemptCount if summary else None,
                 category=facts.category,
                 preempting_share=facts.preempting_share,
+                preempted_started=None if started or summary is None else _newest_start(summary),
             )
         case SageMakerTrainingJobStateChange():
             if facts.created_by_batch:
@@ -119,3 +123,9 @@ def observe(event: JobEvent) -> Observation | None:
                 category=facts.category,
             )
     return None  # pragma: no cover - every JobEvent is matched above
+
+
+def _newest_start(summary: PreemptionSummary) -> datetime | None:
+    """``startedAt`` of the newest ``recentPreemptedAttempts[]`` entry: the attempt a
+    ``Preemption Completed`` event is about (AWS Batch User Guide, "Service job preemption events")."""
+    return max((a.startedAt for a in summary.recentPreemptedAttempts if a.startedAt), default=None)

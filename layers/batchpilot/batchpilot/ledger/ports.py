@@ -202,8 +202,11 @@ class BatchReader(Protocol):
 class CheckpointReader(Protocol):
     """Checkpoint listings (:class:`batchpilot.io.s3.S3Checkpoints`, the adapter recovery uses)."""
 
-    def inspect(self, location: CheckpointLocation | None) -> CheckpointState:
-        """The newest object under ``location`` (ListObjectsV2, a bounded number of pages).
+    def inspect(
+        self, location: CheckpointLocation | None, written_by: datetime | None = None
+    ) -> CheckpointState:
+        """The newest object under ``location`` (ListObjectsV2, a bounded number of pages) whose
+        ``LastModified`` is at or before ``written_by`` (aware UTC; ``None``: any).
 
         Raises:
             batchpilot.shared.checkpoints.CheckpointListError: the prefix could not be listed

@@ -308,7 +308,9 @@ class LedgerService:
             ):
                 job = step.job
                 if job is not None and self.starvation.preempted_repeatedly(job):
-                    self._publish_once(job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock())
+                    self._publish_once(
+                        job, StarvationReason.PREEMPTED_REPEATEDLY, self.clock(), as_of=job.status_at
+                    )
             return RecordResult(Outcome.DUPLICATE, fields)
         now = self.clock()
         effects, unreadable = self._lost_from_checkpoint(change)
@@ -319,7 +321,7 @@ class LedgerService:
         points.extend(effect_points(change.new, effects, metric_timestamp(event.time, now)))
         reason = StarvationReason.PREEMPTED_REPEATEDLY
         repeated = change.effects.preempted and self.starvation.preempted_repeatedly(change.new)
-        if repeated and self._publish_once(change.new, reason, now):
+        if repeated and self._publish_once(change.new, reason, now, as_of=change.new.status_at):
             fields["starving"] = reason.value
         return RecordResult(Outcome.PROCESSED, fields)
 
@@ -327,13 +329,15 @@ class LedgerService:
         """``change``'s effects, ``LostInstanceHours`` measured from the job's newest checkpoint
         when it has a location and one was written during the lost attempt
         (:func:`~batchpilot.ledger.model.with_checkpoint`); and the S3 error code when the
-        location could not be listed (the effects then keep the whole attempt)."""
+        location could not be listed (the effects then keep the whole attempt). Only objects
+        written by the attempt's stop count: the listing may run after the next attempt wrote
+        its own (a late or redelivered event, reconciliation, a replay)."""
         effects = change.effects
         location = parse_s3_uri(change.new.details.checkpoint, "CheckpointConfig.S3Uri")
         if effects.lost_instance_hours is None or location is None or self.checkpoints is None:
             return effects, None
         try:
-            state = self.checkpoints.inspect(location)
+            state = self.checkpoints.inspect(location, written_by=change.new.status_at)
         except CheckpointListError as exc:
             subject = f"checkpoint bucket {location.bucket}"
             if subject not in self._unreadable:
@@ -344,10 +348,18 @@ class LedgerService:
         return with_checkpoint(change, state.newest), None
 
     def _publish_once(
-        self, job: LedgerJob, reason: StarvationReason, now: datetime, standing: ShareStanding | None = None
+        self,
+        job: LedgerJob,
+        reason: StarvationReason,
+        now: datetime,
+        standing: ShareStanding | None = None,
+        *,
+        as_of: datetime | None = None,
     ) -> bool:
         """Claim, publish and confirm ``job``'s ``Job Starving`` for ``reason``; ``False`` when it
-        was already claimed (or there is no publisher). Killed between the claim and the confirm,
+        was already claimed (or there is no publisher). ``now`` (the clock) dates the claim and
+        the event; ``as_of`` (event time) ends its durations (:func:`starving_event`; ``None``:
+        ``now``, the scheduled check). Killed between the claim and the confirm,
         the claim is taken over after its lease and published again: at least once, and the alerts
         function keeps one message per (job, reason).
 
@@ -356,7 +368,7 @@ class LedgerService:
         """
         if self.publisher is None or not self.store.claim_starvation(job.arn, reason, now):
             return False
-        event = starving_event(job, reason, now, self.starvation, standing)
+        event = starving_event(job, reason, now, self.starvation, standing, as_of)
         try:
             self.publisher.publish([event])
         except PublishError:

@@ -112,18 +112,22 @@ def starving_event(
     now: datetime,
     rules: StarvationRules,
     standing: ShareStanding | None = None,
+    as_of: datetime | None = None,
 ) -> JobStarving:
     """The ``Job Starving`` event of ``job`` (its record) for ``reason`` at ``now``.
 
     ``waiting_seconds`` is the time since the job last became RUNNABLE (``None`` when it is not
-    RUNNABLE); ``threshold`` is ``N`` preemptions or the queue's threshold in seconds.
+    RUNNABLE) up to ``as_of``: the time of the event that made it starving (its ``time``; the
+    record's ``status_at``), so a late, redelivered or replayed event says how long the job had
+    waited then, not how long ago that was; ``None``: ``now`` (the scheduled check, which runs on
+    the clock). ``threshold`` is ``N`` preemptions or the queue's threshold in seconds.
     """
     d = job.details
     name = d.name or resource_name(job.arn) or job.arn
     share = job.share or "no share"
     priority = "unknown" if d.priority is None else str(d.priority)
     waiting = (
-        max((now - job.runnable_since).total_seconds(), 0.0)
+        max(((as_of or now) - job.runnable_since).total_seconds(), 0.0)
         if job.status is JobStatus.RUNNABLE and job.runnable_since is not None
         else None
     )
