@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from batchpilot.io.sqs import MAX_VISIBILITY_S, SqsDeferrer
-from batchpilot.recovery.handler import time_left_of
+from batchpilot.shared.processing import time_left_of
 from batchpilot.recovery.ports import DeferError, SubmitError
 from batchpilot.recovery.service import Recoverer, RetryLater, RetryReason
 from batchpilot.recovery.settings import RecoverySettings
