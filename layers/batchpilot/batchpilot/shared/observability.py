@@ -73,7 +73,7 @@ def entry(handler: Callable[[Any, Any], _R]) -> Callable[[Any, Any], _R]:
     logged: ``log_event=False``) and the function's counters written once per invocation, with the
     cold start metric: what every ``functions/<name>/app.py`` entry is decorated with."""
     with_metrics = metrics.log_metrics(handler, capture_cold_start_metric=True)
-    return logger.inject_lambda_context(with_metrics, log_event=False)  # type: ignore[no-any-return]
+    return logger.inject_lambda_context(with_metrics, log_event=False)
 
 
 def configure(settings: FunctionSettings) -> None:
