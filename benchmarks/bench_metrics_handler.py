@@ -46,13 +46,14 @@ BATCH_SIZE = 10
 
 # Stages reported by the profile breakdown: (path suffix, function) -> label. Missing ones are skipped.
 STAGES = {
-    ("functions/metrics/app.py", "lambda_handler"): "lambda_handler (decorators + batch utility)",
-    ("batchpilot/metrics/handler.py", "record_handler"): "  record_handler (per record)",
-    ("batchpilot/metrics/service.py", "record_metrics"): "    record_metrics",
-    ("batchpilot/shared/records.py", "decode"): "      decode (pydantic_core.from_json + pydantic)",
-    ("batchpilot/shared/classification.py", "classify"): "      classify",
-    ("batchpilot/shared/metrics.py", "metric_points"): "      metric_points",
-    ("batchpilot/shared/observability.py", "count_outcome"): "    count_outcome (own counters)",
+    ("batchpilot/shared/processing.py", "handle"): "processor.handle (batch utility, in lambda_handler)",
+    ("batchpilot/shared/processing.py", "record_handler"): "  record_handler (per record, in its scope)",
+    ("batchpilot/metrics/handler.py", "process_record"): "    MetricsProcessor.process_record",
+    ("batchpilot/metrics/service.py", "record_metrics"): "      record_metrics",
+    ("batchpilot/shared/records.py", "decode"): "        decode (pydantic_core.from_json + pydantic)",
+    ("batchpilot/shared/classification.py", "classify"): "        classify",
+    ("batchpilot/shared/metrics.py", "metric_points"): "        metric_points",
+    ("batchpilot/shared/observability.py", "count_outcome"): "      count_outcome (own counters)",
     ("batchpilot/metrics/handler.py", "_clean"): "  MetricsProcessor._clean (the batch's EMF, once)",
     ("batchpilot/io/emf.py", "flush"): "    EmfPublisher.flush (Powertools EMF provider + write)",
 }
@@ -100,7 +101,7 @@ def sqs_batches(bodies: list[str], events: int) -> list[dict[str, Any]]:
 
 
 def profile_breakdown(run: Any) -> list[str]:
-    """One more pass under cProfile: share of lambda_handler time per stage, and top self-time functions.
+    """One more pass under cProfile: share of processor.handle time per stage, and top self-time functions.
 
     cProfile slows everything down, unevenly: read the shares as a guide to what to cut, not as times.
     """
@@ -114,10 +115,10 @@ def profile_breakdown(run: Any) -> list[str]:
         for key in STAGES:
             if name == key[1] and filename.replace(os.sep, "/").endswith(key[0]):
                 cumulative[key] = cumulative.get(key, 0.0) + ct
-    total = cumulative.get(("functions/metrics/app.py", "lambda_handler"))
+    total = cumulative.get(("batchpilot/shared/processing.py", "handle"))
     lines = []
     if total:
-        lines.append("share of lambda_handler time (cProfile, cumulative):")
+        lines.append("share of processor.handle time (cProfile, cumulative):")
         lines += [
             f"  {cumulative[key] / total:6.1%}  {label}" for key, label in STAGES.items() if key in cumulative
         ]

@@ -1,40 +1,32 @@
-"""Ledger function: every job event (SQS) updates the job ledger; a schedule reconciles and publishes.
-
-Triggers: ``LedgerQueue`` and ``LedgerSchedule``; publishes ``Job Starving`` on batchpilot's bus;
-lists checkpoint prefixes (``LostInstanceHours``). The work is in :mod:`batchpilot.ledger.handler`."""
+"""Ledger function: job events (``LedgerQueue``) update the job ledger; ``LedgerSchedule`` reconciles
+and publishes. Each trigger has its own entry; ``lambda_handler`` (the template's ``Handler``: one
+per Lambda function) hands each event to its entry. The work: :mod:`batchpilot.ledger.handler`."""
 
 import os
-from typing import Any
 
-from aws_lambda_powertools.utilities.batch import process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from batchpilot.io.batch import BatchLedgerClient
+from batchpilot.io import batch, emf, eventbridge, s3
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
-from batchpilot.io.emf import EmfPublisher
-from batchpilot.io.eventbridge import EventBridgePublisher
-from batchpilot.io.s3 import S3Checkpoints
 from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.shared.clock import utc_now
-from batchpilot.shared.observability import configure, logger, metrics
+from batchpilot.shared.observability import configure
+from batchpilot.shared.processing import by_trigger, queue_entry, schedule_entry
 
 settings = LedgerSettings.from_environ(os.environ, function="ledger")
 configure(settings)
-store = LedgerStateStore(client("dynamodb"), settings.state_table)
-sink = EmfPublisher(settings.namespace, settings.service)
-events = EventBridgePublisher(client("events"), settings.event_bus)
-batch, checkpoints = BatchLedgerClient(client("batch")), S3Checkpoints(client("s3"))
-service = LedgerService(settings, store, batch, sink, utc_now, warn_unreadable, events, checkpoints)
+service = LedgerService(
+    settings=settings,
+    store=LedgerStateStore(client("dynamodb"), settings.state_table),
+    batch=batch.BatchLedgerClient(client("batch")),
+    sink=emf.EmfPublisher(settings.namespace, settings.service),
+    clock=utc_now,
+    warn=warn_unreadable,
+    publisher=eventbridge.EventBridgePublisher(client("events"), settings.event_bus),
+    checkpoints=s3.S3Checkpoints(client("s3")),
+)
 processor = LedgerProcessor(service)
-
-
-@logger.inject_lambda_context(log_event=False)
-@metrics.log_metrics(capture_cold_start_metric=True)
-def lambda_handler(event: Any, context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
-    """SQS batch → ``{"batchItemFailures": [...]}``; schedule event → run summary."""
-    if isinstance(event, dict) and "Records" in event:
-        return process_partial_response(event, processor.record_handler, processor, context)
-    return run_schedule(service, event)
+queue_handler = queue_entry(processor)  # LedgerQueue batch → {"batchItemFailures": [...]}
+schedule_handler = schedule_entry(lambda event: run_schedule(service, event))  # → the run's summary
+lambda_handler = by_trigger(queue=queue_handler, schedule=schedule_handler)

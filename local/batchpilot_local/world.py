@@ -38,7 +38,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from batchpilot.shared.correlation import current_record
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from batchpilot_local.emulator.shapes import service_model
 
 if TYPE_CHECKING:
-    from batchpilot_local.embedded_aws import EmbeddedAws
+    from batchpilot_local.emulator import EmbeddedBatch, EmbeddedTraining
 
 __all__ = [
     "WORLD_KEYS",
@@ -54,6 +54,7 @@ __all__ = [
     "CheckpointSpec",
     "JobQueueSpec",
     "JournalEntry",
+    "SeedTarget",
     "ServiceEnvironmentSpec",
     "World",
     "WorldError",
@@ -427,7 +428,29 @@ def json_type(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------- seeding
-def seed(aws: EmbeddedAws, world: Mapping[str, Any], *, replace: bool = False) -> World:
+class SeedTarget(Protocol):
+    """What :func:`seed` writes a world into: an open
+    :class:`~batchpilot_local.embedded_aws.EmbeddedAws` (named here by what it offers, so this
+    module does not import the one that imports it)."""
+
+    account_id: str
+
+    def client(self, service: str) -> Any:
+        """A boto3 client bound to the embedded account."""
+        ...
+
+    @property
+    def batch(self) -> EmbeddedBatch:
+        """The embedded Batch (service environments, queues, quota shares, jobs)."""
+        ...
+
+    @property
+    def training(self) -> EmbeddedTraining:
+        """The embedded SageMaker training jobs."""
+        ...
+
+
+def seed(aws: SeedTarget, world: Mapping[str, Any], *, replace: bool = False) -> World:
     """Create what ``world`` describes in the open ``aws``; returns the parsed world.
 
     Without ``replace`` worlds add up (an item with the id of an existing one replaces it). With
@@ -528,7 +551,7 @@ def _register(client: Any, job_def: JobDefinitionSeed) -> None:
         current = int(client.register_job_definition(**job_def.request)["revision"])
 
 
-def _seed_checkpoint(aws: EmbeddedAws, checkpoint: CheckpointSpec, replace: bool) -> None:
+def _seed_checkpoint(aws: SeedTarget, checkpoint: CheckpointSpec, replace: bool) -> None:
     from moto.s3.models import s3_backends
 
     s3 = aws.client("s3")

@@ -31,7 +31,7 @@ from batchpilot.io.dynamodb.capacity import CapacityStateStore
 from batchpilot.io.emf import EmfPublisher
 from batchpilot.io.eventbridge import EventBridgePublisher
 from batchpilot.metrics.handler import MetricsProcessor
-from batchpilot.recovery.handler import RecoveryHandler
+from batchpilot.recovery.handler import RecoveryProcessor
 from batchpilot.recovery.service import RetryLater
 from batchpilot.shared.observability import metrics
 from batchpilot.shared.records import Rejected, decode_any
@@ -213,12 +213,12 @@ def test_alerts_handler(rig: Rig) -> None:
 def test_recovery_handler() -> None:
     bodies = generate(3)
     with harness() as h:
-        handler = RecoveryHandler(h.recoverer())
+        processor = RecoveryProcessor(h.recoverer())
         crashes, handed_back = 0, 0
         for event, good in sqs_batches(bodies):
             for raw in event["Records"]:
                 try:
-                    handler(SQSRecord(raw))
+                    processor.record_handler(SQSRecord(raw))
                 except RetryLater:
                     handed_back += 1  # comes back later (backoff, pacing): not lost
                 except Exception:

@@ -81,7 +81,7 @@ def test_an_unreadable_checkpoint_keeps_the_metric_on_the_whole_attempt(kind: Fa
             BatchLedgerClient(client("batch")),
             sink,
             lambda: T0 + timedelta(hours=1),
-            lambda source, consequence: warned.append((source, consequence)),
+            warn=lambda source, consequence: warned.append((source, consequence)),
             checkpoints=S3Checkpoints(client("s3")),
         )
         results = []

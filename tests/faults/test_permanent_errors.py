@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from batchpilot.recovery.handler import RecoveryHandler
+from batchpilot.recovery.handler import RecoveryProcessor
 from batchpilot.shared.metrics import dimension_value, dimensions
 from batchpilot.shared.observability import log_field
 from batchpilot.shared.records import Outcome
@@ -36,8 +36,8 @@ def test_a_training_job_name_sagemaker_refuses_is_counted_not_retried(
     seed = world(training_jobs=[training_job_item(SM_CAPACITY, checkpoint_uri=f"s3://{BUCKET}/x/")])
     with harness(seed) as h, HttpFaults() as faults:
         faults.add("sagemaker", "DescribeTrainingJob", FaultKind.INVALID, times=None)
-        handler = RecoveryHandler(h.recoverer())
-        handler(record(json.dumps(event)))  # returns: the record is not retried
+        processor = RecoveryProcessor(h.recoverer())
+        processor.record_handler(record(json.dumps(event)))  # returns: the record is not retried
         assert faults.injected
         assert not h.submits()
     [line] = [r for r in caplog.records if r.getMessage() == "event not processed"]

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 from batchpilot.alerts.facts import AlertFact
+from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import Channel, RoutingPolicy
-from batchpilot.alerts.render import OnCallFormat, sns_digest, sns_message, title
+from batchpilot.alerts.render import OnCallFormat, title
 from batchpilot.alerts.severity import decide
 from batchpilot_local.testing.alerts import ENV, Rig, fact_of, failed_fleet, open_rig
 from batchpilot_local.testing.harness import template_environment

@@ -76,7 +76,7 @@ def ledger(sink: ListSink, warned: list[tuple[str, str]]) -> LedgerService:
         BatchLedgerClient(client("batch")),
         sink,
         lambda: at(90),
-        lambda source, consequence: warned.append((source, consequence)),
+        warn=lambda source, consequence: warned.append((source, consequence)),
         checkpoints=S3Checkpoints(client("s3")),
     )
 

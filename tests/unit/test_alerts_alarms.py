@@ -22,8 +22,9 @@ from batchpilot.alerts.channels.slack import slack_digest, slack_message
 from batchpilot.alerts.channels.teams import teams_digest, teams_message
 from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_alarm_event
 from batchpilot.alerts.grouping import burst_key
+from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, load_policy
-from batchpilot.alerts.render import OnCallFormat, console_links, facts_table, sns_digest, sns_message, title
+from batchpilot.alerts.render import OnCallFormat, console_links, facts_table, title
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
 from batchpilot.shared.events import (

@@ -17,16 +17,9 @@ import pytest
 from batchpilot.alerts.channels.slack import HEADER_MAX, slack_digest, slack_message
 from batchpilot.alerts.channels.teams import TITLE_MAX, teams_digest, teams_message
 from batchpilot.alerts.facts import AlertFact, FactKind
+from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import Severity
-from batchpilot.alerts.render import (
-    TRUNCATION_MARK,
-    digest_headline,
-    elide,
-    headline,
-    sns_digest,
-    sns_message,
-    title,
-)
+from batchpilot.alerts.render import TRUNCATION_MARK, digest_headline, elide, headline, title
 from batchpilot.shared.classification import Category
 from batchpilot.shared.own_events import (
     CapacityAdjusted,

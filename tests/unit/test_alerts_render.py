@@ -11,14 +11,13 @@ import re
 from batchpilot.alerts.channels.slack import payload_size, slack_digest, slack_message
 from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.grouping import burst_key, split_bursts
+from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.render import (
     TRUNCATION_MARK,
     console_links,
     format_duration,
     sanitize_subject,
-    sns_digest,
-    sns_message,
     title,
     truncate,
 )

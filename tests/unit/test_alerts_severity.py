@@ -369,7 +369,8 @@ def test_a_resubmission_is_named_after_the_job_not_its_id() -> None:
 
 
 def test_a_resubmission_names_both_jobs_and_links_both() -> None:
-    from batchpilot.alerts.render import console_links, sns_message, title
+    from batchpilot.alerts.oncall import sns_message
+    from batchpilot.alerts.render import console_links, title
 
     new_arn = "arn:aws:batch:us-east-1:111122223333:service-job/0d7a1c2e-1111-4000-8000-000000000001"
     event = JobResubmitted(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from batchpilot_local.testing.paths import ROOT
 
@@ -118,3 +119,122 @@ def test_code_cites_nothing_outside_the_repository() -> None:
         if pattern.search(line) and "test_code_cites_nothing_outside" not in line and "pattern = " not in line
     ]
     assert offenders == []
+
+
+def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module → the modules of ``package`` (under ``root``) it imports, ``TYPE_CHECKING`` and nested
+    imports included (a circle through a type-only import is still a circle of meaning)."""
+    files = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                module = (
+                    ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level
+                    else node.module or ""
+                )
+                for alias in node.names:
+                    target = f"{module}.{alias.name}"
+                    deps.add(target if target in files else module)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[name] = {d for d in deps if d in files and d != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (each an import circle)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_check_sees_a_circle_through_a_type_only_import(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import B\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import c\n"
+    )
+    (package / "c.py").write_text("def f():\n    from . import a\n")
+    (package / "d.py").write_text("import pkg.a\n")
+    assert _circles(_import_graph(tmp_path, "pkg")) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_circles_in_the_layer_or_the_local_tools() -> None:
+    # A circle makes import order matter and hides which module owns a type (issue 24: alerts
+    # facts/ports/render, local embedded_aws/world). Lower modules name what they need by protocol.
+    graphs = {
+        "batchpilot": _import_graph(LAYER.parent, "batchpilot"),
+        "batchpilot_local": _import_graph(ROOT / "local", "batchpilot_local"),
+    }
+    assert {package: len(graph) > 20 for package, graph in graphs.items()} == {
+        "batchpilot": True,
+        "batchpilot_local": True,
+    }
+    circles = {package: _circles(graph) for package, graph in graphs.items()}
+    assert circles == {"batchpilot": [], "batchpilot_local": []}
+
+
+def test_every_function_runs_the_one_processor_shape_and_reads_no_private_context() -> None:
+    # batchpilot.shared.processing: each feature's processor subclasses SqsProcessor, each app.py
+    # builds its entries with queue_entry (and schedule_entry), and nothing reads the
+    # ``lambda_context`` attribute Powertools sets on a processor for itself.
+    handlers = sorted(LAYER.glob("*/handler.py"))
+    assert {p.parent.name for p in handlers} == {"alerts", "capacity", "ledger", "metrics", "recovery"}
+    processors = {
+        p.parent.name: [
+            node.name
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ClassDef)
+            and any(getattr(b, "id", None) == "SqsProcessor" for b in node.bases)
+        ]
+        for p in handlers
+    }
+    assert {name: len(found) for name, found in processors.items()} == dict.fromkeys(processors, 1)
+    apps = {
+        p.parent.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "functions").glob("*/app.py"))
+    }
+    assert {name: "queue_entry(processor)" in text for name, text in apps.items()} == dict.fromkeys(
+        apps, True
+    )
+    readers = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(LAYER.rglob("*.py")) + sorted((ROOT / "functions").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Attribute) and node.attr == "lambda_context")
+        or (isinstance(node, ast.Constant) and node.value == "lambda_context")
+    ]
+    assert readers == []

@@ -385,7 +385,7 @@ def test_unreadable_policy_omits_entitlement_and_warns_once() -> None:
         ),
         ListSink(),
         lambda: T0,
-        warn,
+        warn=warn,
     )
     ledger.apply(obs(f"{ARN}a", JobStatus.RUNNING, 0))
     ledger.run(T0)
@@ -493,7 +493,7 @@ def test_unreadable_quota_shares_omit_entitlement_and_borrowing_and_warn_once() 
         ),
         ListSink(),
         lambda: T0,
-        warn,
+        warn=warn,
     )
     ledger.apply(obs(arn, JobStatus.RUNNING, 0))
     ledger.run(T0)

@@ -197,7 +197,7 @@ def service_with(
         FakeBatch(details),
         sink,
         lambda: at(71),
-        lambda source, consequence: warned.append((source, consequence)),
+        warn=lambda source, consequence: warned.append((source, consequence)),
         checkpoints=checkpoints,
     )
     return ledger, sink, warned

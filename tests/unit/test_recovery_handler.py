@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from batchpilot.io.sqs import MAX_VISIBILITY_S, SqsDeferrer
-from batchpilot.recovery.handler import time_left_of
 from batchpilot.recovery.ports import DeferError, SubmitError
 from batchpilot.recovery.service import Recoverer, RetryLater, RetryReason
 from batchpilot.recovery.settings import RecoverySettings
 from batchpilot.shared.classification import JobKind
+from batchpilot.shared.processing import time_left_of
 from batchpilot.shared.records import Outcome, Rejected
 from batchpilot_local.testing.samples import sample
 from botocore.exceptions import ClientError

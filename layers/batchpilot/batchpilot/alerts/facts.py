@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 
 from batchpilot.alerts.alarms import AlarmRouting, alarm_severity, without_marker
 from batchpilot.alerts.policy import Severity
-from batchpilot.alerts.ports import JobContext
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.classification import RECOVERABLE, Category, EventKind, JobFacts, JobKind, classify
 from batchpilot.shared.clock import epoch_ms
@@ -60,6 +59,7 @@ __all__ = [
     "AlarmFacts",
     "AlertFact",
     "FactKind",
+    "JobContext",
     "OwnFacts",
     "ReasonCode",
     "fact_from_alarm_event",
@@ -563,6 +563,23 @@ def fact_from_job_event(event: JobEvent, facts: JobFacts | None = None) -> Alert
 def _age(seconds: float | None) -> str | None:
     """``2.5 h old at the failure`` (seconds → hours), or None."""
     return None if seconds is None else f"{seconds / 3600:.1f} h old at the failure"
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a preemption alert needs and its event lacks (the event names only the job's ARN).
+
+    Attributes:
+        name, queue: ``jobName``, job queue *name*.
+        share_identifier, quota_share: fair-share identifier / quota share name, when any.
+        priority: ``schedulingPriority`` (higher runs first within its share), when set.
+    """
+
+    name: str | None
+    queue: str | None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    priority: int | None = None
 
 
 def with_context(fact: AlertFact, context: JobContext) -> AlertFact:

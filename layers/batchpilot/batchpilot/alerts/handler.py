@@ -1,12 +1,13 @@
 """The alerts function's batch work for Powertools' batch utility: one pass over each SQS batch.
 
-Digests need the whole batch, so the work is batch-level (Powertools' documented extension point, a
-``BatchProcessor`` subclass with ``_prepare``/``_clean``):
+Digests need the whole batch, so the work is batch-level, in the shared processor shape
+(:class:`batchpilot.shared.processing.SqsProcessor`, ``_prepare``/``_clean``):
 
 - :meth:`AlertsProcessor._prepare` hands every record of the batch to the
   :class:`~batchpilot.alerts.service.AlertService` once (decode, decide, deliver), with the time
-  left from the Lambda context Powertools gives the processor, then counts and logs the outcomes;
-- :meth:`AlertsProcessor.record_handler`, called by Powertools for each record, only raises for a
+  left from the Lambda context ``processor.handle(event, context)`` was given, then counts and
+  logs the outcomes;
+- :meth:`AlertsProcessor.process_record`, run by Powertools for each record, only raises for a
   record whose fact reached none of the channels it was routed to, so ``ReportBatchItemFailures``
   makes SQS deliver just that record again;
 - :meth:`AlertsProcessor._clean` drops the batch's results.
@@ -31,11 +32,8 @@ from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from batchpilot.alerts.ports import TimeLeft
 from batchpilot.alerts.service import AlertService, BatchResult, RecordOutcome, SentMessage, Suppressed
 from batchpilot.shared.correlation import SENT_MESSAGE
 from batchpilot.shared.metrics import dimensions
@@ -48,6 +46,7 @@ from batchpilot.shared.observability import (
     metrics,
     record_scope,
 )
+from batchpilot.shared.processing import SqsProcessor
 
 __all__ = [
     "MAX_LOGGED_RECORDS",
@@ -67,12 +66,6 @@ _SUPPRESSED = {Suppressed.DUPLICATE: "DuplicateAlertsSuppressed", Suppressed.STA
 
 class NotificationNotDeliveredError(RuntimeError):
     """Raised for a record whose fact reached no channel it was routed to: SQS retries the record."""
-
-
-def _time_left(context: LambdaContext | None) -> TimeLeft:
-    if context is None:
-        return lambda: NO_CONTEXT_SECONDS
-    return lambda: context.get_remaining_time_in_millis() / 1000.0
 
 
 def _count(name: str, value: int, **values: str) -> None:
@@ -176,39 +169,33 @@ def report(result: BatchResult) -> None:
         _count("NotificationsFailed", n, Channel=channel.value)
 
 
-class AlertsProcessor(BatchProcessor):
-    """Powertools' SQS ``BatchProcessor`` whose batch-level work is the alerts service.
+class AlertsProcessor(SqsProcessor):
+    """SQS batch processor of ``AlertsQueue`` whose batch-level work is the alerts service.
 
-    Use with ``process_partial_response(event, record_handler=processor.record_handler,
-    processor=processor, context=context)``.
+    ``functions/alerts/app.py`` returns ``processor.handle(event, context)``.
 
     Args:
         service: the alerts service (built once, at cold start).
     """
 
     def __init__(self, service: AlertService) -> None:
-        super().__init__(event_type=EventType.SQS)
+        super().__init__(no_context_seconds=NO_CONTEXT_SECONDS)
         self._service = service
         self._results: dict[str, RecordOutcome] = {}
 
     def _prepare(self) -> None:
-        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
-        # Powertools sets ``lambda_context`` for this call before entering the processor.
-        context: LambdaContext | None = getattr(self, "lambda_context", None)
-        records = [
-            (str(r.get("messageId", "")), str(r.get("body", ""))) for r in self.records if isinstance(r, dict)
-        ]
-        result = self._service.process(records, _time_left(context))
+        """Start of the batch: every record decided and delivered once, counted and logged."""
+        super()._prepare()
+        result = self._service.process(self.batch_bodies(), self.time_left)
         report(result)
         self._results = result.by_message_id()
 
     def _clean(self) -> None:
+        """End of the batch: its results dropped, then the partial batch response."""
         self._results = {}
-        # No invocation's context outlives it on this long-lived object.
-        self.__dict__.pop("lambda_context", None)
-        super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+        super()._clean()
 
-    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> Any:
+    def process_record(self, record: SQSRecord) -> Any:
         """Raise :class:`NotificationNotDeliveredError` when ``record``'s fact was not delivered."""
         outcome = self._results.get(record.message_id)
         if outcome is None or outcome.failed:

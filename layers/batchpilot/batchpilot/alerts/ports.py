@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from batchpilot.alerts.facts import JobContext
 from batchpilot.alerts.policy import Channel, Severity
 
 if TYPE_CHECKING:
@@ -185,23 +186,6 @@ class SecretReader(Protocol):
     def get(self, secret_id: str) -> str:
         """The secret's string value (``GetSecretValue``). Raises when it cannot be read."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class JobContext:
-    """What a preemption alert needs and its event lacks (the event names only the job's ARN).
-
-    Attributes:
-        name, queue: ``jobName``, job queue *name*.
-        share_identifier, quota_share: fair-share identifier / quota share name, when any.
-        priority: ``schedulingPriority`` (higher runs first within its share), when set.
-    """
-
-    name: str | None
-    queue: str | None
-    share_identifier: str | None = None
-    quota_share: str | None = None
-    priority: int | None = None
 
 
 class JobDirectory(Protocol):

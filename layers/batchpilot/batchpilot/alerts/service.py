@@ -58,6 +58,7 @@ from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
 from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
+from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
 from batchpilot.alerts.ports import (
     AlertStore,
@@ -70,7 +71,7 @@ from batchpilot.alerts.ports import (
     TimeLeft,
 )
 from batchpilot.alerts.registry import ChannelRegistry
-from batchpilot.alerts.render import OnCallFormat, SnsMessage, sns_digest, sns_message
+from batchpilot.alerts.render import OnCallFormat, SnsMessage
 from batchpilot.alerts.severity import Decision, decide
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.errors import is_permanent

@@ -2,11 +2,13 @@
 
 - :func:`run_schedule`: one run of every managed environment at the scheduled time; returns the
   run's summary.
-- :class:`CapacityProcessor`: a Powertools ``BatchProcessor`` (SQS, partial batch responses) for
-  ``CapacityQueue``. Each record is decoded (:func:`batchpilot.shared.records.decode`) and screened
-  (:func:`batchpilot.capacity.service.blocked_run`); a relevant one runs its environment at once,
-  at most once per environment per batch (``_prepare`` starts each batch with none run: the first
-  run lists every RUNNABLE job, the later records' jobs included).
+- :class:`CapacityProcessor`: the shared processor shape
+  (:class:`batchpilot.shared.processing.SqsProcessor`) for ``CapacityQueue``. ``_prepare`` starts
+  each batch with :meth:`~batchpilot.capacity.service.CapacityService.blocked_batch` (no
+  environment run in it yet); each record's body goes to its
+  :meth:`~batchpilot.capacity.service.BlockedBatch.record` (decoded, screened, its environment run
+  at most once per batch: the first run lists every RUNNABLE job, the later records' jobs
+  included), and the record handler logs and counts what that returns.
 
 Here only logging and counting happen (:func:`log_run`,
 :func:`~batchpilot.shared.observability.count_outcome`); the runs are
@@ -17,15 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from batchpilot.capacity.service import CapacityService, RunReport, blocked_run
+from batchpilot.capacity.service import BlockedBatch, CapacityService, RunReport
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.shared.arns import resource_name
-from batchpilot.shared.observability import count, count_outcome, log_field, logger, record_scope
-from batchpilot.shared.records import Outcome, Rejected, decode
+from batchpilot.shared.observability import count, count_outcome, log_field, logger
+from batchpilot.shared.processing import SqsProcessor
+from batchpilot.shared.records import Outcome
 
 __all__ = ["CapacityProcessor", "log_run", "run_schedule"]
 
@@ -115,7 +115,7 @@ def run_schedule(service: CapacityService, event: Any) -> dict[str, Any]:
     return report.summary()
 
 
-class CapacityProcessor(BatchProcessor):
+class CapacityProcessor(SqsProcessor):
     """SQS batch processor of ``CapacityQueue`` (``Batch Service Job Queue Blocked`` events).
 
     Args:
@@ -127,16 +127,16 @@ class CapacityProcessor(BatchProcessor):
     """
 
     def __init__(self, service: CapacityService) -> None:
-        super().__init__(event_type=EventType.SQS)
+        super().__init__()
         self.service = service
-        self._ran: set[str] = set()
+        self._batch: BlockedBatch = service.blocked_batch()
 
     def _prepare(self) -> None:
         """Start of a batch: no environment has run in it yet."""
-        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
-        self._ran = set()
+        super()._prepare()
+        self._batch = self.service.blocked_batch()
 
-    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+    def process_record(self, record: SQSRecord) -> None:
         """One ``Batch Service Job Queue Blocked`` event: a run for its queue's environment at the
         event's ``time``, unless this batch already ran that environment.
 
@@ -146,38 +146,21 @@ class CapacityProcessor(BatchProcessor):
         Raises:
             RuntimeError: the run failed (its first error), so that only this record is retried.
         """
-        with record_scope(record.message_id):
-            self._handle(record)
-
-    def _handle(self, record: SQSRecord) -> None:
-        event = decode(record.body)
-        if isinstance(event, Rejected):
-            count_outcome(event)
+        result = self._batch.record(record.body)
+        if result.rejected is not None:
+            count_outcome(result.rejected, job_queue=result.job_queue)  # None: not logged
             return
-        blocked = blocked_run(event, self.service.settings.policy)
-        if isinstance(blocked, Rejected):
-            count_outcome(blocked, job_queue=resource_name(getattr(event.detail, "jobQueue", None)))
-            return
-        if blocked.environment in self._ran:
-            # The batch's run of this environment listed every RUNNABLE job, this one included.
+        blocked = result.blocked
+        if result.skipped is not None and blocked is not None:
             count_outcome(
                 Outcome.PROCESSED,
-                "service environment already run in this batch",
+                result.skipped.value,
                 event_id=blocked.event_id,
                 service_environment=blocked.environment,
             )
             return
-        self._ran.add(blocked.environment)
-        report = self.service.run_blocked(blocked)
-        if report is None:
-            count_outcome(
-                Outcome.PROCESSED,
-                "service environment already woken this minute",
-                event_id=blocked.event_id,
-                service_environment=blocked.environment,
-            )
-            return
-        log_run(report, self.service.settings)
-        if report.errors:
-            raise RuntimeError(report.errors[0])
+        if result.report is not None:
+            log_run(result.report, self.service.settings)
+            if result.report.errors:
+                raise RuntimeError(result.report.errors[0])
         count_outcome(Outcome.PROCESSED)

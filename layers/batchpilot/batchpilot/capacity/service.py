@@ -53,10 +53,13 @@ from batchpilot.shared.clock import Clock, utc_now
 from batchpilot.shared.events import BatchServiceJobQueueBlocked, JobEvent, to_datetime
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, OwnEvent, PublishError
-from batchpilot.shared.records import Outcome, Rejected
+from batchpilot.shared.records import Outcome, Rejected, decode
 
 __all__ = [
+    "BlockedBatch",
+    "BlockedResult",
     "BlockedRun",
+    "BlockedSkip",
     "CapacityService",
     "DemandMemory",
     "EnvironmentOutcome",
@@ -141,6 +144,70 @@ def blocked_run(event: JobEvent, policy: CapacityPolicyConfig) -> BlockedRun | R
             Outcome.IGNORED, event.id, event.detail_type, "detail.jobQueue is not a managed job queue"
         )
     return BlockedRun(event.id, event.time, environment, queue, event.detail.jobArn)
+
+
+class BlockedSkip(StrEnum):
+    """Why a relevant ``Queue Blocked`` record caused no run of its own (the log line's message)."""
+
+    RAN_IN_BATCH = "service environment already run in this batch"
+    """The batch's run of this environment listed every RUNNABLE job, this one included."""
+    WOKEN_THIS_MINUTE = "service environment already woken this minute"
+    """Another invocation woke the environment this minute (:meth:`CapacityService.run_blocked`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedResult:
+    """What one ``CapacityQueue`` record came to (:meth:`BlockedBatch.record`), for the handler to
+    log and count.
+
+    Attributes:
+        rejected: the record is not one to act on (malformed, another detail-type or reason, an
+            unmanaged queue); None when it is.
+        job_queue: the job queue the event names (its name), when a decoded event names one.
+        blocked: the run it calls for, when relevant.
+        skipped: why a relevant record caused no run of its own, if so.
+        report: the run it caused, if any (its ``errors`` make the record fail).
+    """
+
+    rejected: Rejected | None = None
+    job_queue: str | None = None
+    blocked: BlockedRun | None = None
+    skipped: BlockedSkip | None = None
+    report: RunReport | None = None
+
+
+class BlockedBatch:
+    """One SQS batch of ``CapacityQueue``: each environment run at most once in it (the first run
+    lists every RUNNABLE job, the later records' jobs included). Made by
+    :meth:`CapacityService.blocked_batch` at the start of each batch."""
+
+    def __init__(self, service: CapacityService) -> None:
+        self._service = service
+        self._ran: set[str] = set()
+
+    def record(self, body: str) -> BlockedResult:
+        """One record's body: decoded (:func:`batchpilot.shared.records.decode`), screened
+        (:func:`blocked_run`), then a run of its environment unless this batch already ran it.
+
+        Raises:
+            botocore.exceptions.ClientError: the wake-up claim could not be written
+                (:meth:`CapacityService.run_blocked`).
+        """
+        event = decode(body)
+        if isinstance(event, Rejected):
+            return BlockedResult(rejected=event)
+        blocked = blocked_run(event, self._service.settings.policy)
+        if isinstance(blocked, Rejected):
+            return BlockedResult(
+                rejected=blocked, job_queue=resource_name(getattr(event.detail, "jobQueue", None))
+            )
+        if blocked.environment in self._ran:
+            return BlockedResult(blocked=blocked, skipped=BlockedSkip.RAN_IN_BATCH)
+        self._ran.add(blocked.environment)
+        report = self._service.run_blocked(blocked)
+        if report is None:
+            return BlockedResult(blocked=blocked, skipped=BlockedSkip.WOKEN_THIS_MINUTE)
+        return BlockedResult(blocked=blocked, report=report)
 
 
 class DemandMemory:
@@ -287,6 +354,10 @@ class CapacityService:
             ValueError: the event has no usable ``time`` (see :func:`scheduled_time`).
         """
         return self.run(scheduled_time(event), Trigger.SCHEDULE)
+
+    def blocked_batch(self) -> BlockedBatch:
+        """A new SQS batch of ``Queue Blocked`` records: no environment run in it yet."""
+        return BlockedBatch(self)
 
     def run_blocked(self, blocked: BlockedRun) -> RunReport | None:
         """A run of the blocked job's environment at the event's time, the job counted as blocked

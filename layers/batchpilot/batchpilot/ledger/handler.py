@@ -1,10 +1,10 @@
 """The ledger function's entry points: an SQS batch of job events, and the scheduled run.
 
-:class:`LedgerProcessor` is a Powertools ``BatchProcessor`` whose batch-level work is the ledger
-service (Powertools' documented extension point, ``_prepare``/``_clean``): ``_prepare`` hands every
-record of the batch to :meth:`batchpilot.ledger.service.LedgerService.records` once (one read of
-the batch's job records, one write per job); ``record_handler``, called by Powertools for each
-record, counts its outcome with ``count_outcome`` or raises the error it must be retried for;
+:class:`LedgerProcessor` is the shared processor shape (:class:`batchpilot.shared.processing.SqsProcessor`)
+whose batch-level work is the ledger service: ``_prepare`` hands every record of the batch to
+:meth:`batchpilot.ledger.service.LedgerService.records` once (one read of the batch's job records,
+one write per job); the record work (``process_record``, run by Powertools for each record in its
+scope) counts its outcome with ``count_outcome`` or raises the error it must be retried for;
 ``_clean`` writes the batch's event metrics once and drops its results. Each record's ``messageId``
 goes to the service with its body, so its metric values and its ``Job Starving`` are under it (the
 correlation id), and its count and log line are in its scope. :func:`run_schedule` runs
@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.ledger.service import LedgerService, RecordResult
 from batchpilot.shared.events import to_datetime_or_none
-from batchpilot.shared.observability import count_outcome, log_field, logger, record_scope
+from batchpilot.shared.observability import count_outcome, log_field, logger
+from batchpilot.shared.processing import SqsProcessor
 
 __all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable"]
 
@@ -54,7 +53,7 @@ def run_schedule(service: LedgerService, event: Any) -> dict[str, Any]:
     return summary
 
 
-class LedgerProcessor(BatchProcessor):
+class LedgerProcessor(SqsProcessor):
     """SQS batch processor of ``LedgerQueue`` (every job event).
 
     Args:
@@ -66,29 +65,28 @@ class LedgerProcessor(BatchProcessor):
     """
 
     def __init__(self, service: LedgerService) -> None:
-        super().__init__(event_type=EventType.SQS)
+        super().__init__()
         self.service = service
         self._results: dict[str, RecordResult | Exception] = {}
 
     def _prepare(self) -> None:
         """Start of the batch: every record applied (per job: one read, one write)."""
-        super()._prepare()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
-        records = [r for r in self.records if isinstance(r, dict)]
-        ids = [str(r.get("messageId", "")) for r in records]
-        results = self.service.records([str(r.get("body", "")) for r in records], ids)
+        super()._prepare()
+        batch = self.batch_bodies()
+        ids = [message_id for message_id, _ in batch]
+        results = self.service.records([body for _, body in batch], ids)
         self._results = dict(zip(ids, results, strict=True))
 
-    def record_handler(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
-        """One record: its outcome counted (``EventsProcessed``, ...), or its error raised so SQS
-        delivers it alone again (its job's write failed, lost its races, or its ``Job Starving``
-        could not be published)."""
-        with record_scope(record.message_id):
-            result = self._results.get(record.message_id)
-            if result is None:  # not in the batch _prepare saw: applied alone
-                result = self.service.records([record.body], [record.message_id])[0]
-            if isinstance(result, Exception):
-                raise result
-            count_outcome(result.outcome, "ledger event", **result.fields)
+    def process_record(self, record: SQSRecord) -> None:
+        """One record (in its scope): its outcome counted (``EventsProcessed``, ...), or its error
+        raised so SQS delivers it alone again (its job's write failed, lost its races, or its
+        ``Job Starving`` could not be published)."""
+        result = self._results.get(record.message_id)
+        if result is None:  # not in the batch _prepare saw: applied alone
+            result = self.service.records([record.body], [record.message_id])[0]
+        if isinstance(result, Exception):
+            raise result
+        count_outcome(result.outcome, "ledger event", **result.fields)
 
     def _clean(self) -> None:
         """End of the batch: write its event metrics once, then the partial batch response."""
@@ -96,4 +94,4 @@ class LedgerProcessor(BatchProcessor):
         try:
             self.service.flush()
         finally:
-            super()._clean()  # type: ignore[no-untyped-call]  # Powertools leaves it unannotated
+            super()._clean()

@@ -187,6 +187,7 @@ class LedgerService:
         batch: BatchReader,
         sink: MetricSink,
         clock: Clock,
+        *,
         warn: Any = None,
         publisher: EventPublisher | None = None,
         checkpoints: CheckpointReader | None = None,

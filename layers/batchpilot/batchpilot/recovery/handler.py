@@ -1,52 +1,45 @@
 """The recovery function's batch work: one SQS record in, its outcome counted and logged.
 
-``functions/recovery/app.py`` builds one :class:`RecoveryHandler` at cold start and passes it to
-Powertools' ``process_partial_response`` as the record handler. Powertools gives it the Lambda
-context of the invocation with each record (the handler has a ``lambda_context`` parameter), which
-is where the time left comes from; nothing of an invocation is kept between records.
+``functions/recovery/app.py`` builds one :class:`RecoveryProcessor` at cold start (the shared
+processor shape, :class:`batchpilot.shared.processing.SqsProcessor`) and returns
+``processor.handle(event, context)``. The time left comes from the Lambda context ``handle`` was
+given (:meth:`~batchpilot.shared.processing.SqsProcessor.time_left`); nothing of an invocation is
+kept between records.
 
 A record handed back (``RetryLater``) is a batch item failure. A batch whose every record is handed
-back (one deferred record, say) is a normal outcome, not a function error: app.py's
-``BatchProcessor`` reports the failures instead of raising (``raise_on_entire_batch_failure=False``),
-so the function's ``Errors`` alarm means a real error.
+back (one deferred record, say) is a normal outcome, not a function error: the processor reports
+the failures instead of raising (``raise_on_entire_batch_failure=False``), so the function's
+``Errors`` alarm means a real error.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import traceback
-from collections.abc import Callable
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
 from batchpilot.shared.errors import error_code, is_permanent
-from batchpilot.shared.observability import count, count_outcome, logger, record_scope
+from batchpilot.shared.observability import count, count_outcome, logger
+from batchpilot.shared.processing import SqsProcessor
 from batchpilot.shared.records import Outcome, Rejected
 
-__all__ = ["RecoveryHandler", "time_left_of"]
+__all__ = ["RecoveryProcessor"]
 
 
-def time_left_of(context: LambdaContext | None) -> Callable[[], float]:
-    """Seconds the invocation has left, asked of ``context`` at each call (``inf`` without one)."""
-    if context is None:
-        return lambda: math.inf
-    return lambda: context.get_remaining_time_in_millis() / 1000.0
-
-
-class RecoveryHandler:
-    """Powertools' record handler for the recovery queue.
+class RecoveryProcessor(SqsProcessor):
+    """SQS batch processor of ``RecoveryQueue``.
 
     Args:
         recoverer: the recovery service (its adapters built at cold start).
     """
 
     def __init__(self, recoverer: Recoverer) -> None:
+        super().__init__(raise_on_entire_batch_failure=False)
         self.recoverer = recoverer
 
-    def __call__(self, record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+    def process_record(self, record: SQSRecord) -> None:
         """Handle one record (inside its scope: its ``messageId`` is the correlation id of every
         log line, metric value, API call and own event it causes); raising marks only this record
         as failed (SQS delivers it again).
@@ -62,14 +55,8 @@ class RecoveryHandler:
             Exception: anything else the recoverer raises (logged at ERROR with the exception's
                 type and last frames, never its message).
         """
-        with record_scope(record.message_id):
-            self._handle(record, lambda_context)
-
-    def _handle(self, record: SQSRecord, lambda_context: LambdaContext | None) -> None:
         try:
-            result = self.recoverer.handle_record(
-                record.body, record.receipt_handle, time_left_of(lambda_context)
-            )
+            result = self.recoverer.handle_record(record.body, record.receipt_handle, self.time_left)
         except RetryLater as exc:
             count("RecordsRetried")
             logger.info(

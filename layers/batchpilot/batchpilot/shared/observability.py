@@ -15,9 +15,9 @@ caused (``filter correlation_id = "<messageId>" or @message like "<messageId>"``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -33,11 +33,14 @@ __all__ = [
     "correlation_metadata",
     "count",
     "count_outcome",
+    "entry",
     "log_field",
     "logger",
     "metrics",
     "record_scope",
 ]
+
+_R = TypeVar("_R")
 
 logger = Logger(log_uncaught_exceptions=True)
 """JSON logger; ``service`` and level come from POWERTOOLS_SERVICE_NAME / POWERTOOLS_LOG_LEVEL."""
@@ -63,6 +66,14 @@ def log_field(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_LOG_FIELD:
         return value[: MAX_LOG_FIELD - 1] + "…"
     return value
+
+
+def entry(handler: Callable[[Any, Any], _R]) -> Callable[[Any, Any], _R]:
+    """A Lambda entry (``(event, context)``) with Powertools' Logger context (the event never
+    logged: ``log_event=False``) and the function's counters written once per invocation, with the
+    cold start metric: what every ``functions/<name>/app.py`` entry is decorated with."""
+    with_metrics = metrics.log_metrics(handler, capture_cold_start_metric=True)
+    return logger.inject_lambda_context(with_metrics, log_event=False)
 
 
 def configure(settings: FunctionSettings) -> None:
