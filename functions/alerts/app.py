@@ -12,6 +12,7 @@ from batchpilot.alerts.service import AlertService
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.io.batch import BatchJobDirectory
 from batchpilot.io.clients import LazyClient, client
+from batchpilot.io.deadline import bounded
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
@@ -31,6 +32,7 @@ processor = AlertsProcessor(service)
 
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
+@bounded  # every AWS call ends before the invocation's timeout (io/deadline.py)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """SQS batch in; ``{"batchItemFailures": [...]}`` out (Powertools batch utility)."""
     return process_partial_response(

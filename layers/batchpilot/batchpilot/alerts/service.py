@@ -81,6 +81,9 @@ from batchpilot.shared.records import Outcome, Rejected, decode_any
 __all__ = [
     "CHANNEL_DOWN",
     "CHAT_RESERVE_SECONDS",
+    "CLAIM_RESERVE_SECONDS",
+    "DEFERRED",
+    "OBSERVE_RESERVE_SECONDS",
     "NOT_CONFIGURED",
     "AlertService",
     "BatchResult",
@@ -92,6 +95,16 @@ __all__ = [
 CHAT_RESERVE_SECONDS = 5.0
 """Seconds of the invocation kept for the on-call fallback and the state writes: a chat channel is
 not attempted (nor a 429 waited out) when less than this would remain."""
+CLAIM_RESERVE_SECONDS = 25.0
+"""Seconds of the invocation a fact must have left to be claimed (when the service is given
+reserves): its on-call publish, chat posts and delivery records, each AWS call of which may take up
+to its client's connect plus read timeout (batchpilot.io.clients). A fact not claimed for lack of
+time is reported failed (``deferred``) and SQS delivers it again."""
+OBSERVE_RESERVE_SECONDS = 40.0
+"""Seconds a record must have left for its job state to be recorded (then claimed): the batch stops
+taking new records with this margin, which leaves room for the claims and end-of-batch writes."""
+DEFERRED = "deferred: too little time left in the invocation"
+"""Error of a record not taken on for lack of time (reported failed, delivered again by SQS)."""
 NOT_CONFIGURED = "not_configured"
 _PREEMPTION_KINDS = frozenset({FactKind.PREEMPTION_STARTED, FactKind.PREEMPTION_COMPLETED})
 """Facts whose event names only the job's ARN: looked up in the :class:`JobDirectory`."""
@@ -249,7 +262,14 @@ class AlertService:
         topic: the on-call SNS topic.
         channels: the configured chat channels.
         clock: "now", aware UTC (:func:`batchpilot.shared.clock.utc_now` in Lambda).
-        lease_margin: seconds a claim outlives the invocation's remaining time.
+        lease_margin: seconds a claim outlives the redelivery it guards.
+        visibility_timeout: seconds, the queue's ``VisibilityTimeout`` (SQS delivers a record the
+            invocation did not delete again after it): a claim's lease is ``visibility_timeout +
+            lease_margin``, so a copy of the record redelivered while the claiming invocation may
+            still be writing finds the claim held. None: the invocation's time left instead.
+        reserves: when True, a record is not taken on with less than
+            :data:`OBSERVE_RESERVE_SECONDS` left, nor claimed with less than
+            :data:`CLAIM_RESERVE_SECONDS` (it is reported failed: :data:`DEFERRED`).
         directory: looks up the job a preemption event names (name, queue, share, priority:
             DescribeServiceJob); None: preemption alerts name the job by its ARN only.
         alarms: which CloudWatch alarms are the stack's and which notify an SNS topic themselves
@@ -271,6 +291,8 @@ class AlertService:
         lease_margin: float = 30.0,
         alarms: AlarmRouting | None = None,
         oncall_format: OnCallFormat = OnCallFormat.TEXT,
+        visibility_timeout: float | None = None,
+        reserves: bool = False,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -278,6 +300,8 @@ class AlertService:
         self.channels = channels
         self.clock = clock
         self.lease_margin = lease_margin
+        self.visibility_timeout = visibility_timeout
+        self.reserves = reserves
         self.directory = directory
         self.alarms = alarms or AlarmRouting()
         self.oncall_format = oncall_format
@@ -305,7 +329,7 @@ class AlertService:
                 entries.append(entry)
 
         active = self._drop_in_batch_copies(entries)
-        active = self._observe(active)
+        active = self._observe(active, time_left)
         active = self._claim(active, time_left)
         self._deliver_to_topic(active, result)
         fallbacks: dict[tuple[int, ...], _Fallback] = {}
@@ -401,7 +425,16 @@ class AlertService:
             kept.append(entry)
         return kept
 
-    def _observe(self, entries: list[_Entry]) -> list[_Entry]:
+    def _defer(self, entry: _Entry, time_left: TimeLeft, reserve: float) -> bool:
+        """True (and ``entry`` failed, :data:`DEFERRED`) when reserves apply and less than
+        ``reserve`` seconds are left."""
+        if not self.reserves or time_left() >= reserve:
+            return False
+        entry.outcome.failed = True
+        entry.outcome.error = DEFERRED
+        return True
+
+    def _observe(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
         """Record job states (terminal and newer first); returns the entries still to notify."""
         watched = [
             e
@@ -414,6 +447,9 @@ class AlertService:
         now = self.clock()
         stale: set[int] = set()
         for entry in watched:
+            if self._defer(entry, time_left, OBSERVE_RESERVE_SECONDS):
+                stale.add(id(entry))
+                continue
             try:
                 if not self.store.observe(entry.fact, now):
                     stale.add(id(entry))
@@ -427,9 +463,12 @@ class AlertService:
 
     def _claim(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
         now = self.clock()
-        lease_until = now + timedelta(seconds=max(0.0, time_left()) + self.lease_margin)
+        guarded = self.visibility_timeout if self.visibility_timeout is not None else max(0.0, time_left())
+        lease_until = now + timedelta(seconds=guarded + self.lease_margin)
         claimed = []
         for entry in entries:
+            if self._defer(entry, time_left, CLAIM_RESERVE_SECONDS):
+                continue
             try:
                 claim = self.store.claim(entry.fact, entry.severity, now, lease_until)
             except Exception as exc:

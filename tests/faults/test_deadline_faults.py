@@ -1,0 +1,160 @@
+"""Alerts under a state table that is down or slow (issue 25): every AWS call is bounded by the
+invocation's deadline (batchpilot.io.deadline), so no invocation runs past its timeout, what could
+not finish is reported failed and redelivered, and each fact reaches each channel at most once.
+
+Time is a fake clock: botocore's backoff sleeps and each slow call advance it, and the deadline's
+time left is ``TIMEOUT`` minus it, so nothing sleeps for real.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import botocore.endpoint
+import pytest
+from batchpilot.alerts.service import AlertService
+from batchpilot.alerts.settings import AlertsSettings
+from batchpilot.io.clients import READ_TIMEOUT_SECONDS, client, session
+from batchpilot.io.deadline import DEADLINE
+from batchpilot.io.dynamodb.alerts import DynamoAlertStore
+from batchpilot.io.sns import SnsPublisher
+from batchpilot_local.testing.alerts import Rig, open_rig
+from batchpilot_local.testing.faults import FaultKind, HttpFaults
+
+from batchpilot_local.testing.samples import sample
+
+
+TIMEOUT = 60.0  # the alerts function's Timeout (template.yaml)
+DYNAMODB_OPERATIONS = ("UpdateItem", "PutItem", "GetItem")
+CRITICAL = "service-job/failed-validation"  # critical: on-call topic + chat
+
+
+def jobs(count: int) -> list[str]:
+    """``count`` distinct critical facts (jobs on distinct queues: no digest)."""
+    bodies = []
+    for n in range(count):
+        event = copy.deepcopy(sample(CRITICAL))
+        detail = event["detail"]
+        detail["jobId"] = f"0000000{n}-aaaa-4bbb-8ccc-00000000000{n}"
+        detail["jobArn"] = detail["jobArn"].rsplit("/", 1)[0] + "/" + detail["jobId"]
+        detail["jobName"] = f"deadline-job-{n}"
+        detail["jobQueue"] = f"{detail['jobQueue']}-{n}"
+        event["id"] = f"event-deadline-{n}"
+        bodies.append(json.dumps(event))
+    return bodies
+
+
+def copies_per_fact(rig: Rig) -> dict[str, Counter[str]]:
+    """Channel (``sns``, ``slack``) → job name → messages naming it (read once per test)."""
+    texts = {
+        "sns": [m["Subject"] + "\n" + m["Message"] for m in rig.sns()],
+        "slack": [json.dumps(r.payload) for r in rig.slack.delivered()],
+    }
+    out: dict[str, Counter[str]] = {}
+    for channel, messages in texts.items():
+        counter: Counter[str] = Counter()
+        for text in messages:
+            for n in range(10):
+                counter[f"deadline-job-{n}"] += f"deadline-job-{n}" in text
+        out[channel] = +counter
+    return out
+
+
+class FakeTime:
+    """Seconds spent in the running invocation; botocore's sleeps add to it."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.longest = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.spent += seconds
+        self.longest = max(self.longest, self.spent)
+
+    def time_left(self) -> float:
+        return TIMEOUT - self.spent
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    yield from open_rig()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTime]:
+    clock = FakeTime()
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", clock.sleep)
+    yield clock
+    DEADLINE.clear()
+
+
+def service(rig: Rig) -> AlertService:
+    """The alerts service as functions/alerts/app.py builds it (settings' service arguments: the
+    lease from the queue's visibility timeout, the time reserves), on the adapters' session."""
+    env = rig.local.environment
+    settings = AlertsSettings.from_environ(env, function="alerts")
+    return AlertService(
+        settings.policy,
+        DynamoAlertStore(client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
+        SnsPublisher(client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
+        rig.channels(),
+        clock=rig.clock,
+        **settings.service_args,
+    )
+
+
+def invoke(rig: Rig, fake: FakeTime, pending: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One invocation over ``pending`` (a fresh deadline); returns the records it reported failed."""
+    fake.spent = 0.0
+    DEADLINE.start(fake.time_left)
+    try:
+        result = service(rig).process(pending, fake.time_left)
+    finally:
+        DEADLINE.clear()
+    failed = {r.message_id for r in result.records if r.failed}
+    return [(m, b) for m, b in pending if m in failed]
+
+
+def test_table_down_longer_than_the_timeout_then_back(rig: Rig, fake: FakeTime) -> None:
+    bodies = jobs(5)
+    pending = [(f"m-{i}", b) for i, b in enumerate(bodies)]
+    faults = HttpFaults()
+    for op in DYNAMODB_OPERATIONS:
+        faults.add("dynamodb", op, FaultKind.SERVER_ERROR, times=None)
+    with faults:
+        pending = invoke(rig, fake, pending)
+    assert fake.longest <= TIMEOUT, f"the invocation ran {fake.longest:.1f} s"
+    assert len(pending) == 5  # every record released for redelivery, none posted
+    for _ in range(3):  # the table is back: SQS redelivers the failed records
+        if pending:
+            pending = invoke(rig, fake, pending)
+    assert pending == []
+    copies = copies_per_fact(rig)
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+
+
+def test_table_slow_each_call_near_the_read_timeout(rig: Rig, fake: FakeTime) -> None:
+    def slow(event_name: str = "", **_: Any) -> None:
+        fake.sleep(READ_TIMEOUT_SECONDS - 0.5)  # answered just before the client gives up
+
+    bodies = jobs(5)
+    pending = [(f"m-{i}", b) for i, b in enumerate(bodies)]
+    session().events.register("before-send.dynamodb", slow, unique_id="test-slow-dynamodb")
+    invocations, longest = 0, 0.0
+    try:
+        while pending and invocations < 12:
+            pending = invoke(rig, fake, pending)
+            invocations += 1
+            longest = max(longest, fake.spent)
+    finally:
+        session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
+    assert longest <= TIMEOUT, f"an invocation ran {longest:.1f} s"
+    assert pending == []
+    copies = copies_per_fact(rig)
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
