@@ -12,6 +12,7 @@ import copy
 import json
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import botocore.endpoint
@@ -23,7 +24,7 @@ from batchpilot.io.deadline import DEADLINE
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.sns import SnsPublisher
 from batchpilot_local.testing.alerts import Rig, open_rig
-from batchpilot_local.testing.faults import FaultKind, HttpFaults
+from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
 
 from batchpilot_local.testing.samples import sample
 
@@ -41,14 +42,14 @@ def jobs(count: int) -> list[str]:
         detail = event["detail"]
         detail["jobId"] = f"0000000{n}-aaaa-4bbb-8ccc-00000000000{n}"
         detail["jobArn"] = detail["jobArn"].rsplit("/", 1)[0] + "/" + detail["jobId"]
-        detail["jobName"] = f"deadline-job-{n}"
+        detail["jobName"] = f"deadline-job-{n}-"  # the dash ends the name: job-1 is not in job-10
         detail["jobQueue"] = f"{detail['jobQueue']}-{n}"
         event["id"] = f"event-deadline-{n}"
         bodies.append(json.dumps(event))
     return bodies
 
 
-def copies_per_fact(rig: Rig) -> dict[str, Counter[str]]:
+def copies_per_fact(rig: Rig, count: int = 5) -> dict[str, Counter[str]]:
     """Channel (``sns``, ``slack``) → job name → messages naming it (read once per test)."""
     texts = {
         "sns": [m["Subject"] + "\n" + m["Message"] for m in rig.sns()],
@@ -58,8 +59,8 @@ def copies_per_fact(rig: Rig) -> dict[str, Counter[str]]:
     for channel, messages in texts.items():
         counter: Counter[str] = Counter()
         for text in messages:
-            for n in range(10):
-                counter[f"deadline-job-{n}"] += f"deadline-job-{n}" in text
+            for n in range(count):
+                counter[f"deadline-job-{n}-"] += f"deadline-job-{n}-" in text
         out[channel] = +counter
     return out
 
@@ -157,4 +158,37 @@ def test_table_slow_each_call_near_the_read_timeout(rig: Rig, fake: FakeTime) ->
     assert pending == []
     copies = copies_per_fact(rig)
     assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+
+
+@dataclass
+class EveryOther(Fault):
+    """Throttles every other matching request (half the table's writes and reads)."""
+
+    seen_requests: int = 0
+
+    def take(self) -> bool:
+        self.seen_requests += 1
+        if self.seen_requests % 2:
+            return False
+        self.hits += 1
+        return True
+
+
+def test_table_throttled_at_half_of_its_requests(rig: Rig, fake: FakeTime) -> None:
+    bodies = jobs(50)
+    pending = [(f"m-{i}", b) for i, b in enumerate(bodies)]
+    faults = HttpFaults()
+    faults.faults.extend(EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS)
+    invocations, longest = 0, 0.0
+    with faults:
+        while pending and invocations < 12:
+            pending = invoke(rig, fake, pending)
+            invocations += 1
+            longest = max(longest, fake.spent)
+    assert faults.injected, "no request was throttled"
+    assert longest <= TIMEOUT, f"an invocation ran {longest:.1f} s"
+    assert pending == []
+    copies = copies_per_fact(rig, 50)
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 50, "slack": 50}, copies
     assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
