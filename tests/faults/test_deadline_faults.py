@@ -25,9 +25,7 @@ from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.sns import SnsPublisher
 from batchpilot_local.testing.alerts import Rig, open_rig
 from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
-
 from batchpilot_local.testing.samples import sample
-
 
 TIMEOUT = 60.0  # the alerts function's Timeout (template.yaml)
 DYNAMODB_OPERATIONS = ("UpdateItem", "PutItem", "GetItem")
@@ -179,7 +177,9 @@ def test_table_throttled_at_half_of_its_requests(rig: Rig, fake: FakeTime) -> No
     bodies = jobs(50)
     pending = [(f"m-{i}", b) for i, b in enumerate(bodies)]
     faults = HttpFaults()
-    faults.faults.extend(EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS)
+    faults.faults.extend(
+        EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS
+    )
     invocations, longest = 0, 0.0
     with faults:
         while pending and invocations < 12:

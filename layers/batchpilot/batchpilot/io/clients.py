@@ -18,7 +18,14 @@ if TYPE_CHECKING:
 
 from batchpilot.io.deadline import register_hooks
 
-__all__ = ["CONNECT_TIMEOUT_SECONDS", "READ_TIMEOUT_SECONDS", "RETRY_ATTEMPTS", "LazyClient", "client", "session"]
+__all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "READ_TIMEOUT_SECONDS",
+    "RETRY_ATTEMPTS",
+    "LazyClient",
+    "client",
+    "session",
+]
 
 RETRY_ATTEMPTS = 6
 """Total attempts per call (first try included) in botocore's ``standard`` retry mode."""

@@ -158,7 +158,9 @@ def register_hooks(
 
     adapter, conditions = RetryEventAdapter(), StandardRetryConditions(max_attempts=max_attempts)
 
-    def needs_retry(event_name: str = "", caught_exception: BaseException | None = None, **kwargs: Any) -> None:
+    def needs_retry(
+        event_name: str = "", caught_exception: BaseException | None = None, **kwargs: Any
+    ) -> None:
         if isinstance(caught_exception, DeadlineExceeded):
             return  # not retried by botocore: raised as it is
         context = adapter.create_retry_context(caught_exception=caught_exception, **kwargs)
