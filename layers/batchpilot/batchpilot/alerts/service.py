@@ -265,7 +265,7 @@ class _Pace:
             self.longest = max(self.longest, before - self.time_left())
 
     def fits(self, calls: int) -> bool:
-        return self.time_left() >= self.longest * calls + CHAT_RESERVE_SECONDS
+        return self.time_left() >= self.longest * calls + MIN_REQUEST_SECONDS
 
 
 class AlertService:
@@ -285,7 +285,7 @@ class AlertService:
         reserves: when True, the batch is paced by the time left: a record's state is recorded,
             and a fact claimed, only while the calls it still needs (its claim, one delivery
             record per requested channel, :data:`STORE_CALLS_AFTER_CLAIM`), each as long as the
-            longest state-store call of the batch so far, plus :data:`CHAT_RESERVE_SECONDS` fit
+            longest state-store call of the batch so far, plus ``MIN_REQUEST_SECONDS`` fit
             in the time left; else the record is reported failed (:data:`DEFERRED`) and SQS
             delivers it again, instead of it being claimed and then cut off mid-write.
         directory: looks up the job a preemption event names (name, queue, share, priority:
