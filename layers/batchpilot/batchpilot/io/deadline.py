@@ -168,8 +168,11 @@ def register_hooks(
             return  # botocore's standard mode would not retry it either: its answer stands
         attempts = int(kwargs.get("attempts", 1))
         backoff = min(2.0 ** (attempts - 1), MAX_BACKOFF_SECONDS)
+        response = kwargs.get("response")
+        error = response[1].get("Error", {}).get("Code") if response is not None else None
+        last = error or type(caught_exception).__name__
         try:
-            deadline.require(backoff + attempt_seconds, f"retry of {_operation(event_name)}")
+            deadline.require(backoff + attempt_seconds, f"retry of {_operation(event_name)} after {last}")
         except DeadlineExceeded as exc:
             raise exc from caught_exception
 
