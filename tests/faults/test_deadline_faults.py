@@ -13,6 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import botocore.endpoint
@@ -24,7 +25,7 @@ from batchpilot.io.deadline import DEADLINE
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.sns import SnsPublisher
 from batchpilot_local.testing.alerts import Rig, open_rig
-from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
+from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults, Killed
 from batchpilot_local.testing.samples import sample
 
 TIMEOUT = 60.0  # the alerts function's Timeout (template.yaml)
@@ -192,3 +193,18 @@ def test_table_throttled_at_half_of_its_requests(rig: Rig, fake: FakeTime) -> No
     copies = copies_per_fact(rig, 50)
     assert {channel: len(c) for channel, c in copies.items()} == {"sns": 50, "slack": 50}, copies
     assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+
+
+def test_a_claim_outlives_the_redelivery_of_a_killed_invocation(rig: Rig, fake: FakeTime) -> None:
+    # Killed after posting to the topic, before its delivery record: SQS delivers the
+    # batch again after the queue's visibility timeout (360 s), while the lease (360 + 30 s) holds.
+    pending = [(f"m-{i}", b) for i, b in enumerate(jobs(1))]
+    with HttpFaults().add("dynamodb", "UpdateItem", FaultKind.KILL_BEFORE, skip=1), pytest.raises(Killed):
+        invoke(rig, fake, pending)  # the first UpdateItem is the claim, the second a delivery record
+    rig.clock.now += timedelta(seconds=360)
+    assert invoke(rig, fake, pending) == pending  # the lease holds: failed, not sent again
+    copies = copies_per_fact(rig, 1)
+    assert {channel: dict(c) for channel, c in copies.items()} == {
+        "sns": {"deadline-job-0-": 1},  # posted once, before the kill
+        "slack": {},  # the kill came first: Slack waits for the lease to run out (390 s)
+    }
