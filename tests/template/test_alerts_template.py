@@ -73,6 +73,7 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
         "BATCHPILOT_ONCALL_MESSAGE_FORMAT": {"Ref": "OnCallMessageFormat"},
         "BATCHPILOT_ALARM_NAME_PREFIX": {"Fn::Sub": "batchpilot/${AWS::StackName}/"},
         "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": variables["BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY"],
+        "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT": "360",
     }
     # every variable is one the function reads: a named field, or a channel's webhook secret
     read = set(AlertsSettings._ENV.values()) | {
@@ -103,6 +104,9 @@ def test_queue_batches_bursts_for_digests(template: dict[str, Any], translated: 
     queue = props(translated, "AlertsQueue", "AWS::SQS::Queue")
     assert queue["VisibilityTimeout"] >= 6 * fn["Timeout"]
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    # Claim leases outlive the redelivery they guard: the function is told the queue's timeout.
+    visibility = fn["Environment"]["Variables"]["BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT"]
+    assert int(visibility) == queue["VisibilityTimeout"]
 
 
 def test_rules_take_job_events_own_events_and_the_stacks_alarms(template: dict[str, Any]) -> None:

@@ -327,6 +327,7 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
             "BATCHPILOT_ALARM_NAME_PREFIX": "batchpilot/prod/",
             "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": "batchpilot/prod/AlertsErrorsAlarm,batchpilot/prod/X",
             "BATCHPILOT_ONCALL_MESSAGE_FORMAT": "amazon-q",
+            "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT": "720",
         },
         function="alerts",
     )
@@ -335,9 +336,16 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
             "batchpilot/prod/", frozenset({"batchpilot/prod/AlertsErrorsAlarm", "batchpilot/prod/X"})
         ),
         "oncall_format": OnCallFormat.AMAZON_Q,
+        "visibility_timeout": 720.0,
+        "reserves": True,
     }
     defaults = AlertsSettings.from_environ(BASE_ENV, function="alerts")
-    assert defaults.service_args == {"alarms": AlarmRouting(), "oncall_format": OnCallFormat.TEXT}
+    assert defaults.service_args == {
+        "alarms": AlarmRouting(),
+        "oncall_format": OnCallFormat.TEXT,
+        "visibility_timeout": 360.0,  # AlertsQueue's VisibilityTimeout in template.yaml
+        "reserves": True,
+    }
 
 
 @pytest.mark.parametrize(

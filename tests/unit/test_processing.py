@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from batchpilot.shared.deadline import DEADLINE
 from batchpilot.shared.observability import logger, metrics
 from batchpilot.shared.processing import SqsProcessor, by_trigger, queue_entry, schedule_entry
 from batchpilot_local.testing.harness import sqs_event
@@ -119,3 +120,32 @@ def test_the_one_handler_sends_each_trigger_to_its_own_entry(
     assert schedule_handler(scheduled, lambda_context) == {"time": "2026-11-20T10:00:00Z"}
     with pytest.raises(ValueError, match="no time"):
         schedule_entry(lambda event: (_ for _ in ()).throw(ValueError("no time")))({}, lambda_context)
+
+
+class DeadlineProbe(SqsProcessor):
+    """Records the process-wide deadline (what io/deadline.py's botocore hooks read) per record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deadline_seen: list[float] = []
+
+    def process_record(self, record: SQSRecord) -> Any:
+        self.deadline_seen.append(DEADLINE.time_left())
+        return None
+
+
+def test_every_queue_batch_and_scheduled_run_bounds_aws_calls_by_its_time_left() -> None:
+    processor = DeadlineProbe()
+    queue_entry(processor)(sqs_event(["a", "b"], "q"), Context(42_000))
+    assert processor.deadline_seen == [42.0, 42.0]
+    assert DEADLINE.time_left() == math.inf  # nothing of the invocation outlives it
+
+    seen: list[float] = []
+
+    def run(event: Any) -> dict[str, Any]:
+        seen.append(DEADLINE.time_left())
+        return {"ran": True}
+
+    assert schedule_entry(run)({"time": "2026-12-01T00:00:00Z"}, Context(7_000)) == {"ran": True}
+    assert seen == [7.0]
+    assert DEADLINE.time_left() == math.inf

@@ -46,11 +46,11 @@ hanging chat service costs one request timeout per batch, not one per fact.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_core import from_json
 
@@ -82,7 +82,9 @@ from batchpilot.shared.records import Outcome, Rejected, decode_any
 __all__ = [
     "CHANNEL_DOWN",
     "CHAT_RESERVE_SECONDS",
+    "DEFERRED",
     "NOT_CONFIGURED",
+    "STORE_CALLS_AFTER_CLAIM",
     "AlertService",
     "BatchResult",
     "RecordOutcome",
@@ -93,6 +95,11 @@ __all__ = [
 CHAT_RESERVE_SECONDS = 5.0
 """Seconds of the invocation kept for the on-call fallback and the state writes: a chat channel is
 not attempted (nor a 429 waited out) when less than this would remain."""
+STORE_CALLS_AFTER_CLAIM = 1
+"""State-store calls a claimed fact needs besides one delivery record per requested channel (its
+on-call publish, or the release of a claim whose delivery failed)."""
+DEFERRED = "deferred: too little time left in the invocation"
+"""Error of a record not taken on for lack of time (reported failed, delivered again by SQS)."""
 NOT_CONFIGURED = "not_configured"
 _PREEMPTION_KINDS = frozenset({FactKind.PREEMPTION_STARTED, FactKind.PREEMPTION_COMPLETED})
 """Facts whose event names only the job's ARN: looked up in the :class:`JobDirectory`."""
@@ -241,6 +248,27 @@ def _envelope(body: str | bytes) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+_T = TypeVar("_T")
+
+
+class _Pace:
+    """The longest state-store call of one batch, measured on the invocation's time left."""
+
+    def __init__(self, time_left: TimeLeft) -> None:
+        self.time_left = time_left
+        self.longest = 0.0
+
+    def timed(self, call: Callable[..., _T], *args: Any) -> _T:
+        before = self.time_left()
+        try:
+            return call(*args)
+        finally:
+            self.longest = max(self.longest, before - self.time_left())
+
+    def fits(self, calls: int) -> bool:
+        return self.time_left() >= self.longest * calls + MIN_REQUEST_SECONDS
+
+
 class AlertService:
     """Delivers the facts of SQS batches (see the module docstring).
 
@@ -250,7 +278,17 @@ class AlertService:
         topic: the on-call SNS topic.
         channels: the configured chat channels.
         clock: "now", aware UTC (:func:`batchpilot.shared.clock.utc_now` in Lambda).
-        lease_margin: seconds a claim outlives the invocation's remaining time.
+        lease_margin: seconds a claim outlives the redelivery it guards.
+        visibility_timeout: seconds, the queue's ``VisibilityTimeout`` (SQS delivers a record the
+            invocation did not delete again after it): a claim's lease is ``visibility_timeout +
+            lease_margin``, so a copy of the record redelivered while the claiming invocation may
+            still be writing finds the claim held. None: the invocation's time left instead.
+        reserves: when True, the batch is paced by the time left: a record's state is recorded,
+            and a fact claimed, only while the calls it still needs (its claim, one delivery
+            record per requested channel, :data:`STORE_CALLS_AFTER_CLAIM`), each as long as the
+            longest state-store call of the batch so far, plus ``MIN_REQUEST_SECONDS`` fit
+            in the time left; else the record is reported failed (:data:`DEFERRED`) and SQS
+            delivers it again, instead of it being claimed and then cut off mid-write.
         directory: looks up the job a preemption event names (name, queue, share, priority:
             DescribeServiceJob); None: preemption alerts name the job by its ARN only.
         alarms: which CloudWatch alarms are the stack's and which notify an SNS topic themselves
@@ -272,6 +310,8 @@ class AlertService:
         lease_margin: float = 30.0,
         alarms: AlarmRouting | None = None,
         oncall_format: OnCallFormat = OnCallFormat.TEXT,
+        visibility_timeout: float | None = None,
+        reserves: bool = False,
     ) -> None:
         self.policy = policy
         self.store = store
@@ -279,6 +319,8 @@ class AlertService:
         self.channels = channels
         self.clock = clock
         self.lease_margin = lease_margin
+        self.visibility_timeout = visibility_timeout
+        self.reserves = reserves
         self.directory = directory
         self.alarms = alarms or AlarmRouting()
         self.oncall_format = oncall_format
@@ -306,8 +348,9 @@ class AlertService:
                 entries.append(entry)
 
         active = self._drop_in_batch_copies(entries)
-        active = self._observe(active)
-        active = self._claim(active, time_left)
+        pace = _Pace(time_left)
+        active = self._observe(active, pace)
+        active = self._claim(active, pace, time_left)
         self._deliver_to_topic(active, result)
         fallbacks: dict[tuple[int, ...], _Fallback] = {}
         for channel in Channel:
@@ -402,7 +445,16 @@ class AlertService:
             kept.append(entry)
         return kept
 
-    def _observe(self, entries: list[_Entry]) -> list[_Entry]:
+    def _defer(self, entry: _Entry, pace: _Pace, calls: int) -> bool:
+        """True (and ``entry`` failed, :data:`DEFERRED`) when reserves apply and ``calls`` more
+        state-store calls for it would not fit in the time left."""
+        if not self.reserves or pace.fits(calls):
+            return False
+        entry.outcome.failed = True
+        entry.outcome.error = DEFERRED
+        return True
+
+    def _observe(self, entries: list[_Entry], pace: _Pace) -> list[_Entry]:
         """Record job states (terminal and newer first); returns the entries still to notify."""
         watched = [
             e
@@ -415,8 +467,11 @@ class AlertService:
         now = self.clock()
         stale: set[int] = set()
         for entry in watched:
+            if self._defer(entry, pace, 2 + len(entry.requested) + STORE_CALLS_AFTER_CLAIM):
+                stale.add(id(entry))
+                continue
             try:
-                if not self.store.observe(entry.fact, now):
+                if not pace.timed(self.store.observe, entry.fact, now):
                     stale.add(id(entry))
                     if entry.decision.notify:
                         entry.outcome.suppressed = Suppressed.STALE
@@ -426,13 +481,16 @@ class AlertService:
         # Nothing requested: an alarm that notified its topic itself, with no chat configured.
         return [e for e in entries if e.decision.notify and e.requested and id(e) not in stale]
 
-    def _claim(self, entries: list[_Entry], time_left: TimeLeft) -> list[_Entry]:
+    def _claim(self, entries: list[_Entry], pace: _Pace, time_left: TimeLeft) -> list[_Entry]:
         now = self.clock()
-        lease_until = now + timedelta(seconds=max(0.0, time_left()) + self.lease_margin)
+        guarded = self.visibility_timeout if self.visibility_timeout is not None else max(0.0, time_left())
+        lease_until = now + timedelta(seconds=guarded + self.lease_margin)
         claimed = []
         for entry in entries:
+            if self._defer(entry, pace, 1 + len(entry.requested) + STORE_CALLS_AFTER_CLAIM):
+                continue
             try:
-                claim = self.store.claim(entry.fact, entry.severity, now, lease_until)
+                claim = pace.timed(self.store.claim, entry.fact, entry.severity, now, lease_until)
             except Exception as exc:
                 self._store_failed(entry, exc)
                 continue

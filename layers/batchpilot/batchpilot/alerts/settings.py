@@ -21,6 +21,8 @@ class ServiceArgs(TypedDict):
 
     alarms: AlarmRouting
     oncall_format: OnCallFormat
+    visibility_timeout: float
+    reserves: bool
 
 
 _ARN_OR_NAME = r"^(arn:aws[a-zA-Z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
@@ -52,6 +54,9 @@ class AlertsSettings(FunctionSettings):
             SNS topic, or ``*`` for all (``BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY``): chat only.
         oncall_message_format: ``text`` (default) or ``amazon-q`` (``BATCHPILOT_ONCALL_MESSAGE_FORMAT``):
             the on-call topic's message body (:class:`~batchpilot.alerts.render.OnCallFormat`).
+        queue_visibility_timeout: seconds, the AlertsQueue's ``VisibilityTimeout``
+            (``BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT``, default 360, as template.yaml sets it): a
+            claim's lease outlives the redelivery of the record it guards.
     """
 
     function: str = Field(default="alerts", min_length=1, max_length=64)
@@ -70,6 +75,7 @@ class AlertsSettings(FunctionSettings):
     alarm_name_prefix: str = Field(default="", max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")
     alarms_notified_directly: str = Field(default="", max_length=8192, pattern=r"^[^\x00-\x1f\x7f]*$")
     oncall_message_format: OnCallFormat = OnCallFormat.TEXT
+    queue_visibility_timeout: int = Field(default=360, ge=0, le=43200)  # SQS VisibilityTimeout range
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -82,6 +88,7 @@ class AlertsSettings(FunctionSettings):
         "alarm_name_prefix": "BATCHPILOT_ALARM_NAME_PREFIX",
         "alarms_notified_directly": "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY",
         "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
+        "queue_visibility_timeout": "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT",
     }
 
     @staticmethod
@@ -162,4 +169,9 @@ class AlertsSettings(FunctionSettings):
     @property
     def service_args(self) -> ServiceArgs:
         """What the alerts service takes from the settings besides the policy."""
-        return {"alarms": self.alarms, "oncall_format": self.oncall_message_format}
+        return {
+            "alarms": self.alarms,
+            "oncall_format": self.oncall_message_format,
+            "visibility_timeout": float(self.queue_visibility_timeout),
+            "reserves": True,
+        }

@@ -3,7 +3,9 @@
 Only adapters call :func:`client`. boto3 is imported lazily so the metrics function, which
 calls no AWS API, never pays for it at cold start. Throttling and transient errors are retried
 by botocore itself (``standard`` mode: exponential backoff with jitter, throttling errors
-included), never by a hand-written loop.
+included), never by a hand-written loop. Every client is bounded by the invocation's deadline
+(:mod:`batchpilot.io.deadline`): no attempt, and no retry with its backoff, starts unless it can end
+before the Lambda timeout, so an invocation is never killed mid-call by AWS being slow or down.
 """
 
 from __future__ import annotations
@@ -14,10 +16,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import boto3
 
-__all__ = ["RETRY_ATTEMPTS", "LazyClient", "client", "session"]
+from batchpilot.io.deadline import register_hooks
+
+__all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "READ_TIMEOUT_SECONDS",
+    "RETRY_ATTEMPTS",
+    "LazyClient",
+    "client",
+    "session",
+]
 
 RETRY_ATTEMPTS = 6
 """Total attempts per call (first try included) in botocore's ``standard`` retry mode."""
+CONNECT_TIMEOUT_SECONDS = 3
+"""botocore ``Config.connect_timeout`` of every client (seconds)."""
+READ_TIMEOUT_SECONDS = 10
+"""botocore ``Config.read_timeout`` of every client (seconds). With the connect timeout this is the
+longest one attempt may take, so a call is not started with less than that (plus
+:data:`batchpilot.shared.deadline.MARGIN_SECONDS`) left: kept well under the shortest function timeout
+(30 s, template.yaml) so most of an invocation can call AWS."""
 
 
 @cache
@@ -33,7 +51,9 @@ def session() -> boto3.Session:
 
 
 def client(service: str, *, max_attempts: int = RETRY_ATTEMPTS, **kwargs: Any) -> Any:
-    """A new boto3 client for ``service`` with standard-mode retries and bounded timeouts.
+    """A new boto3 client for ``service`` with standard-mode retries and bounded timeouts, its
+    calls bounded by the invocation's deadline (:func:`batchpilot.io.deadline.register_hooks`;
+    a call that cannot end in time raises :class:`~batchpilot.shared.deadline.DeadlineExceeded`).
 
     Args:
         service: the boto3 service name (``batch``, ``dynamodb``, ...).
@@ -46,11 +66,14 @@ def client(service: str, *, max_attempts: int = RETRY_ATTEMPTS, **kwargs: Any) -
 
     config = Config(  # type: ignore[call-arg]  # user_agent_appid: botocore-stubs lag botocore
         retries={"mode": "standard", "total_max_attempts": max_attempts},
-        connect_timeout=5,
-        read_timeout=20,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
         user_agent_appid="batchpilot",
     )
-    return session().client(service, config=config, **kwargs)  # type: ignore[call-overload]
+    made = session().client(service, config=config, **kwargs)  # type: ignore[call-overload]
+    service_id = made.meta.service_model.service_id.hyphenize()
+    register_hooks(made.meta.events, service_id, CONNECT_TIMEOUT_SECONDS + READ_TIMEOUT_SECONDS, max_attempts)
+    return made
 
 
 class LazyClient:

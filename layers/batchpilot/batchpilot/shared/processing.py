@@ -44,6 +44,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from batchpilot.shared.deadline import DEADLINE, bounded
 from batchpilot.shared.observability import entry, record_scope
 
 __all__ = [
@@ -102,12 +103,14 @@ class SqsProcessor(BatchProcessor):
                 ``raise_on_entire_batch_failure=False``); Lambda then retries the whole batch.
         """
         self._context = context
+        DEADLINE.start_from(context)  # every AWS call of the batch ends before the timeout (io/deadline.py)
         try:
             return process_partial_response(
                 event=event, record_handler=self.record_handler, processor=self, context=context
             )
         finally:
             self._context = None
+            DEADLINE.clear()
 
     @property
     def context(self) -> LambdaContext | None:
@@ -154,12 +157,13 @@ def queue_entry(processor: SqsProcessor) -> Handler:
 def schedule_entry(run: Callable[[Any], dict[str, Any]]) -> Handler:
     """A scheduled trigger's own entry (EventBridge Scheduler input shaped as a scheduled event):
     ``run(event)`` (the feature's ``run_schedule``: ValueError without a usable ``time``), decorated
-    like :func:`queue_entry`; returns the run's summary."""
+    like :func:`queue_entry` and :func:`~batchpilot.shared.deadline.bounded` (its AWS calls end
+    before the timeout); returns the run's summary."""
 
     def schedule_handler(event: Any, context: Any) -> dict[str, Any]:
         return run(event)
 
-    return entry(schedule_handler)
+    return entry(bounded(schedule_handler))
 
 
 def by_trigger(*, queue: Handler, schedule: Handler) -> Handler:
