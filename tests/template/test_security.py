@@ -381,7 +381,9 @@ def test_only_a_capacity_and_ledger_schedule_and_function_may_dead_letter_their_
     template: dict[str, Any],
 ) -> None:
     for fn in ("Capacity", "Ledger"):
-        policy = resolve(props(template, f"{fn}QueuePolicy", "AWS::SQS::QueuePolicy")["PolicyDocument"], template)
+        policy = resolve(
+            props(template, f"{fn}QueuePolicy", "AWS::SQS::QueuePolicy")["PolicyDocument"], template
+        )
         dead_letter = resolve({"Fn::GetAtt": [f"{fn}DeadLetterQueue", "Arn"]}, template)
 
         def send(principal: str, dead_letter: str = dead_letter, policy: dict[str, Any] = policy) -> bool:
