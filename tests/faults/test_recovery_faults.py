@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from batchpilot.recovery.service import Action, RecoveryResult, RetryLater
+from batchpilot.recovery.service import LISTING_SETTLE_SECONDS, Action, RecoveryResult, RetryLater
 from batchpilot_local.testing.faults import FaultKind, HttpFaults, Killed
 from batchpilot_local.testing.recovery import (
     BUCKET,
@@ -104,6 +104,38 @@ def test_one_job_per_failure_whatever_the_submit_call_sees(
         assert jobs(h) == before + 1  # exactly one new job
         assert [e["attempt"] for e in h.published("Job Resubmitted")] == [1]
         assert faults.injected  # the fault was met
+
+
+@pytest.mark.parametrize("kind", [FaultKind.ACCEPTED_SERVER_ERROR, FaultKind.ACCEPTED_TIMEOUT])
+@pytest.mark.parametrize("lag", [0.0, 30.0, LISTING_SETTLE_SECONDS])
+def test_a_lost_submit_job_answer_and_a_lagging_list_jobs_give_one_job(kind: FaultKind, lag: float) -> None:
+    # SubmitJob made the job but its answer was lost, and ListJobs does not list the new job for
+    # ``lag`` seconds: the resend waits until the look-up can see it, so one job in the end.
+    name, service = CASES["SubmitJob"]
+    with harness(fault_world()) as h:
+        before = jobs(h)
+        with HttpFaults() as faults:
+            faults.add(service, "SubmitJob", kind, times=1)
+            faults.add(service, "ListJobs", FaultKind.LAGGING_LIST, times=None)
+            lagging, made_at = faults.faults[1], h.time.now()
+            deliveries: list[str] = []
+            for _ in range(12):
+                if (h.time.now() - made_at).total_seconds() >= lag:
+                    lagging.times = lagging.hits  # the listing has caught up
+                try:
+                    result = h.recoverer().handle(event_of(sample(name)))
+                    break
+                except RetryLater as exc:
+                    deliveries.append(exc.why.value)
+                    h.time.advance(15)
+            else:
+                raise AssertionError("not answered after 12 deliveries")
+        assert result.action is Action.RESUBMITTED, result
+        assert jobs(h) == before + 1  # exactly one new job
+        assert [e["attempt"] for e in h.published("Job Resubmitted")] == [1]
+        assert faults.injected[0] == ("batch:SubmitJob", kind)
+        # The lost answer hands the record back; the resend waits LISTING_SETTLE_SECONDS.
+        assert deliveries[:2] == ["submit-failed", "listing-settling"], deliveries
 
 
 def recovery_steps(name: str) -> list[str]:

@@ -176,14 +176,15 @@ def test_the_handler_posts_to_teams_when_its_secret_is_set(
             aws, environment=template_environment("alerts"), chat=chat, slack=True, teams=True
         ).open()
         handler = load_app("alerts", local.environment, monkeypatch=monkeypatch)
-        chat.teams.fail_next("server_error")  # the first event's card: it falls back to the topic
+        chat.teams.fail_next("server_error")  # the first event's card: Slack got it, nobody paged
         for name in ("batch-job/failed-spot-reclaim", "batch-job/failed-attempt-timeout"):
             response = handler.lambda_handler(sqs_event([json.dumps(sample(name))], QUEUE), lambda_context)
             assert response == {"batchItemFailures": []}
         blobs, _, _ = printed(capsys)
         assert [r.status for r in chat.teams.requests] == [500, 202]
         sent = sorted((d["Channel"], d["Severity"]) for _, d in metric_values(blobs, "NotificationsSent"))
-        assert sent == [("slack", "info"), ("slack", "warning"), ("sns", "info"), ("teams", "warning")]
+        assert sent == [("slack", "info"), ("slack", "warning"), ("teams", "warning")]
+        assert local.sns_messages() == []
         failed = {(d["Channel"], d.get("Reason")) for _, d in metric_values(blobs, "NotificationsFailed")}
         assert failed == {("teams", "http_500"), ("teams", None)}
     shared_metrics.clear_metrics()

@@ -45,6 +45,12 @@ def rig() -> Iterator[Rig]:
     yield from open_rig(teams=True)
 
 
+@pytest.fixture
+def teams_only() -> Iterator[Rig]:
+    """Teams the one chat channel: a Teams failure is then a fact no chat channel delivered."""
+    yield from open_rig(teams=True, slack=False)
+
+
 def cards(teams: LocalTeams) -> list[dict[str, Any]]:
     return [r.card for r in teams.delivered()]
 
@@ -113,7 +119,8 @@ def test_429_with_retry_after_is_waited_out_within_the_time_left(rig: Rig) -> No
     assert ("teams", "info") in result.sent and result.failed == [] and rig.sns() == []
 
 
-def test_429_beyond_the_time_left_falls_back_without_waiting(rig: Rig) -> None:
+def test_429_beyond_the_time_left_falls_back_without_waiting(teams_only: Rig) -> None:
+    rig = teams_only
     rig.teams.fail_next("rate_limited", retry_after=30)
     rig.remaining = 20.0  # less than Retry-After + the reserve for the fallback
     result = rig.run(sample(INFO))
@@ -123,7 +130,8 @@ def test_429_beyond_the_time_left_falls_back_without_waiting(rig: Rig) -> None:
     assert "Teams delivery failed: rate_limited" in message["Message"]
 
 
-def test_429_retries_are_bounded(rig: Rig) -> None:
+def test_429_retries_are_bounded(teams_only: Rig) -> None:
+    rig = teams_only
     rig.teams.fail_always("rate_limited", retry_after=2)
     result = rig.run(sample(INFO))
     assert rig.sleeps == [2.0, 2.0, 2.0] and len(rig.teams.requests) == 4
@@ -145,8 +153,8 @@ def deployed(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) 
     caplog.set_level(logging.DEBUG)
     shared_metrics.clear_metrics()
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
-        local = LocalAlerts(
-            aws, environment=template_environment("alerts"), chat=chat, slack=True, teams=True
+        local = LocalAlerts(  # Teams alone: its failure is a fact no chat channel delivered
+            aws, environment=template_environment("alerts"), chat=chat, slack=False, teams=True
         ).open()
         yield Deployed(chat.teams, local, load_app("alerts", local.environment, monkeypatch=monkeypatch))
     shared_metrics.clear_metrics()
@@ -194,7 +202,8 @@ def test_the_deployed_handler_counts_a_429_that_never_ends_and_falls_back_once(
     assert deployed.teams.signature not in logged and deployed.teams.workflow_path not in logged
 
 
-def test_the_request_after_a_429_wait_gets_only_the_time_then_left(rig: Rig) -> None:
+def test_the_request_after_a_429_wait_gets_only_the_time_then_left(teams_only: Rig) -> None:
+    rig = teams_only
     # 429 (Retry-After: 2), then a webhook that holds the connection: the request after the wait is
     # bounded by what is left of the chat budget, not by the first request's timeout (which would
     # end 2 s after the budget, inside the reserve the on-call fallback needs).
@@ -218,13 +227,14 @@ def test_the_request_after_a_429_wait_gets_only_the_time_then_left(rig: Rig) -> 
     ("mode", "reason"),
     [("server_error", "http_500"), ("not_found", "http_404"), ("unauthorized", "http_401")],
 )
-def test_a_failed_post_falls_back_to_the_on_call_topic_once(rig: Rig, mode: str, reason: str) -> None:
+def test_a_failed_post_falls_back_to_the_on_call_topic_once(teams_only: Rig, mode: str, reason: str) -> None:
+    rig = teams_only
     rig.teams.fail_next(mode)
     result = rig.run(sample(INFO))
     assert len(rig.teams.requests) == 1  # no retry: a 5xx may have posted already
     assert result.failed == [("teams", reason)]
     assert result.records[0].outcome is Outcome.PROCESSED and not result.records[0].failed
-    assert result.records[0].channels == ["slack", "sns"]  # Slack got it; the topic stood in for Teams
+    assert result.records[0].channels == ["sns"]  # no chat channel got it: the topic stood in
     [message] = rig.sns()
     assert f"Teams delivery failed: {reason}" in message["Message"]
     attributes = {k: v["Value"] for k, v in message["MessageAttributes"].items()}
@@ -233,7 +243,8 @@ def test_a_failed_post_falls_back_to_the_on_call_topic_once(rig: Rig, mode: str,
     assert retry.records[0].outcome is Outcome.DUPLICATE and rig.sns() == []
 
 
-def test_a_timeout_falls_back(rig: Rig) -> None:
+def test_a_timeout_falls_back(teams_only: Rig) -> None:
+    rig = teams_only
     rig.chat_timeout = 0.5
     rig.teams.fail_next("timeout", delay=2.0)
     result = rig.run(sample(INFO))
@@ -403,3 +414,41 @@ def test_default_routes_follow_the_configured_chat_channels() -> None:
     assert teams_only.channels_for(Severity.WARNING) == (Channel.TEAMS,)
     explicit = load_policy(json.dumps({"channels": {"critical": ["sns"], "warning": ["slack"], "info": []}}))
     assert explicit.for_chat([Channel.TEAMS]) == explicit  # an explicit route is never rewritten
+
+
+# --------------------------------------------------- the on-call fallback: only for facts no chat got
+def test_a_fact_another_chat_channel_delivered_is_not_paged(rig: Rig) -> None:
+    # Slack answers 5xx, Teams delivers: Teams stands in for Slack; nobody is paged for a warning.
+    rig.slack.fail_next("server_error")
+    result = rig.run(sample(INFO))
+    assert result.failed == [("slack", "http_500")]
+    [record] = result.records
+    assert record.outcome is Outcome.PROCESSED and not record.failed and record.channels == ["teams"]
+    assert record.error == "slack: http_500 (delivered to teams)"
+    assert len(rig.teams.delivered()) == 1 and rig.slack.delivered() == [] and rig.sns() == []
+    again = rig.run({**sample(INFO), "id": "another-envelope-id"})  # SQS redelivery: sent before
+    assert again.records[0].outcome is Outcome.DUPLICATE
+    assert len(rig.teams.delivered()) == 1 and rig.slack.delivered() == [] and rig.sns() == []
+
+
+def test_ten_facts_one_chat_channel_delivered_page_nobody() -> None:
+    for rig in open_rig(teams=True):
+        rig.slack.fail_always("server_error")
+        result = rig.run(*failed_fleet(10, "Host EC2 (instance i-0abc) terminated.", series="3333"))
+        assert [(r.failed, r.channels) for r in result.records] == [(False, ["teams"])] * 10
+        assert ("slack", "http_500") in result.failed
+        assert rig.sns() == [] and rig.teams.delivered() != []  # ten warnings, no page
+
+
+def test_a_fact_every_chat_channel_failed_is_paged_exactly_once(rig: Rig) -> None:
+    rig.slack.fail_next("server_error")
+    rig.teams.fail_next("server_error")
+    result = rig.run(sample(INFO))
+    assert sorted(result.failed) == [("slack", "http_500"), ("teams", "http_500")]
+    [record] = result.records
+    assert not record.failed and record.channels == ["sns"]
+    [message] = rig.sns()
+    assert message["MessageAttributes"]["fallback_from"]["Value"] == "slack,teams"
+    again = rig.run({**sample(INFO), "id": "another-envelope-id"})  # SQS redelivery
+    assert again.records[0].outcome is Outcome.DUPLICATE and rig.sns() == []
+    assert rig.slack.delivered() == [] and rig.teams.delivered() == []

@@ -59,6 +59,8 @@ def resolve(node: Any, template: dict[str, Any]) -> Any:
     def ref_of(name: str) -> str:
         if name in PSEUDO:
             return PSEUDO[name]
+        if name in template.get("Parameters", {}):
+            return str(template["Parameters"][name]["Default"])
         kind = resources[name]["Type"]
         if kind == "AWS::SNS::Topic":
             topic_name = resolve(resources[name]["Properties"]["TopicName"], template)
@@ -136,6 +138,8 @@ def _condition_holds(operator: str, key: str, values: Any, keys: dict[str, str])
         return actual not in expected
     if base in ("ArnLike", "StringLike"):
         return any(fnmatch.fnmatchcase(actual, pattern) for pattern in expected)
+    if base in ("ArnNotLike", "StringNotLike"):
+        return not any(fnmatch.fnmatchcase(actual, pattern) for pattern in expected)
     raise AssertionError(f"the evaluator does not know {operator}")
 
 
@@ -294,9 +298,21 @@ def test_every_queue_has_exactly_one_policy(template: dict[str, Any]) -> None:
     assert sorted(covered) == sorted(resources_of_type(template, "AWS::SQS::Queue"))
 
 
-@pytest.mark.parametrize(
-    "name", ["MetricsQueuePolicy", "RecoveryQueuePolicy", "AlertsQueuePolicy", "CapacityQueuePolicy"]
-)
+QUEUE_POLICIES = [
+    "MetricsQueuePolicy",
+    "RecoveryQueuePolicy",
+    "AlertsQueuePolicy",
+    "CapacityQueuePolicy",
+    "LedgerQueuePolicy",
+]
+REDRIVE_ROLE = role("batchpilot-redrive")  # QueueRedriveRoleName's default
+
+
+def test_every_queue_policy_is_checked(template: dict[str, Any]) -> None:
+    assert sorted(queue_policies(template)) == sorted(QUEUE_POLICIES)
+
+
+@pytest.mark.parametrize("name", QUEUE_POLICIES)
 def test_queue_policies_deny_non_tls_and_admit_only_eventbridge_from_their_rules(
     template: dict[str, Any], name: str
 ) -> None:
@@ -316,7 +332,7 @@ def test_queue_policies_deny_non_tls_and_admit_only_eventbridge_from_their_rules
         assert {
             getatt(a, "Arn") for a in as_list(allow["Condition"]["ArnEquals"]["aws:SourceArn"])
         } == expected_rules
-    (deny,) = denies
+    deny, _ = sorted(denies, key=lambda d: d["Action"] != "sqs:*")  # the TLS Deny, then the senders'
     assert deny["Principal"] == "*" and deny["Action"] == "sqs:*"
     assert {getatt(r, "Arn") for r in deny["Resource"]} == queues
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -351,6 +367,31 @@ def test_queue_policies_deny_non_tls_and_admit_only_eventbridge_from_their_rules
             assert not send(ADMIN, tls=False, action=action), (queue, action)
         # The function polling its queue over TLS is not in the policy's way (its role allows it).
         assert send(role("Poller"), action="sqs:ReceiveMessage"), queue
+        # No principal of the account may post its own text, whatever its IAM policies allow
+        # (same account: an identity policy alone would be enough without the explicit Deny) ...
+        for sender in (ADMIN, ROOT_USER, f"arn:aws:iam::{ACCOUNT}:user/someone", role("AlertsFunctionRole")):
+            assert not send(sender), (queue, sender)
+            assert not send(sender, source=rule_arns[0]), (queue, sender)  # a forged aws:SourceArn
+        # ... except the redrive role, which StartMessageMoveTask sends as (docs/operations.md).
+        assert send(REDRIVE_ROLE), queue
+        assert not send(role("batchpilot-redrive", OTHER_ACCOUNT)), queue  # same name, other account
+
+
+def test_only_a_capacity_and_ledger_schedule_and_function_may_dead_letter_their_runs(
+    template: dict[str, Any],
+) -> None:
+    for fn in ("Capacity", "Ledger"):
+        policy = resolve(
+            props(template, f"{fn}QueuePolicy", "AWS::SQS::QueuePolicy")["PolicyDocument"], template
+        )
+        dead_letter = resolve({"Fn::GetAtt": [f"{fn}DeadLetterQueue", "Arn"]}, template)
+
+        def send(principal: str, dead_letter: str = dead_letter, policy: dict[str, Any] = policy) -> bool:
+            return allowed(policy, Request(principal, "sqs:SendMessage", dead_letter, iam_allows=True))
+
+        assert send(role(f"{fn}ScheduleRole")), fn  # EventBridge Scheduler's DeadLetterConfig
+        assert send(role(f"{fn}FunctionRole")), fn  # the function's EventInvokeConfig OnFailure
+        assert not send(role("MetricsFunctionRole")), fn
 
 
 def test_every_queue_is_encrypted(template: dict[str, Any]) -> None:

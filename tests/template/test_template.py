@@ -223,7 +223,8 @@ def test_only_the_metrics_rule_may_send_to_the_metrics_queues(translated: dict[s
     p = props(translated, "MetricsQueuePolicy", "AWS::SQS::QueuePolicy")
     assert sorted(ref(q) for q in p["Queues"]) == ["MetricsDeadLetterQueue", "MetricsQueue"]
     statements = p["PolicyDocument"]["Statement"]
-    assert [s["Effect"] for s in statements] == ["Allow", "Deny"]  # the Deny: no request without TLS
+    # The Denies: any other sender (but the redrive role), and any request without TLS.
+    assert [s["Effect"] for s in statements] == ["Allow", "Deny", "Deny"]
     statement = statements[0]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
     assert as_list(statement["Action"]) == ["sqs:SendMessage"]

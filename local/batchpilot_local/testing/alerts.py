@@ -204,14 +204,18 @@ class Rig:
 
 
 def open_rig(
-    bot: bool = False, teams: bool = False, environment: Mapping[str, str] | None = None
+    bot: bool = False,
+    teams: bool = False,
+    environment: Mapping[str, str] | None = None,
+    *,
+    slack: bool = True,
 ) -> Iterator[Rig]:
-    """A :class:`Rig` in a fresh embedded AWS and chat endpoint (Slack bot mode with ``bot``,
-    Teams configured with ``teams``; the function's ``environment``, default :data:`ENV`), closed
-    when the generator ends."""
+    """A :class:`Rig` in a fresh embedded AWS and chat endpoint (Slack configured with ``slack``,
+    in bot mode with ``bot``; Teams configured with ``teams``; the function's ``environment``,
+    default :data:`ENV`), closed when the generator ends."""
     with EmbeddedAws() as aws, LocalChatEndpoint() as chat:
         env = dict(environment if environment is not None else ENV)
-        local = LocalAlerts(aws, environment=env, chat=chat, slack=True, bot=bot, teams=teams).open()
+        local = LocalAlerts(aws, environment=env, chat=chat, slack=slack, bot=bot, teams=teams).open()
         yield Rig(aws, chat, local)
 
 

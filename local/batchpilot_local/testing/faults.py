@@ -9,6 +9,9 @@ it; botocore's retry logic, parsers and error classes run as they do against AWS
 - ``ACCEPTED_SERVER_ERROR`` / ``ACCEPTED_TIMEOUT``: the embedded AWS (moto and the emulated Batch
   and SageMaker) handles the request, then the client sees a 500 / a read timeout instead of the answer,
   as when AWS accepted a request whose answer was lost;
+- ``LAGGING_LIST``: Batch's ``ListJobs`` answers an empty page (``jobSummaryList: []``), as a
+  listing that does not show a just-made job yet (ListJobs is eventually consistent); the request
+  never reaches the emulator;
 - ``INVALID``: a 400 ``ValidationException`` (as DynamoDB answers a key over 2,048 bytes, or
   SageMaker a 100 KB training-job name); never retried by botocore;
 - ``KILL_BEFORE`` / ``KILL_AFTER``: :class:`Killed` is raised before the request is sent / after the
@@ -43,6 +46,7 @@ class FaultKind(StrEnum):
     INVALID = "invalid"
     KILL_BEFORE = "kill-before"
     KILL_AFTER = "kill-after"
+    LAGGING_LIST = "lagging-list"
 
 
 _THROTTLING_CODES = {
@@ -213,6 +217,11 @@ class HttpFaults:
             raise ReadTimeoutError(endpoint_url=request.url)
         if kind is FaultKind.INVALID:
             return _error_response(request.url, service, 400, "ValidationException")
+        if kind is FaultKind.LAGGING_LIST:
+            from botocore.awsrequest import AWSResponse
+
+            headers: Any = {"Content-Type": "application/json"}
+            return AWSResponse(request.url, 200, headers, _Body(json.dumps({"jobSummaryList": []}).encode()))
         if kind is FaultKind.THROTTLE:
             return _error_response(
                 request.url,

@@ -27,8 +27,10 @@ For one batch (:meth:`AlertService.process`):
    one by one (replies in the job's thread in that destination when the channel threads; an
    alarm entering ALARM opens a new thread, which its resolution replies in);
 7. a chat failure (any answer but the channel's success, no time left) falls back to the on-call
-   topic, unless the fact went there already (or is an alarm that notified its topic itself);
-   one fallback message per failed group, whichever channels failed it;
+   topic only for a fact that no chat channel delivered (another chat channel that delivered it,
+   now or in an earlier invocation, stands in for the failed one), and not when the fact went to
+   the topic already (or is an alarm that notified its topic itself); one fallback message per
+   failed group, whichever channels failed it, and each fact in one fallback message at most;
 8. each delivered channel is recorded at once; a record write that fails (after botocore's
    retries) is written again at the end of the batch, and a fact whose delivery still is not
    recorded is reported (``error``, ``unrecorded``) with its claim kept, so no copy of it sends
@@ -46,7 +48,7 @@ hanging chat service costs one request timeout per batch, not one per fact.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -216,10 +218,18 @@ class _Entry:
     done: bool = False
     unrecorded: dict[Channel, str] = field(default_factory=dict)
     """Delivered channels whose record write failed → the error (written again at batch end)."""
+    prior: frozenset[Channel] = frozenset()
+    """Channels an earlier invocation recorded as delivered (the claim's)."""
 
     @property
     def severity(self) -> Severity:
         return self.decision.severity
+
+    def chat_delivered(self) -> set[Channel]:
+        """Chat channels that delivered the fact: in this invocation, or recorded by an earlier
+        one (``prior``)."""
+        now = {c for c in self.outcome.channels if c is not Channel.SNS}
+        return now | {c for c in self.prior if c is not Channel.SNS}
 
     def pending(self, channel: Channel) -> bool:
         return not self.done and channel in self.requested and channel not in self.satisfied
@@ -359,7 +369,7 @@ class AlertService:
         self._publish(
             [
                 (fallback.entries, self._fallback_message(fallback), [c for c, _ in fallback.reasons])
-                for fallback in fallbacks.values()
+                for fallback in self._pages_needed(fallbacks.values())
             ],
             result,
         )
@@ -502,6 +512,7 @@ class AlertService:
                 entry.outcome.error = "being delivered by another invocation (lease held)"
                 continue
             entry.satisfied |= set(claim.delivered) & entry.requested
+            entry.prior = frozenset(claim.delivered) & entry.requested
             claimed.append(entry)
         return claimed
 
@@ -562,7 +573,7 @@ class AlertService:
             if error is None:
                 result.delivered(Channel.SNS, group[0].severity, group)
                 for entry in group:
-                    for channel in channels:
+                    for channel in (c for c in channels if c in entry.requested):
                         self._mark(entry, channel, Channel.SNS)
             else:
                 result.failed.append((Channel.SNS, error))
@@ -697,6 +708,35 @@ class AlertService:
         if rest:
             fallback = fallbacks.setdefault(tuple(id(e) for e in rest), _Fallback(rest))
             fallback.reasons.append((channel, reason))
+
+    def _pages_needed(self, fallbacks: Iterable[_Fallback]) -> list[_Fallback]:
+        """The fallbacks still to publish once every chat channel had its turn: a fact another of
+        its chat channels delivered (in this invocation, or recorded by an earlier one) is not
+        paged; that channel stands in for the ones that failed. A fact several channels failed in
+        different groups is paged once, in the first of them (which then names every failure)."""
+        pages: list[_Fallback] = []
+        paged: dict[int, _Fallback] = {}
+        for fallback in fallbacks:
+            kept: list[_Entry] = []
+            for entry in fallback.entries:
+                failed = [c for c, _ in fallback.reasons]
+                delivered = entry.chat_delivered()
+                if delivered:
+                    said = ", ".join(f"{c.value}: {r}" for c, r in fallback.reasons)
+                    stand_in = ", ".join(sorted(c.value for c in delivered))
+                    entry.outcome.error = entry.outcome.error or f"{said} (delivered to {stand_in})"
+                    for channel in failed:
+                        self._mark(entry, channel, next(iter(sorted(delivered))))
+                elif id(entry) in paged:
+                    first = paged[id(entry)]
+                    first.reasons += [r for r in fallback.reasons if r not in first.reasons]
+                else:
+                    kept.append(entry)
+            if kept:
+                page = _Fallback(kept, list(fallback.reasons))
+                paged.update((id(e), page) for e in kept)
+                pages.append(page)
+        return pages
 
     def _fallback_message(self, fallback: _Fallback) -> SnsMessage:
         first, fmt = fallback.entries[0], self.oncall_format

@@ -447,8 +447,10 @@ def _submit_error(exc: ClientError) -> SubmitError:
 
 
 SUBMIT_JOB_SENDS = 3
-"""Times one delivery sends ``SubmitJob`` at most (the first send included); each resend comes
-after a ``ListJobs`` look-up of the job's deterministic name found nothing."""
+"""Times one delivery sends ``SubmitJob`` at most (the first send included): resends only after a
+throttling answer (the job was not made), each after a ``ListJobs`` look-up of the job's
+deterministic name found nothing. A server error or a timeout (the job may exist) ends the
+delivery: the look-up runs in a later one, once ``ListJobs`` had time to list the job."""
 SUBMIT_JOB_BACKOFF_SECONDS = 0.5
 """Wait before the first resend of ``SubmitJob`` (doubled before the next)."""
 
@@ -460,9 +462,12 @@ class BatchJobs:
     - ``describe``: DescribeServiceJob (payload and tags included) or DescribeJobs.
     - ``submit``: SubmitServiceJob (its ``clientToken`` makes a repeat return the same job) or
       SubmitJob, which has no client token: it is sent through ``submit_client``, a client without
-      botocore's automatic retries, and before any resend (a later try in this delivery, or a later
-      delivery of the record) ``ListJobs`` with a ``JOB_NAME`` filter on the job queue looks the
-      deterministic name up; a job found is the answer, never a second job.
+      botocore's automatic retries, and before any resend (after a throttle in this delivery, or
+      in a later delivery of the record) ``ListJobs`` with a ``JOB_NAME`` filter on the job queue
+      looks the deterministic name (the idempotency marker: lineage and attempt) up; a job found is
+      the answer, never a second job. A lost answer (5xx, timeout) is never resent in the same
+      delivery: the recovery service resumes the attempt only after
+      :data:`batchpilot.recovery.service.LISTING_SETTLE_SECONDS`.
 
     Args:
         client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
@@ -562,9 +567,14 @@ class BatchJobs:
                 return str(self._submit_client.submit_job(**request.request)["jobArn"])
             except ClientError as exc:
                 error = _submit_error(exc)
+                made = error.http_status >= 500  # the job may exist
             except BotoCoreError as exc:  # a read timeout: the job may exist
                 error = SubmitError(type(exc).__name__, str(exc), transient=True)
-            if not error.transient:
+                made = True
+            if not error.transient or made:
+                # A refusal, or an answer lost: a look-up now could miss a job ListJobs does not
+                # list yet, so the resend waits for a later delivery (Recoverer: the reserved
+                # attempt resumes LISTING_SETTLE_SECONDS after it was decided, looking up first).
                 raise error
         assert error is not None
         raise error

@@ -86,6 +86,7 @@ class SubmitError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.http_status = http_status
         self.transient = (
             transient if transient is not None else (code in TRANSIENT_CODES or http_status >= 500)
         )
