@@ -25,7 +25,6 @@ from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
 from batchpilot_local.testing.alerts import Rig, open_rig
 from batchpilot_local.testing.faults import FaultKind, HttpFaults
-from batchpilot_local.testing.recovery import BUCKET, harness, training_job_item, world
 from batchpilot_local.testing.harness import (
     aws_with_state_table,
     load_app,
@@ -34,6 +33,7 @@ from batchpilot_local.testing.harness import (
     sqs_event,
     template_environment,
 )
+from batchpilot_local.testing.recovery import BUCKET, harness, training_job_item, world
 from batchpilot_local.testing.samples import sample, service_job
 
 SM_CAPACITY = "sagemaker/failed-capacity-error"

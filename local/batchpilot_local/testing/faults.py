@@ -9,8 +9,8 @@ it; botocore's retry logic, parsers and error classes run as they do against AWS
 - ``ACCEPTED_SERVER_ERROR`` / ``ACCEPTED_TIMEOUT``: the embedded AWS (moto and the emulated Batch
   and SageMaker) handles the request, then the client sees a 500 / a read timeout instead of the answer,
   as when AWS accepted a request whose answer was lost;
-- ``INVALID``: a 400 ``ValidationException`` (SNS: ``InvalidParameter``; as DynamoDB answers a key over 2,048 bytes, or
-  SageMaker a 100 KB training-job name); never retried by botocore;
+- ``INVALID``: a 400 ``ValidationException`` (SNS: ``InvalidParameter``; as DynamoDB answers a
+  key over 2,048 bytes, SageMaker a 100 KB training-job name); never retried by botocore;
 - ``KILL_BEFORE`` / ``KILL_AFTER``: :class:`Killed` is raised before the request is sent / after the
   emulator handled it, as when Lambda ends the invocation (a timeout, an out-of-memory kill) at that
   point. :class:`Killed` derives from ``BaseException``, so no ``except Exception`` in the code
@@ -215,7 +215,9 @@ class HttpFaults:
         if kind is FaultKind.ACCEPTED_TIMEOUT:
             raise ReadTimeoutError(endpoint_url=request.url)
         if kind is FaultKind.INVALID:
-            return _error_response(request.url, service, 400, _INVALID_CODES.get(service, "ValidationException"))
+            return _error_response(
+                request.url, service, 400, _INVALID_CODES.get(service, "ValidationException")
+            )
         if kind is FaultKind.THROTTLE:
             return _error_response(
                 request.url,

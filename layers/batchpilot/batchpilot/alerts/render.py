@@ -5,10 +5,11 @@ pieces in its adapter (:mod:`batchpilot.alerts.channels.slack` Block Kit,
 
 SNS limits honoured (Amazon SNS ``Publish`` API reference): ``Subject`` ASCII, no control characters
 or line breaks, fewer than 100 characters (kept at most 99: moto rejects 100); ``Message`` at most
-256 KB (262,144 bytes, message attributes included): long reasons are truncated, and a plain-text
-body still over :data:`SNS_BODY_MAX_BYTES` (long ids, a digest of long names) is cut at that many
-UTF-8 bytes (:func:`fit_bytes`), so SNS never refuses it (``InvalidParameter``). Every cut is marked visibly with :data:`TRUNCATION_MARK`
-(``…[truncated]``) so a reader knows text is missing.
+256 KB (262,144 bytes, message attributes included): long reasons are truncated, and a
+plain-text body still over :data:`SNS_BODY_MAX_BYTES` (long ids, a digest of long names) is cut
+at that many UTF-8 bytes (:func:`fit_bytes`), so SNS never refuses it (``InvalidParameter``).
+Every cut is marked visibly with :data:`TRUNCATION_MARK` (``…[truncated]``) so a reader knows text
+is missing.
 
 Every channel's headline starts with the severity (``[CRITICAL] <title>`` on the topic,
 ``Critical: <title>`` in chat: :func:`top_text`).

@@ -461,7 +461,9 @@ class AlertService:
         outcome = entry.outcome
         error = "; ".join(sorted(set(entry.refused.values())))
         outcome.outcome, outcome.error = Outcome.INVALID, error
-        outcome.rejected = Rejected(Outcome.INVALID, outcome.event_id, outcome.detail_type, error, permanent=True)
+        outcome.rejected = Rejected(
+            Outcome.INVALID, outcome.event_id, outcome.detail_type, error, permanent=True
+        )
         with contextlib.suppress(Exception):  # else the lease simply runs out
             self.store.release(entry.fact)
 

@@ -17,24 +17,34 @@ What counts as permanent (the decision):
   over 256 KB, a subject with line breaks) and botocore's own ``ParamValidationError``; text no
   codec can encode (``UnicodeError``).
 - ``AccessDenied`` / ``AccessDeniedException`` (AWS API references, "Common Errors": "You do not
-  have sufficient access to perform this action"): every resource a function calls is one its
-  template.yaml configures and grants, so a refusal is a deployment fault that a retry of the record
-  does not repair; the record is reported (``InvalidEvents`` and ``PermanentErrors``, logged with the operation) rather than
-  looping to the dead-letter queue. Not permanent: ``AuthorizationError`` / ``KMSAccessDenied`` and
-  the other ``KMS*`` codes of SNS (a key policy or a disabled key can be mended while the record
-  waits), throttling, 5xx, ``ConditionalCheckFailedException`` (an answer, not an error) and every
-  error without a code (timeouts, connection errors).
+  have sufficient access to perform this action") and SNS's ``AuthorizationError`` (SNS API
+  Reference, Publish "Errors": "the user has been denied access to the requested resource"). Every
+  resource a function calls is either one template.yaml configures and grants (a refusal is a
+  deployment fault: a redeploy mends it, the record's five receives within minutes do not) or one
+  an event names (a job queue, a checkpoint bucket the role cannot be granted): either way retrying
+  the record cannot change the answer, so it is reported (``InvalidEvents`` and
+  ``PermanentErrors``, logged with the operation) rather than looping to the dead-letter queue.
+- Not permanent: the ``KMS*`` codes of SNS (``KMSThrottling``, a key being enabled), throttling,
+  5xx, ``ConditionalCheckFailedException`` (an answer, not an error) and every error without a code
+  (timeouts, connection errors).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["MAX_EXCERPT", "PERMANENT_ERROR_CODES", "describe", "error_code", "is_permanent", "is_permanent_code"]
+__all__ = [
+    "MAX_EXCERPT",
+    "PERMANENT_ERROR_CODES",
+    "describe",
+    "error_code",
+    "is_permanent",
+    "is_permanent_code",
+]
 
 PERMANENT_ERROR_CODES = frozenset(
     {
-        "ValidationException",  # DynamoDB (a key over 2,048 / 1,024 bytes, an item over 400 KB), SageMaker, Batch
+        "ValidationException",  # DynamoDB (key over 2,048 / 1,024 bytes, item over 400 KB), SageMaker
         "ValidationError",  # query protocol services
         "SerializationException",  # a request botocore could not encode for the service
         "InvalidParameterException",
@@ -43,6 +53,7 @@ PERMANENT_ERROR_CODES = frozenset(
         "ParamValidationError",  # botocore's own check of a request against the API model
         "AccessDenied",  # AWS "Common Errors": a resource template.yaml configures and grants
         "AccessDeniedException",
+        "AuthorizationError",  # Amazon SNS: denied access to the requested resource
     }
 )
 """AWS error codes that say the request itself is wrong, or is refused on a configured resource

@@ -310,7 +310,12 @@ class LedgerStateStore:
         if old is not None and was_active and (new.terminal or old.details.queue != queue):
             # Finished, or its queue became known (a describe): the old index item goes.
             items.append(
-                {"Delete": {"TableName": self._table, "Key": key(_active_pk(old.details.queue), key_part(new.arn))}}
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": key(_active_pk(old.details.queue), key_part(new.arn)),
+                    }
+                }
             )
         gone, added = runnable_changes(change)
         if gone is not None:
