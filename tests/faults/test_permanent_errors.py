@@ -224,3 +224,47 @@ def test_an_oncall_message_sns_refuses_is_reported_once_not_retried(
     blobs, _, _ = printed(capsys)
     assert sum(v for v, _ in metric_values(blobs, "PermanentErrors")) == 1.0
     assert sum(v for v, _ in metric_values(blobs, "EventsFailed")) == 0.0
+
+
+BLOCKED = "service-job-queue-blocked/misconfiguration-service-environment-max-resource"
+
+
+def test_a_capacity_run_aws_refuses_is_reported_once_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    from aws_lambda_powertools.utilities.batch import process_partial_response
+    from batchpilot.capacity.handler import CapacityProcessor
+    from batchpilot.capacity.service import CapacityService
+    from batchpilot.capacity.settings import CapacitySettings
+    from batchpilot.io.batch import BatchCapacityClient
+    from batchpilot.io.clients import client
+    from batchpilot.io.dynamodb.capacity import CapacityStateStore
+    from batchpilot.io.emf import EmfPublisher
+    from batchpilot.io.eventbridge import EventBridgePublisher
+    from batchpilot_local.testing.recovery import TABLE
+
+    settings = CapacitySettings.from_environ(
+        {
+            "BATCHPILOT_STATE_TABLE": TABLE,
+            "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": "sm-training",
+            "BATCHPILOT_CAPACITY_JOB_QUEUES": "sm-training-highpri",
+            "BATCHPILOT_CAPACITY_POLICY": json.dumps(
+                {"service_environments": {"sm-training": {"job_queues": ["sm-training-highpri"], "max": 64}}}
+            ),
+        }
+    )
+    with harness(), HttpFaults() as faults:
+        faults.add("batch", "DescribeServiceEnvironments", FaultKind.INVALID, times=None)
+        service = CapacityService(
+            settings,
+            BatchCapacityClient(client("batch")),
+            CapacityStateStore(client("dynamodb"), TABLE),
+            EventBridgePublisher(client("events"), "default"),
+            EmfPublisher("batchpilot/test", "batchpilot"),
+        )
+        processor = CapacityProcessor(service)
+        event = sqs_event([json.dumps(sample(BLOCKED))], "CapacityQueue")
+        response = process_partial_response(event, processor.record_handler, processor)
+        assert len(faults.injected) == 1
+    assert response == {"batchItemFailures": []}  # before: RuntimeError, retried into the DLQ
+    [line] = not_processed(caplog)
+    assert getattr(line, "permanent", None) is True
+    assert "ValidationException" in str(getattr(line, "error", ""))

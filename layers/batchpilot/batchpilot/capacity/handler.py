@@ -144,7 +144,9 @@ class CapacityProcessor(BatchProcessor):
         record's ``messageId`` (its scope).
 
         Raises:
-            RuntimeError: the run failed (its first error), so that only this record is retried.
+            RuntimeError: the run failed (its first error), so that only this record is retried;
+                not when every failure is permanent (:mod:`batchpilot.shared.errors`): the record
+                is then ``invalid`` and ``permanent`` (``InvalidEvents``, ``PermanentErrors``).
         """
         with record_scope(record.message_id):
             self._handle(record)
@@ -178,6 +180,13 @@ class CapacityProcessor(BatchProcessor):
             )
             return
         log_run(report, self.service.settings)
+        if report.errors and report.only_permanent_errors:
+            # AWS would refuse the same requests again: reported and counted, not retried.
+            error = report.errors[0]
+            count_outcome(
+                Rejected(Outcome.INVALID, blocked.event_id, event.detail_type, error, permanent=True)
+            )
+            return
         if report.errors:
             raise RuntimeError(report.errors[0])
         count_outcome(Outcome.PROCESSED)
