@@ -1,11 +1,15 @@
-"""Fuzz: 10,000 generated events per function through the four record handlers (metrics, alerts,
-recovery, capacity) with their real adapters on the embedded AWS: 0 crashes, 0 good events lost,
-EMF dimension values printable ASCII within CloudWatch's limits.
+"""Fuzz: 10,000 generated events per function through the record handlers (metrics, alerts,
+recovery, capacity; the ledger with :data:`LEDGER_EVENTS`) with their real adapters on the embedded
+AWS: 0 crashes, 0 good events lost, no record reported failed (so none would reach a dead-letter
+queue; a request AWS refuses for good is a result, :mod:`batchpilot.shared.errors`), EMF dimension
+values printable ASCII within CloudWatch's limits.
 
 A seeded generator (no timing assertions; the seed makes a failure reproducible) takes every sample
 event under ``events/`` and either keeps it (a good event, with fresh ids) or breaks it: strings
 replaced by lone surrogates, 100 KB text, chat mentions, control characters, other scripts; values
-of the wrong type; keys removed; the body cut, or not JSON at all.
+of the wrong type; keys removed; the body cut, or not JSON at all. Some good events are
+oversized but valid: a 3,000-character job ARN (over DynamoDB's 1,024-byte sort key) or a
+240,000-character reason (near SNS's 256 KB message limit).
 """
 
 from __future__ import annotations
@@ -25,11 +29,16 @@ from batchpilot.alerts.handler import AlertsProcessor
 from batchpilot.capacity.handler import CapacityProcessor
 from batchpilot.capacity.service import CapacityService
 from batchpilot.capacity.settings import CapacitySettings
-from batchpilot.io.batch import BatchCapacityClient
+from batchpilot.io.batch import BatchCapacityClient, BatchLedgerClient
 from batchpilot.io.clients import client
 from batchpilot.io.dynamodb.capacity import CapacityStateStore
+from batchpilot.io.dynamodb.ledger import LedgerStateStore
 from batchpilot.io.emf import EmfPublisher
 from batchpilot.io.eventbridge import EventBridgePublisher
+from batchpilot.io.s3 import S3Checkpoints
+from batchpilot.ledger.handler import LedgerProcessor
+from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.metrics.handler import MetricsProcessor
 from batchpilot.recovery.handler import RecoveryProcessor
 from batchpilot.recovery.service import RetryLater
@@ -40,6 +49,10 @@ from batchpilot_local.testing.recovery import TABLE, harness
 from batchpilot_local.testing.samples import sample_event_paths
 
 EVENTS = 10_000
+LEDGER_EVENTS = 2_000
+"""The ledger's run (one BatchGetItem and a transaction per job of each batch: the slowest path)."""
+OVERSIZED = 0.01
+"""Share of events kept good but oversized (:func:`_oversized`)."""
 BATCH = 10
 SAMPLES = [json.loads(path.read_text()) for path in sample_event_paths()]
 WEIRD = [
@@ -88,6 +101,21 @@ def _fresh(event: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return out
 
 
+def _oversized(event: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """A good event with its job ARN 3,000 characters long, or its reason 240,000 characters."""
+    detail = event.get("detail")
+    if not isinstance(detail, dict):
+        return event
+    if isinstance(detail.get("jobArn"), str) and rng.random() < 0.5:
+        prefix = detail["jobArn"].rsplit("/", 1)[0] + "/"
+        detail["jobArn"] = prefix + "j" * (3000 - len(prefix))
+    elif isinstance(detail.get("statusReason"), str):
+        detail["statusReason"] = "Validation failed: " + "r" * 239_981
+    elif isinstance(detail.get("FailureReason"), str):
+        detail["FailureReason"] = "AlgorithmError: " + "r" * 239_984
+    return event
+
+
 def generate(seed: int, count: int = EVENTS) -> list[tuple[str, bool]]:
     """``count`` SQS bodies and whether each is a good (unbroken) event."""
     rng = random.Random(seed)
@@ -95,6 +123,9 @@ def generate(seed: int, count: int = EVENTS) -> list[tuple[str, bool]]:
     for _ in range(count):
         event = _fresh(rng.choice(SAMPLES), rng)
         roll = rng.random()
+        if roll < OVERSIZED:
+            out.append((json.dumps(_oversized(event, rng)), True))
+            continue
         if roll < 0.2:
             out.append((json.dumps(event), True))
             continue
@@ -226,6 +257,28 @@ def test_recovery_handler() -> None:
                     assert not good[raw["messageId"]], raw["body"][:500]
         assert crashes == 0
         assert handed_back < EVENTS // 2  # handed back (backoff, pacing) comes back later: not lost
+
+
+def test_ledger_handler() -> None:
+    bodies = generate(5, LEDGER_EVENTS)
+    assert sum(1 for body, good in bodies if good and len(body) > 3000) > 0  # oversized ones among them
+    with harness():
+        settings = LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": TABLE}, function="ledger")
+        service = LedgerService(  # wired as functions/ledger/app.py wires it
+            settings,
+            LedgerStateStore(client("dynamodb"), TABLE),
+            BatchLedgerClient(client("batch")),
+            EmfPublisher("batchpilot/fuzz", "batchpilot"),
+            lambda: datetime.now(UTC),
+            publisher=EventBridgePublisher(client("events"), "default"),
+            checkpoints=S3Checkpoints(client("s3")),
+        )
+        processor = LedgerProcessor(service)
+        for event, _good in sqs_batches(bodies):
+            failures = process_partial_response(event, processor.record_handler, processor)[
+                "batchItemFailures"
+            ]
+            assert not failures, failures  # a refusal AWS would repeat is not retried
 
 
 def test_capacity_handler() -> None:

@@ -14,8 +14,10 @@ from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.render import (
+    SNS_BODY_MAX_BYTES,
     TRUNCATION_MARK,
     console_links,
+    fit_bytes,
     format_duration,
     sanitize_subject,
     title,
@@ -179,6 +181,34 @@ def test_sns_digest_lists_every_job() -> None:
     assert all(f.subject in message.body for f in facts)
     assert message.attributes["group_size"] == "40"
     assert message.subject == "[CRITICAL] 40 container jobs: SPOT_INTERRUPTION on ml-training-highpri"
+
+
+def test_a_digest_of_long_arns_fits_what_sns_publish_takes() -> None:
+    # 500 jobs with 3,000-character ARNs and 300-character reasons of 3-byte characters: over 1 MB
+    # before the cut; SNS refuses a message over 256 KB (InvalidParameter).
+    prefix = "arn:aws:batch:us-east-1:111122223333:job/"
+    facts = [
+        fact_of(
+            batch_job(
+                "FAILED",
+                id=f"e-{i}",
+                jobArn=prefix + f"{i:04d}" + "j" * (3000 - len(prefix) - 4),
+                jobId=f"{i:04d}",
+                attempts=[{"container": {"reason": "漢" * 300}}],
+            )
+        )
+        for i in range(500)
+    ]
+    body = sns_digest(facts, Severity.CRITICAL, "x").body
+    assert len(body.encode("utf-8")) <= SNS_BODY_MAX_BYTES
+    assert body.endswith(TRUNCATION_MARK) and facts[0].subject in body
+
+
+@given(st.text(max_size=300), st.integers(min_value=20, max_value=400))
+def test_fit_bytes_cuts_at_whole_characters_within_the_limit(text: str, limit: int) -> None:
+    cut = fit_bytes(text, limit)
+    assert len(cut.encode("utf-8", "replace")) <= limit
+    assert cut == text or (cut.endswith(TRUNCATION_MARK) and text.startswith(cut[: -len(TRUNCATION_MARK)]))
 
 
 def test_bursts_group_by_queue_category_and_severity() -> None:

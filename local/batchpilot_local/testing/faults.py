@@ -12,8 +12,8 @@ it; botocore's retry logic, parsers and error classes run as they do against AWS
 - ``LAGGING_LIST``: Batch's ``ListJobs`` answers an empty page (``jobSummaryList: []``), as a
   listing that does not show a just-made job yet (ListJobs is eventually consistent); the request
   never reaches the emulator;
-- ``INVALID``: a 400 ``ValidationException`` (as DynamoDB answers a key over 2,048 bytes, or
-  SageMaker a 100 KB training-job name); never retried by botocore;
+- ``INVALID``: a 400 ``ValidationException`` (SNS: ``InvalidParameter``; as DynamoDB answers a
+  key over 2,048 bytes, SageMaker a 100 KB training-job name); never retried by botocore;
 - ``KILL_BEFORE`` / ``KILL_AFTER``: :class:`Killed` is raised before the request is sent / after the
   emulator handled it, as when Lambda ends the invocation (a timeout, an out-of-memory kill) at that
   point. :class:`Killed` derives from ``BaseException``, so no ``except Exception`` in the code
@@ -56,6 +56,9 @@ _THROTTLING_CODES = {
     "sns": "Throttling",
     "events": "ThrottlingException",
 }
+_INVALID_CODES = {"sns": "InvalidParameter"}
+"""``INVALID``'s code where a service names it otherwise than ``ValidationException`` (Amazon SNS
+API Reference, Publish / PublishBatch errors)."""
 _SERVER_CODES = {
     "batch": "ServerException",
     "sagemaker": "InternalFailure",
@@ -216,7 +219,9 @@ class HttpFaults:
         if kind is FaultKind.ACCEPTED_TIMEOUT:
             raise ReadTimeoutError(endpoint_url=request.url)
         if kind is FaultKind.INVALID:
-            return _error_response(request.url, service, 400, "ValidationException")
+            return _error_response(
+                request.url, service, 400, _INVALID_CODES.get(service, "ValidationException")
+            )
         if kind is FaultKind.LAGGING_LIST:
             from botocore.awsrequest import AWSResponse
 

@@ -84,8 +84,8 @@ def _count(name: str, value: int, **values: str) -> None:
 
 
 def _log_record(record: RecordOutcome) -> None:
-    if record.rejected is not None:
-        count_outcome(record.rejected)
+    if record.rejected is not None:  # malformed, or refused for good by AWS (not retried)
+        count_outcome(record.rejected, channels=[c.value for c in record.channels] or None)
         return
     if record.warning:
         # An alarm whose description names no severity: once per alarm and function instance.

@@ -17,6 +17,7 @@ from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.policy import Channel, Severity
 from batchpilot.alerts.render import (
     ASCII_TRUNCATION_MARK,
+    SNS_BODY_MAX_BYTES,
     SNS_REASON_MAX,
     SNS_SUBJECT_MAX,
     TRUNCATION_MARK,
@@ -25,6 +26,7 @@ from batchpilot.alerts.render import (
     console_links,
     digest_headline,
     facts_table,
+    fit_bytes,
     group_headline,
     headline,
     plain,
@@ -109,7 +111,7 @@ def sns_message(
         "-- batchpilot alerts",
     ]
     attributes = _attributes(severity, fact, fallback)
-    body = "\n".join(lines)
+    body = fit_bytes("\n".join(lines), SNS_BODY_MAX_BYTES)
     if body_format is OnCallFormat.AMAZON_Q:
         body = custom_notification([fact], severity, why, title(fact), attributes, _fallback_lines(fallback))
     prefix = f"[{severity.value.upper()}] "
@@ -138,7 +140,7 @@ def sns_digest(
         lines.append(f"... and {len(facts) - len(shown)} more")
     lines += ["", f"Why {severity.value}: {why}.", "-- batchpilot alerts"]
     attributes = _attributes(severity, facts[0], fallback, group_size=str(len(facts)))
-    body = "\n".join(lines)
+    body = fit_bytes("\n".join(lines), SNS_BODY_MAX_BYTES)
     if body_format is OnCallFormat.AMAZON_Q:
         notes = _fallback_lines(fallback)
         body = custom_notification(list(facts), severity, why, group_headline(facts), attributes, notes)

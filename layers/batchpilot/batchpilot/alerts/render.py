@@ -6,8 +6,11 @@ its own format from these pieces in its adapter (:mod:`batchpilot.alerts.channel
 
 SNS limits honoured (Amazon SNS ``Publish`` API reference): ``Subject`` ASCII, no control characters
 or line breaks, fewer than 100 characters (kept at most 99: moto rejects 100); ``Message`` at most
-256 KB: long reasons are truncated. Every cut is marked visibly with :data:`TRUNCATION_MARK`
-(``…[truncated]``) so a reader knows text is missing.
+256 KB (262,144 bytes, message attributes included): long reasons are truncated, and a
+plain-text body still over :data:`SNS_BODY_MAX_BYTES` (long ids, a digest of long names) is cut
+at that many UTF-8 bytes (:func:`fit_bytes`), so SNS never refuses it (``InvalidParameter``).
+Every cut is marked visibly with :data:`TRUNCATION_MARK` (``…[truncated]``) so a reader knows text
+is missing.
 
 Every channel's headline starts with the severity (``[CRITICAL] <title>`` on the topic,
 ``Critical: <title>`` in chat: :func:`top_text`).
@@ -50,6 +53,8 @@ __all__ = [
     "DIGEST_REASON_MAX",
     "ELISION_MARK",
     "EMOJI",
+    "SNS_BODY_MAX_BYTES",
+    "SNS_MESSAGE_MAX_BYTES",
     "SNS_SUBJECT_MAX",
     "TOP_TEXT_MAX",
     "TRUNCATION_MARK",
@@ -59,6 +64,7 @@ __all__ = [
     "digest_headline",
     "elide",
     "facts_table",
+    "fit_bytes",
     "format_duration",
     "group_headline",
     "headline",
@@ -73,6 +79,12 @@ __all__ = [
 ]
 
 SNS_SUBJECT_MAX = 99
+SNS_MESSAGE_MAX_BYTES = 262_144
+"""Amazon SNS Publish: the message, attributes included, in UTF-8 bytes (256 KB)."""
+SNS_BODY_MAX_BYTES = 240_000
+"""UTF-8 bytes a plain-text body is cut to: below :data:`SNS_MESSAGE_MAX_BYTES`, leaving room for
+the subject and the message attributes (each attribute value at most a job queue, share or alarm
+name, far below 1 KB)."""
 SNS_REASON_MAX = 20_000
 """Characters of a failure reason kept in an SNS body (the body stays far below 256 KB)."""
 TOP_TEXT_MAX = 3000
@@ -135,6 +147,16 @@ def truncate(text: str, limit: int, mark: str = TRUNCATION_MARK) -> str:
     keep = max(0, limit - len(mark))
     head = re.sub(r"&[a-z]{0,3}$", "", text[:keep])
     return head + mark[: max(0, limit - len(head))]
+
+
+def fit_bytes(text: str, limit: int, mark: str = TRUNCATION_MARK) -> str:
+    """``text`` if its UTF-8 form (lone surrogates counted as ``?``) fits in ``limit`` bytes, else its
+    start followed by ``mark``, in at most ``limit`` bytes and never cutting a character in two."""
+    if len(text) * 4 <= limit or len(text.encode("utf-8", "replace")) <= limit:
+        return text
+    room = max(0, limit - len(mark.encode("utf-8")))
+    head = text.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+    return head + mark
 
 
 def sanitize_subject(text: str, limit: int = SNS_SUBJECT_MAX) -> str:

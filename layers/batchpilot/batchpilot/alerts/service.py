@@ -76,10 +76,10 @@ from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import OnCallFormat, SnsMessage
 from batchpilot.alerts.severity import Decision, decide
 from batchpilot.shared.clock import Clock
-from batchpilot.shared.errors import is_permanent
+from batchpilot.shared.errors import is_permanent, is_permanent_code
 from batchpilot.shared.events import CloudWatchAlarmStateChange
 from batchpilot.shared.own_events import OwnEvent
-from batchpilot.shared.records import Outcome, Rejected, decode_any
+from batchpilot.shared.records import Outcome, Rejected, decode_any, permanently_refused
 
 __all__ = [
     "CHANNEL_DOWN",
@@ -133,7 +133,9 @@ class RecordOutcome:
     Attributes:
         message_id: the SQS ``messageId``.
         outcome: :class:`~batchpilot.shared.records.Outcome` (``duplicate`` for a fact sent before).
-        rejected: the decode result of an ``ignored`` or ``invalid`` record (for counting).
+        rejected: the decode result of an ``ignored`` or ``invalid`` record (for counting), or
+            the permanent refusal (``Rejected.permanent``) of a record whose state write or
+            message AWS refused for good: reported and counted, not retried.
         event_id, detail_type: from the envelope, for logs (never the event itself).
         severity: the decided severity, when the event was a fact.
         suppressed: see :class:`Suppressed`.
@@ -220,6 +222,9 @@ class _Entry:
     """Delivered channels whose record write failed → the error (written again at batch end)."""
     prior: frozenset[Channel] = frozenset()
     """Channels an earlier invocation recorded as delivered (the claim's)."""
+    refused: dict[Channel, str] = field(default_factory=dict)
+    """Channels whose message AWS refused for good (:func:`batchpilot.shared.errors.is_permanent_code`,
+    e.g. SNS ``InvalidParameter``) → what was refused: a retry would be refused again."""
 
     @property
     def severity(self) -> Severity:
@@ -377,6 +382,9 @@ class AlertService:
         for entry in active:
             if entry.done or entry.satisfied >= entry.requested:
                 continue
+            if entry.requested - entry.satisfied <= set(entry.refused):
+                self._refused(entry)
+                continue
             entry.outcome.failed = True
             missing = ", ".join(sorted(c.value for c in entry.requested - entry.satisfied))
             entry.outcome.error = entry.outcome.error or f"not delivered to {missing}"
@@ -516,13 +524,27 @@ class AlertService:
             claimed.append(entry)
         return claimed
 
+    def _refused(self, entry: _Entry) -> None:
+        """Every channel still missing refused the fact for good: the record is ``invalid`` and
+        ``permanent`` (counted, logged with what was refused, not retried: the retry would be
+        refused again and end in the dead-letter queue); its claim is given back."""
+        outcome = entry.outcome
+        error = "; ".join(sorted(set(entry.refused.values())))
+        outcome.outcome, outcome.error = Outcome.INVALID, error
+        outcome.rejected = Rejected(
+            Outcome.INVALID, outcome.event_id, outcome.detail_type, error, permanent=True
+        )
+        with contextlib.suppress(Exception):  # else the lease simply runs out
+            self.store.release(entry.fact)
+
     @staticmethod
     def _store_failed(entry: _Entry, exc: Exception) -> None:
         """The state store refused ``entry``: retried when transient; an error no retry can fix
         (:func:`batchpilot.shared.errors.is_permanent`) makes the record ``invalid``, not retried."""
         if is_permanent(exc):
-            entry.outcome.outcome = Outcome.INVALID
-            entry.outcome.error = f"permanent state store error: {_error(exc)}"
+            outcome = entry.outcome
+            outcome.rejected = permanently_refused(exc, outcome.event_id, outcome.detail_type)
+            outcome.outcome, outcome.error = Outcome.INVALID, f"state store: {outcome.rejected.error}"
             return
         entry.outcome.failed = True
         entry.outcome.error = f"state store: {_error(exc)}"
@@ -579,6 +601,9 @@ class AlertService:
                 result.failed.append((Channel.SNS, error))
                 for entry in group:
                     entry.outcome.error = f"sns: {error}"
+                    if is_permanent_code(error):
+                        for channel in (Channel.SNS, *channels):
+                            entry.refused[channel] = f"sns: PublishBatch: {error}"
 
     def _bursts(self, entries: list[_Entry]) -> tuple[list[list[_Entry]], list[_Entry]]:
         return split_bursts(entries, lambda e: burst_key(e.fact, e.severity), self.policy.digest_threshold)
@@ -704,6 +729,8 @@ class AlertService:
                 self._mark(entry, channel, Channel.SNS)
             else:
                 entry.outcome.error = entry.outcome.error or f"{channel.value}: {reason}"
+                if Channel.SNS in entry.refused:  # its stand-in, the topic, refused it for good
+                    entry.refused[channel] = entry.refused[Channel.SNS]
         rest = [e for e in group if Channel.SNS not in e.requested]
         if rest:
             fallback = fallbacks.setdefault(tuple(id(e) for e in rest), _Fallback(rest))

@@ -144,9 +144,13 @@ class CapacityProcessor(SqsProcessor):
         record's ``messageId`` (its scope).
 
         Raises:
-            RuntimeError: the run failed (its first error), so that only this record is retried.
+            RuntimeError: the run failed (its first error), so that only this record is retried;
+                not when every failure is permanent (:mod:`batchpilot.shared.errors`): the record
+                is then ``invalid`` and ``permanent`` (``InvalidEvents``, ``PermanentErrors``).
         """
         result = self._batch.record(record.body)
+        if result.report is not None:
+            log_run(result.report, self.service.settings)
         if result.rejected is not None:
             count_outcome(result.rejected, job_queue=result.job_queue)  # None: not logged
             return
@@ -159,8 +163,6 @@ class CapacityProcessor(SqsProcessor):
                 service_environment=blocked.environment,
             )
             return
-        if result.report is not None:
-            log_run(result.report, self.service.settings)
-            if result.report.errors:
-                raise RuntimeError(result.report.errors[0])
+        if result.report is not None and result.report.errors:
+            raise RuntimeError(result.report.errors[0])
         count_outcome(Outcome.PROCESSED)

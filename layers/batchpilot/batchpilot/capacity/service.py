@@ -50,6 +50,7 @@ from batchpilot.capacity.sampling import (
 from batchpilot.capacity.settings import CapacityPolicyConfig, CapacitySettings
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.errors import MAX_EXCERPT, is_permanent
 from batchpilot.shared.events import BatchServiceJobQueueBlocked, JobEvent, to_datetime
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import CapacityAdjusted, CapacityLimited, OwnEvent, PublishError
@@ -162,7 +163,8 @@ class BlockedResult:
 
     Attributes:
         rejected: the record is not one to act on (malformed, another detail-type or reason, an
-            unmanaged queue); None when it is.
+            unmanaged queue), or its run failed only with errors AWS would repeat
+            (:mod:`batchpilot.shared.errors`; ``permanent``: reported, not retried); None otherwise.
         job_queue: the job queue the event names (its name), when a decoded event names one.
         blocked: the run it calls for, when relevant.
         skipped: why a relevant record caused no run of its own, if so.
@@ -207,6 +209,12 @@ class BlockedBatch:
         report = self._service.run_blocked(blocked)
         if report is None:
             return BlockedResult(blocked=blocked, skipped=BlockedSkip.WOKEN_THIS_MINUTE)
+        if report.errors and report.only_permanent_errors:
+            # AWS would refuse the same requests again: reported and counted, not retried.
+            refused = Rejected(
+                Outcome.INVALID, blocked.event_id, event.detail_type, report.errors[0], permanent=True
+            )
+            return BlockedResult(rejected=refused, job_queue=blocked.queue, blocked=blocked, report=report)
         return BlockedResult(blocked=blocked, report=report)
 
 
@@ -250,6 +258,9 @@ class EnvironmentOutcome:
         events: the own events published (or that failed to publish: see ``error``).
         error: one line (``<what>: <ExceptionType>: <message>``) when something failed.
         conflict: another run saved this environment's state first; nothing was done.
+        permanent: ``error`` is one AWS would answer again to every retry
+            (:func:`batchpilot.shared.errors.is_permanent`: a ``ValidationException``, an
+            ``AccessDeniedException`` of UpdateServiceEnvironment, ...).
     """
 
     name: str
@@ -258,6 +269,7 @@ class EnvironmentOutcome:
     events: list[OwnEvent] = field(default_factory=list)
     error: str | None = None
     conflict: bool = False
+    permanent: bool = False
 
 
 @dataclass
@@ -288,6 +300,13 @@ class RunReport:
         return [f"{o.name}: {o.error}" for o in self.outcomes if o.error]
 
     @property
+    def only_permanent_errors(self) -> bool:
+        """Some environment failed, and every failure is permanent (a retry of the record that
+        started the run would fail the same way)."""
+        failed = [o for o in self.outcomes if o.error]
+        return bool(failed) and all(o.permanent for o in failed)
+
+    @property
     def published(self) -> tuple[int, int]:
         """``(Capacity Adjusted, Capacity Limited)`` events published across the outcomes."""
         events = [e for o in self.outcomes for e in o.events]
@@ -307,8 +326,13 @@ class RunReport:
 
 
 def _describe(exc: BaseException) -> str:
+    """``<ExceptionType>: <first line of the message>``, the line at most :data:`MAX_EXCERPT`
+    characters (an AWS message can quote request values)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text[0] if len(text[0]) <= MAX_EXCERPT else text[0][: MAX_EXCERPT - 1] + "…"
+    return f"{type(exc).__name__}: {line}"
 
 
 class CapacityService:
@@ -431,7 +455,8 @@ class CapacityService:
             described = self.batch.describe_environments(names)
         except Exception as exc:  # the one call all environments share
             error = f"DescribeServiceEnvironments: {_describe(exc)}"
-            report.outcomes = [EnvironmentOutcome(name, error=error) for name in names]
+            final = is_permanent(exc)
+            report.outcomes = [EnvironmentOutcome(name, error=error, permanent=final) for name in names]
             return report
         budget = [self.settings.describe_budget]
         try:  # one read for every environment's state: a run's cost must not grow per environment
@@ -450,7 +475,7 @@ class CapacityService:
                     environment, now, timestamp, blocked, budget, report, outcome, states.get(name)
                 )
             except Exception as exc:  # isolate: one environment's error never stops the others
-                outcome.error = _describe(exc)
+                outcome.error, outcome.permanent = _describe(exc), is_permanent(exc)
         return report
 
     # ------------------------------------------------------------------ per environment
@@ -509,6 +534,7 @@ class CapacityService:
             except Exception as exc:
                 failed = True
                 outcome.error = f"UpdateServiceEnvironment: {_describe(exc)}"
+                outcome.permanent = is_permanent(exc)
                 next_state = replace(next_state, last_change_at=state.last_change_at)
         elif decision.changes:  # dry run: nothing changed, so the cooldown clock does not restart
             next_state = replace(next_state, last_change_at=state.last_change_at)

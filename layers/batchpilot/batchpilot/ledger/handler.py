@@ -18,6 +18,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from batchpilot.ledger.service import LedgerService, RecordResult
+from batchpilot.shared.errors import describe
 from batchpilot.shared.events import to_datetime_or_none
 from batchpilot.shared.observability import count_outcome, log_field, logger
 from batchpilot.shared.processing import SqsProcessor
@@ -59,9 +60,11 @@ class LedgerProcessor(SqsProcessor):
     Args:
         service: the ledger service, built once per Lambda instance.
 
-    A malformed or unsupported record is counted and logged, never retried; the records of a job
-    whose write failed (DynamoDB error, lost races) raise, so only they are retried by SQS (the
-    other jobs of the batch are written).
+    A malformed or unsupported record is counted and logged, never retried, and so is one whose
+    request AWS refused for good (``InvalidEvents`` and ``PermanentErrors``, the operation and a
+    bounded excerpt of the error in its log line: :mod:`batchpilot.shared.errors`); the records of
+    a job whose write failed otherwise (throttling, 5xx, lost races) are logged and raise, so only
+    they are retried by SQS (the other jobs of the batch are written).
     """
 
     def __init__(self, service: LedgerService) -> None:
@@ -85,6 +88,10 @@ class LedgerProcessor(SqsProcessor):
         if result is None:  # not in the batch _prepare saw: applied alone
             result = self.service.records([record.body], [record.message_id])[0]
         if isinstance(result, Exception):
+            # Transient (throttled, lost races, PutEvents failed): SQS delivers it again. The line
+            # names the operation and code, never the event (errors AWS refused for good are
+            # results: counted and logged by count_outcome, not retried).
+            logger.warning("record failed; retried", extra={"error": log_field(describe(result))})
             raise result
         count_outcome(result.outcome, "ledger event", **result.fields)
 

@@ -84,10 +84,11 @@ from batchpilot.shared.checkpoints import CheckpointListError, parse_s3_uri
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.correlation import for_record
+from batchpilot.shared.errors import is_permanent
 from batchpilot.shared.events import JobEvent
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
 from batchpilot.shared.own_events import PublishError, StarvationReason
-from batchpilot.shared.records import Outcome, Rejected, decode
+from batchpilot.shared.records import Outcome, Rejected, decode, permanently_refused
 
 __all__ = ["WRITE_ATTEMPTS", "Drift", "LedgerService", "RecordResult", "RunSummary", "WriteConflict"]
 
@@ -228,7 +229,10 @@ class LedgerService:
         Returns:
             Per body a :class:`RecordResult` (PROCESSED: the record changed the job; DUPLICATE: a
             duplicate or late event, nothing changed; IGNORED: not a job the ledger tracks; or a
-            :class:`Rejected`), or the exception that record must be retried for:
+            :class:`Rejected`: malformed, or ``permanent`` when DynamoDB, AWS Batch or EventBridge
+            refused its request for good, :func:`batchpilot.shared.errors.is_permanent`, e.g. a
+            ``ValidationException`` of TransactWriteItems), or the exception that record must be
+            retried for:
             ``WriteConflict`` or ``botocore.exceptions.ClientError`` for every record of a job
             whose read or write failed (SQS delivers them again; status rank and event time keep
             the order); ``PublishError`` (or the claim's ``ClientError``) for a record whose
@@ -265,7 +269,7 @@ class LedgerService:
                     with for_record(ids[index]):
                         results[index] = self._settle(event, obs, step, points.setdefault(index, []))
                 except Exception as exc:  # its Job Starving claim or PutEvents failed: retried alone
-                    results[index] = exc
+                    results[index] = _permanent(exc, event, arn) if is_permanent(exc) else exc
         for index in sorted(points):
             with for_record(ids[index]):
                 self.sink.add(points[index])
@@ -289,10 +293,12 @@ class LedgerService:
         exc: Exception,
         results: dict[int, RecordResult | Exception],
     ) -> dict[str, list[tuple[int, JobEvent, Observation]]]:
-        """Every record of ``by_job`` fails with ``exc``; returns no jobs left to apply."""
-        for deliveries in by_job.values():
-            for index, _, _ in deliveries:
-                results[index] = exc
+        """Every record of ``by_job`` fails with ``exc`` (retried), or, for an error no retry can
+        fix (:func:`batchpilot.shared.errors.is_permanent`), is reported ``invalid`` and
+        ``permanent`` (not retried); returns no jobs left to apply."""
+        for arn, deliveries in by_job.items():
+            for index, event, _ in deliveries:
+                results[index] = _permanent(exc, event, arn) if is_permanent(exc) else exc
         return {}
 
     def _settle(
@@ -680,6 +686,12 @@ class LedgerService:
     def flush(self) -> int:
         """Write the buffered metric points (end of a batch or run)."""
         return self.sink.flush()
+
+
+def _permanent(exc: BaseException, event: JobEvent, arn: str) -> RecordResult:
+    """A record AWS refused for good: ``invalid`` and ``permanent`` (counted, logged with the
+    operation and a bounded excerpt of the error, not retried), with its job's ARN for the log."""
+    return RecordResult(permanently_refused(exc, event.id, event.detail_type), {"job_arn": arn})
 
 
 def _prefer(described: JobDetails, seen: JobDetails) -> JobDetails:

@@ -20,10 +20,10 @@ import traceback
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from batchpilot.recovery.service import Action, Recoverer, RetryLater
-from batchpilot.shared.errors import error_code, is_permanent
+from batchpilot.shared.errors import is_permanent
 from batchpilot.shared.observability import count, count_outcome, logger
 from batchpilot.shared.processing import SqsProcessor
-from batchpilot.shared.records import Outcome, Rejected
+from batchpilot.shared.records import Rejected, permanently_refused
 
 __all__ = ["RecoveryProcessor"]
 
@@ -74,18 +74,10 @@ class RecoveryProcessor(SqsProcessor):
             raise
         except Exception as exc:
             if is_permanent(exc):
-                # AWS refused the request as invalid (a 100 KB job name, a key DynamoDB rejects): no
-                # retry can help. Counted as an invalid event (and PermanentErrors), never retried.
-                count("PermanentErrors")
-                count_outcome(
-                    Rejected(
-                        Outcome.INVALID,
-                        None,
-                        None,
-                        f"permanent error: {error_code(exc) or type(exc).__name__}",
-                    ),
-                    message_id=record.message_id,
-                )
+                # AWS refused the request for good (a 100 KB job name, a key DynamoDB rejects): no
+                # retry can help. Counted (InvalidEvents, PermanentErrors), logged with the
+                # operation and a bounded excerpt, never retried.
+                count_outcome(permanently_refused(exc, None, None), message_id=record.message_id)
                 return
             # A bug or an AWS outage: logged at ERROR (without the event), counted, and retried by SQS
             # up to the queue's redrive limit, then the dead-letter queue and its alarm.

@@ -29,6 +29,7 @@ from batchpilot.shared.settings import FunctionSettings
 __all__ = [
     "COUNTERS",
     "MAX_LOG_FIELD",
+    "PERMANENT_ERRORS",
     "configure",
     "correlation_metadata",
     "count",
@@ -56,6 +57,10 @@ COUNTERS = {
     Outcome.INVALID: "InvalidEvents",
 }
 """The function counter (unit ``Count``) each record :class:`Outcome` adds 1 to."""
+
+PERMANENT_ERRORS = "PermanentErrors"
+"""The counter (unit ``Count``) of records AWS refused for good (:mod:`batchpilot.shared.errors`):
+reported and not retried."""
 
 MAX_LOG_FIELD = 256
 """Longest event-controlled string a log line carries, in characters (longer ones are cut)."""
@@ -120,11 +125,16 @@ def correlation_metadata(name: str) -> dict[str, Any]:
 def count_outcome(outcome: Outcome | Rejected, message: str = "event handled", **fields: Any) -> None:
     """Count one record (:data:`COUNTERS`) and log it: a :class:`Rejected` record at WARNING with
     its reason, anything else at INFO when ``fields`` say something. ``fields`` must be ids,
-    names, enums or numbers, never an event; ``None`` values are dropped and strings cut."""
+    names, enums or numbers, never an event; ``None`` values are dropped and strings cut. A
+    permanent refusal (``Rejected.permanent``) also adds 1 to ``PermanentErrors`` and is logged
+    with ``permanent: true``."""
     if isinstance(outcome, Rejected):
         count(COUNTERS[outcome.outcome])
+        if outcome.permanent:
+            count(PERMANENT_ERRORS)
         extra = {
             "outcome": outcome.outcome.value,
+            "permanent": True if outcome.permanent else None,
             "event_id": outcome.event_id,
             "detail_type": outcome.detail_type,
             "error": outcome.error,

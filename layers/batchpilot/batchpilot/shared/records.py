@@ -28,7 +28,7 @@ from batchpilot.shared.events import (
 if TYPE_CHECKING:
     from batchpilot.shared.own_events import OwnEvent
 
-__all__ = ["Outcome", "Rejected", "decode", "decode_any"]
+__all__ = ["Outcome", "Rejected", "decode", "decode_any", "permanently_refused"]
 
 
 class Outcome(StrEnum):
@@ -52,13 +52,29 @@ class Rejected:
         outcome: :attr:`Outcome.IGNORED` or :attr:`Outcome.INVALID`.
         event_id: the envelope's ``id`` when it had one.
         detail_type: the envelope's ``detail-type`` when it had one.
-        error: why, naming fields, never their values (events can carry secrets).
+        error: why, naming fields, never their values (events can carry secrets); for a
+            permanent AWS error, :func:`batchpilot.shared.errors.describe` (operation, code,
+            bounded excerpt).
+        permanent: AWS (or botocore) refused the record's request for good
+            (:func:`batchpilot.shared.errors.is_permanent`): also counted as ``PermanentErrors``.
     """
 
     outcome: Outcome
     event_id: str | None
     detail_type: str | None
     error: str
+    permanent: bool = False
+
+
+def permanently_refused(
+    exc: BaseException, event_id: str | None, detail_type: str | None, operation: str | None = None
+) -> Rejected:
+    """The :class:`Rejected` (``invalid``, ``permanent``) of a record whose AWS request failed with
+    an error no retry can fix (:func:`batchpilot.shared.errors.is_permanent`): reported, counted
+    and never retried. ``error`` is :func:`batchpilot.shared.errors.describe` of ``exc``."""
+    from batchpilot.shared.errors import describe
+
+    return Rejected(Outcome.INVALID, event_id, detail_type, describe(exc, operation), permanent=True)
 
 
 def _rejected(exc: InvalidEventError) -> Rejected:

@@ -10,10 +10,11 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
   ``instances``, ``gpus``, ``vcpus`` of the queue's active jobs of that share and status, and one
   ``instances#<instance type>`` counter per instance type those jobs ask for (what a
   quota-management service environment's capacity units count), kept in the same ``ADD``.
-- ``pk = ledger#active#<job queue>``, ``sk = <job ARN>``: the queue's active jobs (what
-  reconciliation compares with AWS Batch's listings).
-- ``pk = ledger#queues``, ``sk = <job queue>``: the queues the ledger has seen, with their
-  service environment.
+- ``pk = ledger#active#<job queue>``, ``sk = <job ARN>`` (``key_part``: hashed when too long for
+  a 1,024-byte sort key; the ARN itself in ``arn``): the queue's active jobs (what reconciliation
+  compares with AWS Batch's listings).
+- ``pk = ledger#queues``, ``sk = <job queue>`` (``key_part``; the name in ``job_queue``): the
+  queues the ledger has seen, with their service environment.
 - ``pk = ledger#runnable#<job queue>#<share>``, ``sk = <epoch ms, 15 digits>#<job ARN>``: the
   share's RUNNABLE jobs by when they last became RUNNABLE (:mod:`batchpilot.ledger.runnable`);
   the first item is the oldest.
@@ -299,7 +300,8 @@ class LedgerStateStore:
         if not new.terminal:
             entry = {
                 "pk": _active_pk(queue),
-                "sk": new.arn,
+                "sk": key_part(new.arn),
+                "arn": new.arn,
                 "kind": new.kind.value,
                 "status": new.status.value,
                 "sized": new.details.sized,
@@ -310,7 +312,12 @@ class LedgerStateStore:
         if old is not None and was_active and (new.terminal or old.details.queue != queue):
             # Finished, or its queue became known (a describe): the old index item goes.
             items.append(
-                {"Delete": {"TableName": self._table, "Key": key(_active_pk(old.details.queue), new.arn)}}
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": key(_active_pk(old.details.queue), key_part(new.arn)),
+                    }
+                }
             )
         gone, added = runnable_changes(change)
         if gone is not None:
@@ -320,7 +327,12 @@ class LedgerStateStore:
             item = {**_runnable_key(added), **encode(entry_item)}
             items.append({"Put": {"TableName": self._table, "Item": item}})
         if queue and (old is None or old.details.queue != queue):
-            registry = {"pk": _QUEUES_PK, "sk": queue, "environment": new.details.environment}
+            registry = {
+                "pk": _QUEUES_PK,
+                "sk": key_part(queue),
+                "job_queue": queue,
+                "environment": new.details.environment,
+            }
             items.append({"Put": {"TableName": self._table, "Item": encode(registry)}})
         try:
             self._client.transact_write_items(TransactItems=items)
@@ -391,13 +403,16 @@ class LedgerStateStore:
 
     def queues(self) -> dict[str, str]:
         """Query of ``ledger#queues``."""
-        return {str(item["sk"]): str(item.get("environment", "")) for item in self._query(_QUEUES_PK)}
+        return {
+            str(item.get("job_queue", item["sk"])): str(item.get("environment", ""))
+            for item in self._query(_QUEUES_PK)
+        }
 
     def active(self, queue: str) -> list[ActiveEntry]:
         """Query of the queue's index partition, every page."""
         return [
             ActiveEntry(
-                arn=str(item["sk"]),
+                arn=str(item.get("arn", item["sk"])),  # items written before ``arn``: the key
                 kind=JobKind(str(item["kind"])),
                 status=JobStatus(str(item["status"])),
                 sized=bool(item.get("sized", False)),
