@@ -186,7 +186,8 @@ def rig() -> Iterator[Rig]:
 
 
 def test_every_message_the_function_publishes_follows_the_schema(rig: Rig) -> None:
-    rig.slack.fail_always("no_service")  # chat fails: the fallbacks go to the topic too
+    # Slack fails while Teams delivers: Teams stands in, no fallback page (covered below).
+    rig.slack.fail_always("no_service")
     events = [
         sample("service-job/failed-validation"),
         sample("batch-job/failed-attempt-timeout"),
@@ -196,8 +197,9 @@ def test_every_message_the_function_publishes_follows_the_schema(rig: Rig) -> No
     rig.run(*events)
     rig.run(sample("cloudwatch-alarm/job-failure-rate-ok"))  # 75 minutes later: another batch
     published = rig.sns()
-    # 3 pages (one the burst's first job), the burst's digest, 2 stand-ins for Slack.
-    assert len(published) == 6
+    # 3 pages (one the burst's first job) and the burst's digest; Teams delivered what Slack did
+    # not, so nothing stands in for Slack on the topic.
+    assert len(published) == 4
     for message in published:
         assert problems(message["Message"]) == [], message["Subject"]
         assert message["MessageAttributes"]["severity"]["Value"] in {"critical", "warning", "info"}
@@ -205,3 +207,15 @@ def test_every_message_the_function_publishes_follows_the_schema(rig: Rig) -> No
     assert "[CRITICAL] alarm batchpilot/batchpilot/JobQueueFailureRateAlarm is in ALARM" in subjects
     # Teams still gets its own cards: the format is the on-call topic's only.
     assert rig.teams.delivered() and all("attachments" in r.payload for r in rig.teams.delivered())
+
+
+def test_fallbacks_for_chat_that_nothing_delivered_follow_the_schema() -> None:
+    environment = {**template_environment("alerts"), **ENV, "BATCHPILOT_ONCALL_MESSAGE_FORMAT": "amazon-q"}
+    for rig in open_rig(environment=environment):  # Slack only: when it fails, the topic stands in
+        rig.slack.fail_always("no_service")
+        rig.run(sample("service-job/failed-validation"), sample("batch-job/failed-attempt-timeout"))
+        published = rig.sns()
+        fallbacks = [m for m in published if "fallback_from" in m["MessageAttributes"]]
+        assert len(fallbacks) >= 1, [m["Subject"] for m in published]
+        for message in published:
+            assert problems(message["Message"]) == [], message["Subject"]
