@@ -1,0 +1,195 @@
+"""The ledger function under a state table that is down, throttled or slow (issue 25): every AWS
+call is bounded by the invocation's deadline (batchpilot.io.deadline, set by
+``SqsProcessor.handle`` from the Lambda context), so no invocation runs past the function's
+``Timeout`` (template.yaml), the records that could not finish are reported in
+``batchItemFailures`` (none lost) and each job is counted once (the ledger equals a recount).
+
+Time is a fake clock, as in tests/faults/test_deadline_faults.py: botocore's backoff sleeps and
+each slow call advance it, and the context's remaining time is ``TIMEOUT`` minus it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import botocore.endpoint
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+from batchpilot.io.clients import READ_TIMEOUT_SECONDS, client, session
+from batchpilot.io.dynamodb.ledger import LedgerStateStore
+from batchpilot.ledger.handler import LedgerProcessor
+from batchpilot.ledger.model import JobDetails, JobStatus
+from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.shared.classification import JobKind
+from batchpilot.shared.deadline import DEADLINE
+from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
+from batchpilot_local.testing.harness import sqs_event
+from batchpilot_local.testing.ledger import ListSink, stored_and_recounted
+from batchpilot_local.testing.recovery import TABLE, harness
+from batchpilot_local.testing.samples import service_job
+
+LEDGER_TIMEOUT = 60.0  # LedgerFunction's Timeout (template.yaml)
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+ARN = "arn:aws:batch:us-east-1:111122223333:service-job/ledger-deadline"
+DETAILS = JobDetails(
+    queue="q1",
+    environment="env",
+    share_identifier="HIGHPRI",
+    instance_type="ml.p5.48xlarge",
+    instances=4,
+    sized=True,
+)
+MAX_INVOCATIONS = 12
+
+
+class Details:
+    """Describes from a constant (the ledger's one describe is not under test here)."""
+
+    def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
+        return DETAILS
+
+
+class FakeTime:
+    """Seconds spent in the running invocation (botocore's sleeps and slow calls add to it), and
+    a Lambda context whose remaining time is the function's timeout minus them."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.spent = 0.0
+        self.longest = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.spent += seconds
+        self.longest = max(self.longest, self.spent)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.timeout - self.spent) * 1000)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTime]:
+    clock = FakeTime(LEDGER_TIMEOUT)
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", clock.sleep)
+    yield clock
+    DEADLINE.clear()
+
+
+@dataclass
+class EveryOther(Fault):
+    """Throttles every other matching request."""
+
+    seen_requests: int = 0
+
+    def take(self) -> bool:
+        self.seen_requests += 1
+        if self.seen_requests % 2:
+            return False
+        self.hits += 1
+        return True
+
+
+def ledger() -> LedgerService:
+    """A ledger service on new clients (built after any test hook is on the session)."""
+    return LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": TABLE}),
+        LedgerStateStore(client("dynamodb"), TABLE),
+        Details(),  # type: ignore[arg-type]  # only describe is used on the event path
+        ListSink(),
+        lambda: T0,
+    )
+
+
+def events(count: int) -> list[str]:
+    """``count`` jobs, each RUNNABLE then RUNNING (two SQS records per job)."""
+    bodies = []
+    for minute, status in ((0, "RUNNABLE"), (3, "RUNNING")):
+        for n in range(count):
+            event = service_job(
+                status, jobArn=f"{ARN}-{n}", jobId=f"j{n}", jobQueue="q1", shareIdentifier="HIGHPRI"
+            )
+            event["time"] = (T0 + timedelta(minutes=minute)).isoformat()
+            bodies.append(json.dumps(event))
+    return bodies
+
+
+def invoke(fake: FakeTime, pending: list[str]) -> list[str]:
+    """One invocation of the ledger's SQS entry (``LedgerProcessor.handle``) on ``pending`` with a
+    fresh context; returns the bodies it reported in ``batchItemFailures`` (all of them when every
+    record failed: Powertools raises and Lambda retries the batch)."""
+    fake.spent = 0.0
+    processor = LedgerProcessor(ledger())
+    try:
+        response = processor.handle(sqs_event(pending, "batchpilot-LedgerQueue"), fake)  # type: ignore[arg-type]
+    except BatchProcessingError:
+        return pending
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    return [body for i, body in enumerate(pending) if f"msg-{i}" in failed]
+
+
+def redeliver(fake: FakeTime, pending: list[str]) -> tuple[int, float]:
+    """Invoke until nothing is reported failed; returns (invocations, longest seconds of one)."""
+    invocations, longest = 0, 0.0
+    while pending and invocations < MAX_INVOCATIONS:
+        pending = invoke(fake, pending)
+        invocations += 1
+        longest = max(longest, fake.spent)
+    assert pending == [], f"{len(pending)} records still failing after {invocations} invocations"
+    return invocations, longest
+
+
+def assert_counted_once(jobs: int) -> None:
+    stored, recounted = stored_and_recounted(client("dynamodb"), TABLE)
+    assert stored == recounted
+    ((key, delta),) = stored.items()
+    assert key.status is JobStatus.RUNNING and delta.jobs == jobs and delta.instances == 4 * jobs
+
+
+def test_ledger_table_down_longer_than_the_timeout_then_back(fake: FakeTime) -> None:
+    bodies = events(5)
+    with harness():
+        faults = HttpFaults()
+        for op in ("TransactWriteItems", "GetItem", "UpdateItem", "PutItem", "Query", "BatchGetItem"):
+            faults.add("dynamodb", op, FaultKind.SERVER_ERROR, times=None)
+        with faults:
+            failed = invoke(fake, bodies)
+        assert faults.injected, "the table was never asked"
+        assert fake.longest <= LEDGER_TIMEOUT, f"the invocation ran {fake.longest:.1f} s"
+        assert len(failed) == len(bodies)  # every record handed back, none lost
+        redeliver(fake, failed)
+        assert_counted_once(5)
+
+
+def test_ledger_table_throttled_at_half_of_its_requests(fake: FakeTime) -> None:
+    bodies = events(20)
+    with harness():
+        faults = HttpFaults()
+        faults.faults.extend(
+            EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None)
+            for op in ("TransactWriteItems", "GetItem", "UpdateItem", "PutItem", "Query", "BatchGetItem")
+        )
+        with faults:
+            _, longest = redeliver(fake, bodies)
+        assert faults.injected, "no request was throttled"
+        assert longest <= LEDGER_TIMEOUT, f"an invocation ran {longest:.1f} s"
+        assert_counted_once(20)
+
+
+def test_ledger_table_slow_each_call_near_the_read_timeout(fake: FakeTime) -> None:
+    def slow(**_: Any) -> None:
+        fake.sleep(READ_TIMEOUT_SECONDS - 0.5)  # answered just before the client gives up
+
+    bodies = events(10)
+    with harness():
+        session().events.register("before-send.dynamodb", slow, unique_id="test-slow-dynamodb")
+        try:
+            invocations, longest = redeliver(fake, bodies)
+        finally:
+            session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
+        assert longest <= LEDGER_TIMEOUT, f"an invocation ran {longest:.1f} s"
+        assert invocations > 1  # 20 slow writes do not fit in one invocation: some were handed back
+        assert_counted_once(10)
