@@ -1,8 +1,9 @@
-"""The ledger function under a state table that is down, throttled or slow (issue 25): every AWS
-call is bounded by the invocation's deadline (batchpilot.io.deadline, set by
-``SqsProcessor.handle`` from the Lambda context), so no invocation runs past the function's
-``Timeout`` (template.yaml), the records that could not finish are reported in
-``batchItemFailures`` (none lost) and each job is counted once (the ledger equals a recount).
+"""The ledger, recovery and capacity functions under a state table that is down, throttled or slow
+(issue 25): every AWS call is bounded by the invocation's deadline (batchpilot.io.deadline, set by
+``SqsProcessor.handle`` from the Lambda context and by ``schedule_entry`` for scheduled runs), so
+no invocation runs past the function's ``Timeout`` (template.yaml), the records that could not
+finish are reported in ``batchItemFailures`` (none lost) and each side effect happens once: a job
+counted once (the ledger equals a recount), one resubmission per failed job.
 
 Time is a fake clock, as in tests/faults/test_deadline_faults.py: botocore's backoff sleeps and
 each slow call advance it, and the context's remaining time is ``TIMEOUT`` minus it.
@@ -11,6 +12,7 @@ each slow call advance it, and the context's remaining time is ``TIMEOUT`` minus
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,13 +27,24 @@ from batchpilot.ledger.handler import LedgerProcessor
 from batchpilot.ledger.model import JobDetails, JobStatus
 from batchpilot.ledger.service import LedgerService
 from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.recovery.handler import RecoveryProcessor
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.deadline import DEADLINE
 from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
 from batchpilot_local.testing.harness import sqs_event
 from batchpilot_local.testing.ledger import ListSink, stored_and_recounted
-from batchpilot_local.testing.recovery import TABLE, harness
-from batchpilot_local.testing.samples import service_job
+from batchpilot_local.testing.recovery import (
+    BUCKET,
+    TABLE,
+    Harness,
+    checkpoint_item,
+    container_job_item,
+    harness,
+    service_job_item,
+    training_job_item,
+    world,
+)
+from batchpilot_local.testing.samples import sample, service_job
 
 LEDGER_TIMEOUT = 60.0  # LedgerFunction's Timeout (template.yaml)
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -45,6 +58,16 @@ DETAILS = JobDetails(
     sized=True,
 )
 MAX_INVOCATIONS = 12
+RECOVERY_TIMEOUT = 60.0  # RecoveryFunction's Timeout (template.yaml)
+DYNAMODB_OPERATIONS = (
+    "TransactWriteItems",
+    "GetItem",
+    "UpdateItem",
+    "PutItem",
+    "DeleteItem",
+    "Query",
+    "BatchGetItem",
+)
 
 
 class Details:
@@ -153,7 +176,7 @@ def test_ledger_table_down_longer_than_the_timeout_then_back(fake: FakeTime) -> 
     bodies = events(5)
     with harness():
         faults = HttpFaults()
-        for op in ("TransactWriteItems", "GetItem", "UpdateItem", "PutItem", "Query", "BatchGetItem"):
+        for op in DYNAMODB_OPERATIONS:
             faults.add("dynamodb", op, FaultKind.SERVER_ERROR, times=None)
         with faults:
             failed = invoke(fake, bodies)
@@ -169,8 +192,7 @@ def test_ledger_table_throttled_at_half_of_its_requests(fake: FakeTime) -> None:
     with harness():
         faults = HttpFaults()
         faults.faults.extend(
-            EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None)
-            for op in ("TransactWriteItems", "GetItem", "UpdateItem", "PutItem", "Query", "BatchGetItem")
+            EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS
         )
         with faults:
             _, longest = redeliver(fake, bodies)
@@ -193,3 +215,122 @@ def test_ledger_table_slow_each_call_near_the_read_timeout(fake: FakeTime) -> No
         assert longest <= LEDGER_TIMEOUT, f"an invocation ran {longest:.1f} s"
         assert invocations > 1  # 20 slow writes do not fit in one invocation: some were handed back
         assert_counted_once(10)
+
+
+# ------------------------------------------------------------------------------------ recovery
+FAILURES = {  # sample failure event → the checkpoint its job wrote
+    "service-job/failed-sagemaker-capacity": f"s3://{BUCKET}/llm/run-12/",
+    "batch-job/failed-spot-reclaim": f"s3://{BUCKET}/llama-ft/run-39/",
+    "sagemaker/failed-capacity-error": f"s3://{BUCKET}/llama3-70b/",
+}
+
+
+def recovery_world() -> dict[str, Any]:
+    """One failed service job, container job and training job, each with a fresh checkpoint."""
+
+    def fresh(name: str) -> str:
+        failed_at = datetime.fromisoformat(sample(name)["time"].replace("Z", "+00:00"))
+        return (failed_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    service, spot, training = FAILURES
+    return world(
+        service_jobs=[service_job_item(service, checkpoint_uri=FAILURES[service])],
+        jobs=[container_job_item(spot)],
+        training_jobs=[training_job_item(training, checkpoint_uri=FAILURES[training])],
+        checkpoints=[checkpoint_item(uri, fresh(name)) for name, uri in FAILURES.items()],
+    )
+
+
+def recover(h: Harness, fake: FakeTime, pending: list[str]) -> list[str]:
+    """One invocation of recovery's SQS entry (``RecoveryProcessor.handle``, a new execution
+    environment) on ``pending``; returns the bodies reported in ``batchItemFailures``."""
+    fake.spent = 0.0
+    processor = RecoveryProcessor(h.recoverer())
+    response = processor.handle(sqs_event(pending, "batchpilot-RecoveryQueue"), fake)  # type: ignore[arg-type]
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    return [body for i, body in enumerate(pending) if f"msg-{i}" in failed]
+
+
+def recover_all(h: Harness, fake: FakeTime) -> tuple[int, float]:
+    """Deliver the three failures until none is handed back (each redelivery two minutes later:
+    past any record's delay); returns (invocations, longest seconds of one)."""
+    pending = [json.dumps(sample(name)) for name in FAILURES]
+    invocations, longest = 0, 0.0
+    while pending and invocations < MAX_INVOCATIONS:
+        pending = recover(h, fake, pending)
+        invocations += 1
+        longest = max(longest, fake.spent)
+        h.time.advance(120)
+    assert pending == [], f"{len(pending)} failures still handed back after {invocations} invocations"
+    return invocations, longest
+
+
+def assert_one_resubmission_per_failure(h: Harness) -> None:
+    submits = Counter(e.action for e in h.submits())
+    assert submits == {"batch:SubmitServiceJob": 1, "batch:SubmitJob": 1, "sagemaker:CreateTrainingJob": 1}
+    assert sorted(e["attempt"] for e in h.published("Job Resubmitted")) == [1, 1, 1]
+
+
+@pytest.fixture
+def recovery_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTime]:
+    clock = FakeTime(RECOVERY_TIMEOUT)
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", clock.sleep)
+    yield clock
+    DEADLINE.clear()
+
+
+def paced(h: Harness, fake: FakeTime) -> None:
+    """The submit pacer's and BatchJobs' waits are spent in the invocation too."""
+    wall_sleep = h.time.sleep
+
+    def sleep(seconds: float) -> None:
+        wall_sleep(seconds)
+        fake.sleep(seconds)
+
+    h.time.sleep = sleep  # type: ignore[method-assign]
+
+
+def test_recovery_table_down_longer_than_the_timeout_then_back(recovery_fake: FakeTime) -> None:
+    with harness(recovery_world()) as h:
+        paced(h, recovery_fake)
+        faults = HttpFaults()
+        for op in DYNAMODB_OPERATIONS:
+            faults.add("dynamodb", op, FaultKind.SERVER_ERROR, times=None)
+        with faults:
+            failed = recover(h, recovery_fake, [json.dumps(sample(name)) for name in FAILURES])
+        assert faults.injected, "the table was never asked"
+        assert recovery_fake.longest <= RECOVERY_TIMEOUT, f"the invocation ran {recovery_fake.longest:.1f} s"
+        assert len(failed) == len(FAILURES)  # every record handed back, none lost
+        assert h.submits() == []  # nothing submitted without its lineage reserved
+        h.time.advance(120)
+        recover_all(h, recovery_fake)
+        assert_one_resubmission_per_failure(h)
+
+
+def test_recovery_table_throttled_at_half_of_its_requests(recovery_fake: FakeTime) -> None:
+    with harness(recovery_world()) as h:
+        paced(h, recovery_fake)
+        faults = HttpFaults()
+        faults.faults.extend(
+            EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS
+        )
+        with faults:
+            _, longest = recover_all(h, recovery_fake)
+        assert faults.injected, "no request was throttled"
+        assert longest <= RECOVERY_TIMEOUT, f"an invocation ran {longest:.1f} s"
+        assert_one_resubmission_per_failure(h)
+
+
+def test_recovery_table_slow_each_call_near_the_read_timeout(recovery_fake: FakeTime) -> None:
+    def slow(**_: Any) -> None:
+        recovery_fake.sleep(READ_TIMEOUT_SECONDS - 0.5)
+
+    with harness(recovery_world()) as h:
+        paced(h, recovery_fake)
+        session().events.register("before-send.dynamodb", slow, unique_id="test-slow-dynamodb")
+        try:
+            _, longest = recover_all(h, recovery_fake)
+        finally:
+            session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
+        assert longest <= RECOVERY_TIMEOUT, f"an invocation ran {longest:.1f} s"
+        assert_one_resubmission_per_failure(h)
