@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import Any
 
 import botocore.endpoint
@@ -30,8 +31,9 @@ from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.recovery.handler import RecoveryProcessor
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.deadline import DEADLINE
+from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.testing.faults import Fault, FaultKind, HttpFaults
-from batchpilot_local.testing.harness import sqs_event
+from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
 from batchpilot_local.testing.ledger import ListSink, stored_and_recounted
 from batchpilot_local.testing.recovery import (
     BUCKET,
@@ -44,7 +46,7 @@ from batchpilot_local.testing.recovery import (
     training_job_item,
     world,
 )
-from batchpilot_local.testing.samples import sample, service_job
+from batchpilot_local.testing.samples import sample, scheduled_event, service_job
 
 LEDGER_TIMEOUT = 60.0  # LedgerFunction's Timeout (template.yaml)
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -80,6 +82,11 @@ class Details:
 class FakeTime:
     """Seconds spent in the running invocation (botocore's sleeps and slow calls add to it), and
     a Lambda context whose remaining time is the function's timeout minus them."""
+
+    function_name = "batchpilot-function"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:batchpilot-function"
+    aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
@@ -334,3 +341,204 @@ def test_recovery_table_slow_each_call_near_the_read_timeout(recovery_fake: Fake
             session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
         assert longest <= RECOVERY_TIMEOUT, f"an invocation ran {longest:.1f} s"
         assert_one_resubmission_per_failure(h)
+
+
+# ------------------------------------------------------------------------------------ capacity
+CAPACITY_TIMEOUT = 60.0  # CapacityFunction's Timeout (template.yaml)
+CAPACITY_TABLE = "batchpilot-StateTable"
+ACCOUNT = "111122223333"
+BLOCKED_SAMPLE = "service-job-queue-blocked/misconfiguration-service-environment-max-resource"
+T_RUN = datetime(2026, 11, 24, 6, 20, tzinfo=UTC)
+
+
+def batch_arn(kind: str, name: str) -> str:
+    return f"arn:aws:batch:us-east-1:{ACCOUNT}:{kind}/{name}"
+
+
+def capacity_world() -> dict[str, Any]:
+    """Environment ``sm-training`` (limit 8 instances) whose fair-share queue holds the blocked
+    sample's job, RUNNABLE, needing 32 ml.p4d.24xlarge instances: one raise to 32 is due."""
+    detail = sample(BLOCKED_SAMPLE)["detail"]
+    payload = {
+        "TrainingJobName": "t",
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 32, "VolumeSizeInGB": 50},
+    }
+    return {
+        "service_environments": [
+            {"name": "sm-training", "capacityLimits": [{"maxCapacity": 8, "capacityUnit": "NUM_INSTANCES"}]}
+        ],
+        "job_queues": [
+            {"name": "sm-training-highpri", "serviceEnvironment": "sm-training", "scheduling": "FAIR_SHARE"}
+        ],
+        "service_jobs": [
+            {
+                "jobArn": detail["jobArn"],
+                "jobName": detail["jobName"],
+                "jobQueue": "sm-training-highpri",
+                "status": "RUNNABLE",
+                "shareIdentifier": "prod",
+                "createdAt": detail["createdAt"],
+                "serviceRequestPayload": payload,
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def capacity_aws() -> Iterator[EmbeddedAws]:
+    yield from aws_with_state_table(CAPACITY_TABLE, world=capacity_world())
+
+
+@pytest.fixture
+def capacity_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTime]:
+    clock = FakeTime(CAPACITY_TIMEOUT)
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", clock.sleep)
+    yield clock
+    DEADLINE.clear()
+
+
+def capacity_app() -> ModuleType:
+    """functions/capacity/app.py after a cold start (new clients, built after any test hook)."""
+    policy = {"service_environments": {"sm-training": {"job_queues": ["sm-training-highpri"], "max": 48}}}
+    return load_app(
+        "capacity",
+        {
+            "POWERTOOLS_SERVICE_NAME": "batchpilot",
+            "POWERTOOLS_METRICS_NAMESPACE": "BatchPilot",
+            "BATCHPILOT_STATE_TABLE": CAPACITY_TABLE,
+            "BATCHPILOT_EVENT_BUS": "default",
+            "BATCHPILOT_CAPACITY_SERVICE_ENVIRONMENTS": batch_arn("service-environment", "sm-training"),
+            "BATCHPILOT_CAPACITY_JOB_QUEUES": batch_arn("job-queue", "sm-training-highpri"),
+            "BATCHPILOT_CAPACITY_POLICY": json.dumps(policy),
+        },
+    )
+
+
+def capacity_invoke(fake: FakeTime, event: dict[str, Any]) -> Any:
+    """One invocation of capacity's ``lambda_handler`` (a cold start) with a fresh context."""
+    fake.spent = 0.0
+    return capacity_app().lambda_handler(event, fake)
+
+
+def updates(aws: EmbeddedAws) -> list[int]:
+    """The maxCapacity of every UpdateServiceEnvironment AWS accepted so far."""
+    return [
+        e.params["capacityLimits"][0]["maxCapacity"]
+        for e in aws.journal
+        if e.action == "batch:UpdateServiceEnvironment" and e.succeeded
+    ]
+
+
+def capacity_faults(kind: str) -> HttpFaults:
+    """The state table down (every request a 500) or throttled at half of its requests."""
+    faults = HttpFaults()
+    if kind == "down":
+        for op in DYNAMODB_OPERATIONS:
+            faults.add("dynamodb", op, FaultKind.SERVER_ERROR, times=None)
+    else:
+        faults.faults.extend(
+            EveryOther("dynamodb", op, FaultKind.THROTTLE, times=None) for op in DYNAMODB_OPERATIONS
+        )
+    return faults
+
+
+def schedule_until_done(fake: FakeTime, tick: dict[str, Any]) -> tuple[int, float]:
+    """The same scheduled event until its run has no error (a retry of the tick); returns
+    (invocations, longest seconds of one)."""
+    invocations, longest, errors = 0, 0.0, ["not run"]
+    while errors and invocations < MAX_INVOCATIONS:
+        errors = capacity_invoke(fake, tick)["errors"]
+        invocations += 1
+        longest = max(longest, fake.spent)
+    assert errors == [], errors
+    return invocations, longest
+
+
+def queue_until_done(fake: FakeTime, pending: list[str]) -> tuple[int, float]:
+    """CapacityQueue batches until none is reported failed; returns (invocations, longest)."""
+    invocations, longest = 0, 0.0
+    while pending and invocations < MAX_INVOCATIONS:
+        try:
+            response = capacity_invoke(fake, sqs_event(pending, "batchpilot-CapacityQueue"))
+            failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        except BatchProcessingError:  # every record failed: Lambda retries the batch
+            failed = {f"msg-{i}" for i in range(len(pending))}
+        pending = [body for i, body in enumerate(pending) if f"msg-{i}" in failed]
+        invocations += 1
+        longest = max(longest, fake.spent)
+    assert pending == [], f"{len(pending)} records still failing after {invocations} invocations"
+    return invocations, longest
+
+
+@pytest.mark.parametrize("kind", ["down", "throttled"])
+def test_capacity_schedule_table_down_or_throttled(
+    capacity_aws: EmbeddedAws, capacity_fake: FakeTime, kind: str
+) -> None:
+    tick = scheduled_event(T_RUN)
+    faults = capacity_faults(kind)
+    with faults:
+        first = capacity_invoke(capacity_fake, tick)
+        if kind == "throttled":
+            schedule_until_done(capacity_fake, tick)
+    assert faults.injected, "the table was never asked"
+    assert capacity_fake.longest <= CAPACITY_TIMEOUT, f"a run took {capacity_fake.longest:.1f} s"
+    if kind == "down":
+        assert first["errors"] and first["updated"] == []  # reported, and nothing changed blind
+        schedule_until_done(capacity_fake, tick)  # the table is back: the tick retried
+    capacity_invoke(capacity_fake, tick)  # and once more: the decision is made, not made again
+    assert updates(capacity_aws) == [24]  # one UpdateServiceEnvironment: 8 → 8 + max_step 16
+
+
+@pytest.mark.parametrize("kind", ["down", "throttled"])
+def test_capacity_queue_table_down_or_throttled(
+    capacity_aws: EmbeddedAws, capacity_fake: FakeTime, kind: str
+) -> None:
+    body = json.dumps(sample(BLOCKED_SAMPLE))
+    faults = capacity_faults(kind)
+    with faults:
+        if kind == "down":
+            try:
+                response = capacity_invoke(capacity_fake, sqs_event([body], "batchpilot-CapacityQueue"))
+                failed = [f["itemIdentifier"] for f in response["batchItemFailures"]]
+            except BatchProcessingError:
+                failed = ["msg-0"]
+            assert failed == ["msg-0"]  # handed back, not lost
+            assert updates(capacity_aws) == []
+        else:
+            queue_until_done(capacity_fake, [body])
+    assert faults.injected, "the table was never asked"
+    assert capacity_fake.longest <= CAPACITY_TIMEOUT, f"an invocation ran {capacity_fake.longest:.1f} s"
+    queue_until_done(capacity_fake, [body])  # redelivered (the table back)
+    queue_until_done(capacity_fake, [body])  # and a duplicate delivery within the minute
+    assert updates(capacity_aws) == [32]  # one UpdateServiceEnvironment: to the blocked job's 32
+
+
+def test_capacity_table_slow_each_call_near_the_read_timeout(
+    capacity_aws: EmbeddedAws, capacity_fake: FakeTime
+) -> None:
+    def slow(**_: Any) -> None:
+        capacity_fake.sleep(READ_TIMEOUT_SECONDS - 0.5)
+
+    tick, body = scheduled_event(T_RUN), json.dumps(sample(BLOCKED_SAMPLE))
+    session().events.register("before-send.dynamodb", slow, unique_id="test-slow-dynamodb")
+    try:
+        runs = [capacity_invoke(capacity_fake, tick) for _ in range(2)]
+        scheduled_longest = capacity_fake.longest
+        try:
+            failed = capacity_invoke(capacity_fake, sqs_event([body], "batchpilot-CapacityQueue"))
+        except BatchProcessingError:
+            failed = {"batchItemFailures": [{"itemIdentifier": "msg-0"}]}
+    finally:
+        session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
+    assert scheduled_longest <= CAPACITY_TIMEOUT and capacity_fake.longest <= CAPACITY_TIMEOUT
+    assert [run["errors"] for run in runs] == [
+        ["sm-training: DeadlineExceeded: capacity change of sm-training: 22.0 s left, needs up to 39.0 s"],
+        ["sm-training: DeadlineExceeded: capacity change of sm-training: 31.5 s left, needs up to 39.0 s"],
+    ]  # the change, its claim and its undo would not fit after four (then three) slow reads
+    assert failed["batchItemFailures"] == [{"itemIdentifier": "msg-0"}]  # handed back, not lost
+    assert updates(capacity_aws) == []
+    # The table fast again: nothing claimed without its change, so no cooldown holds it back.
+    schedule_until_done(capacity_fake, tick)
+    queue_until_done(capacity_fake, [body])  # the redelivered record: cooldown after the raise
+    capacity_invoke(capacity_fake, tick)
+    assert updates(capacity_aws) == [24]  # one UpdateServiceEnvironment for the one decision
