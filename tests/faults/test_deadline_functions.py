@@ -542,3 +542,52 @@ def test_capacity_table_slow_each_call_near_the_read_timeout(
     queue_until_done(capacity_fake, [body])  # the redelivered record: cooldown after the raise
     capacity_invoke(capacity_fake, tick)
     assert updates(capacity_aws) == [24]  # one UpdateServiceEnvironment for the one decision
+
+
+# ------------------------------------------------------------------------------ ledger schedule
+def ledger_app() -> ModuleType:
+    """functions/ledger/app.py after a cold start (new clients, built after any test hook)."""
+    return load_app(
+        "ledger", {"BATCHPILOT_STATE_TABLE": CAPACITY_TABLE, "POWERTOOLS_SERVICE_NAME": "batchpilot"}
+    )
+
+
+def scheduled_ledger_runs(fake: FakeTime, tick: dict[str, Any], times: int) -> list[str]:
+    """``times`` invocations of the ledger's scheduled entry on ``tick`` (a run that raises is a
+    failed invocation: EventBridge Scheduler retries the tick); returns each one's outcome."""
+    outcomes = []
+    for _ in range(times):
+        fake.spent = 0.0
+        try:
+            ledger_app().lambda_handler(tick, fake)
+            outcomes.append("ok")
+        except Exception as exc:  # the invocation failed: the tick is retried
+            outcomes.append(type(exc).__name__)
+    return outcomes
+
+
+@pytest.mark.parametrize("kind", ["down", "throttled", "slow"])
+def test_ledger_schedule_under_a_faulty_table(
+    capacity_aws: EmbeddedAws, capacity_fake: FakeTime, kind: str
+) -> None:
+    def slow(**_: Any) -> None:
+        capacity_fake.sleep(READ_TIMEOUT_SECONDS - 0.5)
+
+    tick = scheduled_event(T_RUN)
+    faults = capacity_faults(kind) if kind != "slow" else HttpFaults()
+    if kind == "slow":
+        session().events.register("before-send.dynamodb", slow, unique_id="test-slow-dynamodb")
+    try:
+        with faults:
+            faulty = scheduled_ledger_runs(capacity_fake, tick, 3)
+    finally:
+        session().events.unregister("before-send.dynamodb", unique_id="test-slow-dynamodb")
+    assert capacity_fake.longest <= LEDGER_TIMEOUT, f"a run took {capacity_fake.longest:.1f} s ({faulty})"
+    if kind == "down":
+        assert faults.injected and "ok" not in faulty, faulty  # the run fails, and is retried
+    assert scheduled_ledger_runs(capacity_fake, tick, 1) == ["ok"]  # the table fine again
+    assert scheduled_ledger_runs(capacity_fake, scheduled_event(T_RUN + timedelta(hours=1)), 1) == ["ok"]
+    stored, recounted = stored_and_recounted(client("dynamodb"), CAPACITY_TABLE)
+    assert stored == recounted
+    ((key, delta),) = stored.items()  # the blocked job, reconciled into the ledger once
+    assert key.status is JobStatus.RUNNABLE and delta.jobs == 1 and delta.instances == 32
