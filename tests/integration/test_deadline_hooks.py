@@ -72,3 +72,13 @@ def test_without_a_deadline_every_retry_is_taken(aws: EmbeddedAws, clock: Clock)
     with faults, pytest.raises(ClientError):
         client("dynamodb").list_tables()
     assert len(faults.seen) == RETRY_ATTEMPTS
+
+
+def test_a_step_of_several_calls_starts_only_when_all_fit(aws: EmbeddedAws, clock: Clock) -> None:
+    client("dynamodb")  # every io.clients client makes its worst case the deadline's call_seconds
+    assert DEADLINE.call_seconds >= ATTEMPT
+    clock.left = 3 * DEADLINE.call_seconds + MARGIN_SECONDS - 0.1
+    with pytest.raises(DeadlineExceeded, match="capacity change"):
+        DEADLINE.require_calls(3, "capacity change")
+    clock.left += 0.1
+    DEADLINE.require_calls(3, "capacity change")

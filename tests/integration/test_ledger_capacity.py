@@ -31,6 +31,22 @@ def aws() -> Iterator[EmbeddedAws]:
     yield from aws_with_state_table(TABLE)
 
 
+@pytest.fixture
+def lambda_context() -> Any:
+    """A Lambda context of the capacity function: CapacityFunction's Timeout is 60 s (template.yaml)."""
+
+    class Context:
+        function_name = "batchpilot-capacity"
+        memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:batchpilot-capacity"
+        aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
+
+        def get_remaining_time_in_millis(self) -> int:
+            return 60_000
+
+    return Context()
+
+
 def scheduled() -> dict[str, Any]:
     return scheduled_event(T0)
 

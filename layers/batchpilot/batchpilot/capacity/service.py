@@ -50,6 +50,7 @@ from batchpilot.capacity.sampling import (
 from batchpilot.capacity.settings import CapacityPolicyConfig, CapacitySettings
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.clock import Clock, utc_now
+from batchpilot.shared.deadline import DEADLINE
 from batchpilot.shared.errors import MAX_EXCERPT, is_permanent
 from batchpilot.shared.events import BatchServiceJobQueueBlocked, JobEvent, to_datetime
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
@@ -69,6 +70,10 @@ __all__ = [
     "blocked_run",
     "scheduled_time",
 ]
+
+_CHANGE_CALLS = 3
+"""AWS calls of a capacity change: the claim (PutItem), UpdateServiceEnvironment, the state's
+second write (PutItem: the notices, or the claim undone when the update failed)."""
 
 
 class Trigger(StrEnum):
@@ -523,6 +528,9 @@ class CapacityService:
         next_state = decision.state
         failed = False
         if decision.changes and not settings.dry_run:
+            # The claim restarts the cooldown: start only when the change and, should it fail,
+            # the claim's undo fit too; else the cooldown would hold a change never made.
+            DEADLINE.require_calls(_CHANGE_CALLS, f"capacity change of {environment.name}")
             claimed = self.store.save(environment.name, next_state, now)
             if claimed is None:
                 outcome.conflict = True

@@ -52,10 +52,12 @@ def register_hooks(
         attempt_seconds: the longest one attempt may take (``connect_timeout + read_timeout``).
         max_attempts: the client's ``total_max_attempts`` (botocore ``StandardRetryConditions``
             decides, as the client's own retry handler does, whether a failed attempt is retried).
-        deadline: the deadline to follow.
+        deadline: the deadline to follow (its ``call_seconds`` raised to ``attempt_seconds``).
     """
 
     from botocore.retries.standard import RetryEventAdapter, StandardRetryConditions
+
+    deadline.call_seconds = max(deadline.call_seconds, attempt_seconds)
 
     def before_send(event_name: str = "", **_: Any) -> None:
         deadline.require(attempt_seconds, _operation(event_name))

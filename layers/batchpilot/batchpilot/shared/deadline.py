@@ -33,6 +33,10 @@ class Deadline:
 
     def __init__(self) -> None:
         self._time_left: Callable[[], float] | None = None
+        self.call_seconds = 0.0
+        """The longest one AWS call attempt may take (seconds): the largest ``connect_timeout +
+        read_timeout`` of the clients bounded by this deadline (set by
+        :func:`batchpilot.io.deadline.register_hooks`); 0 before any client is made."""
 
     def start(self, time_left: Callable[[], float]) -> None:
         """Bound calls by ``time_left()`` (seconds) until :meth:`clear`."""
@@ -63,6 +67,17 @@ class Deadline:
         left = self.time_left()
         if left < seconds + MARGIN_SECONDS:
             raise DeadlineExceeded(f"{what}: {left:.1f} s left, needs up to {seconds:.1f} s")
+
+    def require_calls(self, calls: int, what: str) -> None:
+        """Raise :class:`DeadlineExceeded` unless ``calls`` AWS call attempts of
+        :attr:`call_seconds` each (plus :data:`MARGIN_SECONDS`) fit: asked before a step whose
+        later calls must not be cut off (a claim written, then the change, then its undo).
+
+        Args:
+            calls: how many calls the step makes, at most.
+            what: a short name for the message, never a payload.
+        """
+        self.require(calls * self.call_seconds, what)
 
 
 DEADLINE = Deadline()
