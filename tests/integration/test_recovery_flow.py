@@ -14,7 +14,7 @@ from batchpilot.recovery.lineage import AttemptState
 from batchpilot.recovery.naming import ATTEMPT_TAG, LINEAGE_TAG, lineage_id_for
 from batchpilot.recovery.policy import Row
 from batchpilot.recovery.ports import TagError
-from batchpilot.recovery.service import Action, RetryLater, RetryReason
+from batchpilot.recovery.service import LISTING_SETTLE_SECONDS, Action, RetryLater, RetryReason
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.own_events import PublishError, SkipReason
 from batchpilot_local.testing.recovery import (
@@ -423,8 +423,14 @@ def test_a_crash_after_the_submit_never_makes_a_second_job(h: Harness, name: str
     with pytest.raises(SystemError):
         crashing.handle(event_of(sample(name)))
     assert len(h.submits()) == 1 and h.published() == []
+    if name == SPOT:  # SubmitJob has no client token: no resend before ListJobs can list the job
+        with pytest.raises(RetryLater, match="ListJobs to settle"):
+            h.recoverer().handle(event_of(sample(name)))
+        h.time.advance(LISTING_SETTLE_SECONDS)
     result = h.recoverer().handle(event_of(sample(name)))  # SQS delivers the record again
     assert result.action is Action.RESUBMITTED
+    if name == SPOT:
+        assert len(h.submits()) == 1  # found by its name, not sent again (the others resend a client token)
     new_jobs = (
         [j for j in h.aws.batch.service_jobs.values() if j.detail["jobName"] == result.new_job_name]
         + [j for j in h.aws.batch.jobs.values() if j.detail["jobName"] == result.new_job_name]
