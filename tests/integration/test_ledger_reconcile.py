@@ -163,3 +163,18 @@ def test_no_page_is_listed_close_to_the_timeout(aws: EmbeddedAws) -> None:
     assert [s.resumed for s in summaries] == [["sm-q"]] * 3
     assert [s.reconciled for s in summaries] == [[], [], ["sm-q"]]
     assert sum(s.drift.get("sm-q:missing", 0) for s in summaries) == 10
+
+
+def test_a_refused_cursor_starts_the_listing_over(aws: EmbeddedAws) -> None:
+    dynamodb = aws.client("dynamodb")
+    clear_ledger(dynamodb)
+    aws.set_world({"service_jobs": runnable_jobs(10)})
+    store = LedgerStateStore(dynamodb, TABLE)
+    # A cursor whose nextToken AWS Batch no longer accepts (expired, or from another listing).
+    store.save_cursor("sm-q", None, ReconcileCursor(2, "not-a-token", T0 - timedelta(hours=1)))
+    service = ledger(store, ListSink())
+    summaries = [service.run(T0 + timedelta(minutes=minute)) for minute in range(4)]
+    assert summaries[0].restarted == ["sm-q"]
+    # The refused request and 6 one-page statuses at 2 pages a run.
+    assert [s.reconciled for s in summaries] == [[], [], [], ["sm-q"]]
+    assert sum(s.drift.get("sm-q:missing", 0) for s in summaries) == 10

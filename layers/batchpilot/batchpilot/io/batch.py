@@ -181,6 +181,7 @@ class BatchCapacityClient:
 _LEDGER_SERVICE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 _LEDGER_CONTAINER_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 _NOT_FOUND = ("ClientException", "ResourceNotFoundException")
+_REFUSED_REQUEST = "ClientException"  # Batch's error code for a request it refuses (a bad nextToken too)
 
 
 def _statuses(queue: QueueInfo) -> tuple[str, ...]:
@@ -351,10 +352,11 @@ class BatchLedgerClient:
 
         Raises:
             IndexError: ``status`` is not an index of the queue's active statuses.
-            botocore.exceptions.ClientError: the request failed (an expired ``nextToken`` too).
+            CursorExpired: AWS Batch refused ``token`` (``ClientException``: expired or invalid).
+            botocore.exceptions.ClientError: the request failed otherwise.
         """
         from batchpilot.ledger.model import JobStatus as LedgerStatus
-        from batchpilot.ledger.ports import ListedJob, ListedPage
+        from batchpilot.ledger.ports import CursorExpired, ListedJob, ListedPage
 
         statuses = _statuses(queue)
         name = statuses[status]
@@ -362,10 +364,15 @@ class BatchLedgerClient:
         request: dict[str, Any] = {"jobQueue": queue.name, "jobStatus": name, "maxResults": _PAGE}
         if token:
             request["nextToken"] = token
-        if queue.service:
-            response = self._client.list_service_jobs(**request)
-        else:
-            response = self._client.list_jobs(**request)
+        try:
+            if queue.service:
+                response = self._client.list_service_jobs(**request)
+            else:
+                response = self._client.list_jobs(**request)
+        except ClientError as exc:
+            if token and exc.response.get("Error", {}).get("Code") == _REFUSED_REQUEST:
+                raise CursorExpired(f"{name} listing of {queue.name}: nextToken refused") from exc
+            raise
         jobs: list[ListedJob] = []
         for item in response.get("jobSummaryList", []):
             arn = item.get("jobArn") or item.get("jobId")

@@ -40,6 +40,11 @@ class DescribeError(RuntimeError):
     retries, an access error): the job is counted at its queue's mean size and read again later."""
 
 
+class CursorExpired(RuntimeError):
+    """AWS Batch refused a kept ``nextToken`` (expired or invalid: ``ClientException``): the
+    queue's listing starts over."""
+
+
 @dataclass(frozen=True, slots=True)
 class Aggregate:
     """One aggregate item: ``key``'s jobs and their size; ``quota``: the share is a quota share."""
@@ -229,7 +234,11 @@ class BatchReader(Protocol):
 
     def list_page(self, queue: QueueInfo, status: int, token: str | None) -> ListedPage:
         """One page (``maxResults=100``) of ``queue``'s ``status``-th active status
-        (ListServiceJobs / ListJobs), from ``token`` (``nextToken``; ``None``: the first page)."""
+        (ListServiceJobs / ListJobs), from ``token`` (``nextToken``; ``None``: the first page).
+
+        Raises:
+            CursorExpired: AWS Batch refused ``token``.
+        """
         ...
 
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:

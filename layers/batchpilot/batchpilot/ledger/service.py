@@ -78,6 +78,7 @@ from batchpilot.ledger.ports import (
     Aggregate,
     BatchReader,
     CheckpointReader,
+    CursorExpired,
     DescribeError,
     EventPublisher,
     LedgerStore,
@@ -163,7 +164,8 @@ class RunSummary:
         pages: ListJobs / ListServiceJobs pages requested; ``resumed``: queues whose listing
             continued from a cursor; ``unfinished``: queues whose listing stopped (page budget or
             time) with its cursor kept; ``pending``: queues due or unfinished after the run
-            (``ReconcilePending``).
+            (``ReconcilePending``); ``restarted``: queues whose kept ``nextToken`` AWS Batch
+            refused (their listing started over).
     """
 
     queues: int = 0
@@ -177,6 +179,7 @@ class RunSummary:
     resumed: list[str] = field(default_factory=list)
     unfinished: list[str] = field(default_factory=list)
     pending: int = 0
+    restarted: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -192,6 +195,7 @@ class RunSummary:
             "resumed": self.resumed,
             "unfinished": self.unfinished,
             "pending": self.pending,
+            "restarted": self.restarted,
         }
 
 
@@ -689,7 +693,13 @@ class LedgerService:
         while not finished:
             if used >= pages or DEADLINE.time_left() < RECONCILE_RESERVE:
                 break
-            page = self.batch.list_page(queue, cursor.status, cursor.token)
+            try:
+                page = self.batch.list_page(queue, cursor.status, cursor.token)
+            except CursorExpired:
+                used += 1  # the refused request counts in the budget
+                cursor, whole = ReconcileCursor(0, None, now), True  # the listing starts over
+                summary.restarted.append(queue.name)
+                continue
             used += 1
             listed.update((job.arn, job) for job in page.jobs)
             changed = [
