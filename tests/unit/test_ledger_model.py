@@ -532,3 +532,16 @@ def test_a_share_alone_in_its_queue_has_no_fairness_gauges() -> None:
     names = {p.name for p in fleet_points(inputs, T0) if dict(p.dimensions).get("ShareIdentifier")}
     # 100 % of the usage and of the entitlement says nothing: no series until a second share has jobs.
     assert names == {"InstancesInUse"}
+
+
+def test_scheduling_policies_are_read_once_per_ttl() -> None:
+    policy = "arn:aws:batch:us-east-1:111122223333:scheduling-policy/fair"
+    queues = [
+        QueueInfo(f"q{i}", service=True, environment="env", scheduling_policy_arn=policy) for i in range(3)
+    ]
+    batch = FakeBatch(queues=queues, weights={policy: {"HIGHPRI": 1.0}})
+    ledger = service(MemoryLedgerStore(), batch)
+    for minute in range(16):
+        ledger.run(T0 + timedelta(minutes=minute))
+    reads = [arn for op, arn in batch.calls if op == "share_weights"]
+    assert reads == [policy, policy]  # at minute 0 and once POLICY_TTL (15 minutes) passed

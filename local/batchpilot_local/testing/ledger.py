@@ -16,7 +16,16 @@ from typing import Any
 
 from batchpilot.io.dynamodb.ledger import STARVING_LEASE
 from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, Transition, contribution
-from batchpilot.ledger.ports import ActiveEntry, Aggregate, DescribeError, ListedJob, QueueInfo
+from batchpilot.ledger.ports import (
+    ActiveEntry,
+    Aggregate,
+    DescribeError,
+    ListedJob,
+    ListedPage,
+    QueueInfo,
+    ReconcileCursor,
+    ReconcileState,
+)
 from batchpilot.ledger.runnable import RunnableEntry, runnable_changes, runnable_entry
 from batchpilot.shared.checkpoints import CheckpointListError, CheckpointLocation, CheckpointState
 from batchpilot.shared.classification import JobKind
@@ -82,6 +91,7 @@ class MemoryLedgerStore:
         self.aggs: dict[AggregateKey, Delta] = defaultdict(Delta)
         self.quota: dict[AggregateKey, bool] = {}
         self.marks: dict[str, datetime] = {}
+        self.cursors: dict[str, ReconcileCursor] = {}
         self.registry: dict[str, str] = {}
         self.lose_next = 0
         self.writes = 0
@@ -144,11 +154,17 @@ class MemoryLedgerStore:
             if j.details.queue == queue and not j.terminal
         ]
 
-    def reconciled_at(self, queue: str) -> datetime | None:
-        return self.marks.get(queue)
+    def reconcile_state(self, queue: str) -> ReconcileState:
+        return ReconcileState(self.marks.get(queue), self.cursors.get(queue))
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         self.marks[queue] = at
+        self.cursors.pop(queue, None)
+
+    def save_cursor(self, queue: str, at: datetime | None, cursor: ReconcileCursor) -> None:
+        if at is not None:
+            self.marks[queue] = at
+        self.cursors[queue] = cursor
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
         self.claims.append(arn)  # every conditional put tried (one PutItem each in DynamoDB)
@@ -210,6 +226,12 @@ class FakeBatch:
     def list_active(self, queue: QueueInfo) -> list[ListedJob]:
         self.calls.append(("list_active", queue.name))
         return list(self.listed.get(queue.name, []))
+
+    def list_page(self, queue: QueueInfo, status: int, token: str | None) -> ListedPage:
+        """The whole listing as one page of one status (``list_active`` recorded as the call: a
+        listing of the queue)."""
+        self.calls.append(("list_active", queue.name))
+        return ListedPage(list(self.listed.get(queue.name, [])), None, 1)
 
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
         self.calls.append(("capacity_limits", tuple(environments)))

@@ -1,6 +1,7 @@
 """AWS Batch reads and the one write of the capacity function, through an injected boto3 ``batch`` client.
 
-Paginated operations use botocore's paginators (``DescribeServiceEnvironments``, ``ListServiceJobs``);
+Paginated operations use botocore's paginators (``DescribeServiceEnvironments``, ``ListServiceJobs``),
+except the ledger's listing, requested one page at a time from a ``nextToken`` its caller keeps;
 throttling and transient errors are retried by botocore's standard retry mode (the client comes from
 :func:`batchpilot.io.clients.client`). Errors other than "this job no longer exists" propagate as
 ``botocore.exceptions.ClientError``: the caller isolates them per service environment.
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from batchpilot.alerts.ports import JobContext
     from batchpilot.capacity.model import CapacityLimit, QueueSnapshot, RunnableJob, ServiceEnvironment
     from batchpilot.ledger.model import JobDetails
-    from batchpilot.ledger.ports import ListedJob, QueueInfo
+    from batchpilot.ledger.ports import ListedJob, ListedPage, QueueInfo
     from batchpilot.recovery.ports import SubmitError
     from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
     from batchpilot.recovery.settings import CheckpointSource
@@ -180,6 +181,12 @@ class BatchCapacityClient:
 _LEDGER_SERVICE_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING")
 _LEDGER_CONTAINER_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 _NOT_FOUND = ("ClientException", "ResourceNotFoundException")
+_REFUSED_REQUEST = "ClientException"  # Batch's error code for a request it refuses (a bad nextToken too)
+
+
+def _statuses(queue: QueueInfo) -> tuple[str, ...]:
+    """The active statuses a reconciliation lists, in order (ListServiceJobs has SCHEDULED)."""
+    return _LEDGER_SERVICE_STATUSES if queue.service else _LEDGER_CONTAINER_STATUSES
 
 
 def _requirements(entries: Any) -> tuple[float, int]:
@@ -327,37 +334,64 @@ class BatchLedgerClient:
 
     def list_active(self, queue: QueueInfo) -> list[ListedJob]:
         """ListServiceJobs / ListJobs per active status, every page (100 per page)."""
-        from batchpilot.ledger.model import JobStatus as LedgerStatus
-        from batchpilot.ledger.ports import ListedJob
-
-        service = queue.service
-        operation = "list_service_jobs" if service else "list_jobs"
-        statuses = _LEDGER_SERVICE_STATUSES if service else _LEDGER_CONTAINER_STATUSES
-        kind = JobKind.SERVICE_JOB if service else JobKind.CONTAINER_JOB
-        paginator = self._client.get_paginator(operation)
         out: list[ListedJob] = []
-        for status in statuses:
-            pages = paginator.paginate(
-                jobQueue=queue.name, jobStatus=status, PaginationConfig={"PageSize": _PAGE}
-            )
-            for page in pages:
-                for item in page.get("jobSummaryList", []):
-                    arn = item.get("jobArn") or item.get("jobId")
-                    if not arn:
-                        continue
-                    out.append(
-                        ListedJob(
-                            arn=str(arn),
-                            job_id=str(item.get("jobId") or (resource_name(str(arn)) or str(arn))),
-                            kind=kind,
-                            status=LedgerStatus(str(item.get("status") or status)),
-                            share_identifier=item.get("shareIdentifier") or None,
-                            quota_share=item.get("quotaShareName") or None,
-                            created_at=to_datetime_or_none(item.get("createdAt")),
-                            started_at=to_datetime_or_none(item.get("startedAt")),
-                        )
-                    )
+        for status in range(len(_statuses(queue))):
+            token: str | None = None
+            while True:
+                page = self.list_page(queue, status, token)
+                out.extend(page.jobs)
+                if page.next_token is None:
+                    break
+                token = page.next_token
         return out
+
+    def list_page(self, queue: QueueInfo, status: int, token: str | None) -> ListedPage:
+        """One ListServiceJobs / ListJobs page (``maxResults=100``) of the queue's ``status``-th
+        active status from ``nextToken`` ``token``: the one request a reconciliation cursor resumes
+        (AWS Batch API Reference, ListJobs / ListServiceJobs ``nextToken``).
+
+        Raises:
+            IndexError: ``status`` is not an index of the queue's active statuses.
+            CursorExpired: AWS Batch refused ``token`` (``ClientException``: expired or invalid).
+            botocore.exceptions.ClientError: the request failed otherwise.
+        """
+        from batchpilot.ledger.model import JobStatus as LedgerStatus
+        from batchpilot.ledger.ports import CursorExpired, ListedJob, ListedPage
+
+        statuses = _statuses(queue)
+        name = statuses[status]
+        kind = JobKind.SERVICE_JOB if queue.service else JobKind.CONTAINER_JOB
+        request: dict[str, Any] = {"jobQueue": queue.name, "jobStatus": name, "maxResults": _PAGE}
+        if token:
+            request["nextToken"] = token
+        try:
+            if queue.service:
+                response = self._client.list_service_jobs(**request)
+            else:
+                response = self._client.list_jobs(**request)
+        except ClientError as exc:
+            if token and exc.response.get("Error", {}).get("Code") == _REFUSED_REQUEST:
+                raise CursorExpired(f"{name} listing of {queue.name}: nextToken refused") from exc
+            raise
+        jobs: list[ListedJob] = []
+        for item in response.get("jobSummaryList", []):
+            arn = item.get("jobArn") or item.get("jobId")
+            if not arn:
+                continue
+            jobs.append(
+                ListedJob(
+                    arn=str(arn),
+                    job_id=str(item.get("jobId") or (resource_name(str(arn)) or str(arn))),
+                    kind=kind,
+                    status=LedgerStatus(str(item.get("status") or name)),
+                    share_identifier=item.get("shareIdentifier") or None,
+                    quota_share=item.get("quotaShareName") or None,
+                    created_at=to_datetime_or_none(item.get("createdAt")),
+                    started_at=to_datetime_or_none(item.get("startedAt")),
+                )
+            )
+        next_token = response.get("nextToken") or None
+        return ListedPage(jobs, str(next_token) if next_token else None, len(statuses))
 
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:
         """DescribeServiceEnvironments (:meth:`BatchCapacityClient.describe_environments`) →

@@ -40,6 +40,11 @@ class DescribeError(RuntimeError):
     retries, an access error): the job is counted at its queue's mean size and read again later."""
 
 
+class CursorExpired(RuntimeError):
+    """AWS Batch refused a kept ``nextToken`` (expired or invalid: ``ClientException``): the
+    queue's listing starts over."""
+
+
 @dataclass(frozen=True, slots=True)
 class Aggregate:
     """One aggregate item: ``key``'s jobs and their size; ``quota``: the share is a quota share."""
@@ -92,6 +97,46 @@ class ListedJob:
     started_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ListedPage:
+    """One page of a queue's listing (ListServiceJobs / ListJobs, at most 100 summaries).
+
+    Attributes:
+        jobs: the page's job summaries.
+        next_token: the API's ``nextToken`` (``None``: the status's last page).
+        statuses: how many active statuses the queue's listing pages through (5 for ListJobs,
+            6 for ListServiceJobs): the cursor's ``status`` runs from 0 to ``statuses - 1``.
+    """
+
+    jobs: list[ListedJob]
+    next_token: str | None
+    statuses: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileCursor:
+    """Where a queue's unfinished listing resumes (kept in the state table between runs).
+
+    Attributes:
+        status: index of the active status being listed (``0 .. ListedPage.statuses - 1``).
+        token: ``nextToken`` of that status's next page (``None``: its first page).
+        started: when the pass began (aware UTC).
+    """
+
+    status: int
+    token: str | None
+    started: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileState:
+    """A queue's reconciliation marker: ``at`` its last finished pass (``None``: never), ``cursor``
+    its unfinished pass (``None``: none)."""
+
+    at: datetime | None = None
+    cursor: ReconcileCursor | None = None
+
+
 class LedgerStore(Protocol):
     """The ledger's items. Every method raises ``botocore.exceptions.ClientError`` for DynamoDB
     errors other than a lost conditional write (throttling already retried by botocore)."""
@@ -132,12 +177,16 @@ class LedgerStore(Protocol):
         ``None`` when the share has no RUNNABLE job."""
         ...
 
-    def reconciled_at(self, queue: str) -> datetime | None:
-        """When ``queue`` was last reconciled, or ``None``."""
+    def reconcile_state(self, queue: str) -> ReconcileState:
+        """``queue``'s reconciliation marker (last finished pass, unfinished pass's cursor)."""
         ...
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
-        """Record that ``queue`` was reconciled at ``at``."""
+        """Record that ``queue``'s pass finished at ``at`` (its cursor removed)."""
+        ...
+
+    def save_cursor(self, queue: str, at: datetime | None, cursor: ReconcileCursor) -> None:
+        """Keep ``queue``'s unfinished pass's ``cursor`` (``at``: its last finished pass, kept)."""
         ...
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
@@ -181,6 +230,15 @@ class BatchReader(Protocol):
     def list_active(self, queue: QueueInfo) -> list[ListedJob]:
         """Every active job of ``queue``: ListServiceJobs / ListJobs once per active status,
         every page (botocore paginators)."""
+        ...
+
+    def list_page(self, queue: QueueInfo, status: int, token: str | None) -> ListedPage:
+        """One page (``maxResults=100``) of ``queue``'s ``status``-th active status
+        (ListServiceJobs / ListJobs), from ``token`` (``nextToken``; ``None``: the first page).
+
+        Raises:
+            CursorExpired: AWS Batch refused ``token``.
+        """
         ...
 
     def capacity_limits(self, environments: Sequence[str]) -> dict[str, int]:

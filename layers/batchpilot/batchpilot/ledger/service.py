@@ -20,14 +20,19 @@ also lists that location once (ListObjectsV2, through the S3 adapter recovery us
 back to the whole attempt: the metric is never lost, the failure is said once per bucket in the
 log and named in the record's log line.
 
-Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one Query of aggregates per
-queue, one ``Limit=1`` Query of the RUNNABLE index per (queue, share) with RUNNABLE jobs (the
-per-minute ``OldestRunnableAge``, :mod:`batchpilot.ledger.runnable`), one
-DescribeServiceEnvironments, one DescribeSchedulingPolicies per fair-share policy; and, for at
-most ``ceil(queues / interval minutes)`` queues whose interval has passed (the longest-waiting
-first), its listing (ListServiceJobs / ListJobs per active status, every page) compared with the
-ledger's index of the queue: drift in both directions is corrected through the same transitions
-as events, and counted in ``LedgerDrift``.
+Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one GetItem of each queue's
+reconciliation marker, one Query of aggregates per queue, one ``Limit=1`` Query of the RUNNABLE
+index per (queue, share) with RUNNABLE jobs (the per-minute ``OldestRunnableAge``,
+:mod:`batchpilot.ledger.runnable`), one DescribeServiceEnvironments, one DescribeSchedulingPolicies
+per fair-share policy at most every :data:`POLICY_TTL` per Lambda instance; and, for at most
+``ceil(queues / interval minutes)`` queues (unfinished listings first, then those whose interval
+has passed, the longest-waiting first), their listing (ListServiceJobs / ListJobs per active
+status, one page at a time) compared with the ledger's index of the queue: drift in both
+directions is corrected through the same transitions as events, and counted in ``LedgerDrift``.
+The listings of a run request at most ``list_pages_per_run`` pages and none with less than
+:data:`RECONCILE_RESERVE` seconds left; a listing that stops keeps its cursor (``nextToken``) in
+the queue's marker and the next run resumes it; ``ReconcilePending`` counts the queues still due
+or unfinished.
 
 Starvation (:mod:`batchpilot.ledger.starvation`): a transition that counts the job's ``N``-th
 preemption (or a later one), and, on every scheduled run, the oldest RUNNABLE job of each (queue,
@@ -69,14 +74,19 @@ from batchpilot.ledger.model import (
 )
 from batchpilot.ledger.observe import observe
 from batchpilot.ledger.ports import (
+    ActiveEntry,
     Aggregate,
     BatchReader,
     CheckpointReader,
+    CursorExpired,
     DescribeError,
     EventPublisher,
     LedgerStore,
+    ListedJob,
     MetricSink,
     QueueInfo,
+    ReconcileCursor,
+    ReconcileState,
 )
 from batchpilot.ledger.settings import LedgerSettings
 from batchpilot.ledger.starvation import ShareStanding, StarvationRules, share_standing, starving_event
@@ -84,6 +94,7 @@ from batchpilot.shared.checkpoints import CheckpointListError, parse_s3_uri
 from batchpilot.shared.classification import Category, JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.correlation import for_record
+from batchpilot.shared.deadline import DEADLINE
 from batchpilot.shared.errors import is_permanent
 from batchpilot.shared.events import JobEvent
 from batchpilot.shared.metrics import MetricPoint, dimensions, metric_timestamp
@@ -94,6 +105,14 @@ __all__ = ["WRITE_ATTEMPTS", "Drift", "LedgerService", "RecordResult", "RunSumma
 
 WRITE_ATTEMPTS = 5
 """Read-modify-write attempts per observation before giving up (the record is retried by SQS)."""
+POLICY_TTL = timedelta(minutes=15)
+"""How long a Lambda instance reuses a scheduling policy's weights (DescribeSchedulingPolicies)."""
+RECONCILE_RESERVE = 15.0
+"""Seconds of the invocation (``batchpilot.shared.deadline.DEADLINE``; LedgerFunction's timeout is
+30 s) a reconciliation leaves for the rest of the run: no listing page is requested with less
+left. It covers one more request's worst case (``batchpilot.io.deadline`` refuses an attempt whose
+connect plus read timeout and margin do not fit, 13 s) and the aggregates, gauges and starvation
+reads after the listings."""
 _CLAIMS_KEPT = 10_000
 """Starvation claims a Lambda instance remembers (so a job still starving is not claimed again
 every minute)."""
@@ -142,6 +161,11 @@ class RunSummary:
         drift: drift kind → jobs corrected; ``describes``: describes made; ``points``: gauges.
         starving: ``Job Starving`` events published; ``starving_unpublished``: those whose
             PutEvents failed (their claim given back: the next run tries again).
+        pages: ListJobs / ListServiceJobs pages requested; ``resumed``: queues whose listing
+            continued from a cursor; ``unfinished``: queues whose listing stopped (page budget or
+            time) with its cursor kept; ``pending``: queues due or unfinished after the run
+            (``ReconcilePending``); ``restarted``: queues whose kept ``nextToken`` AWS Batch
+            refused (their listing started over).
     """
 
     queues: int = 0
@@ -151,6 +175,11 @@ class RunSummary:
     points: int = 0
     starving: int = 0
     starving_unpublished: int = 0
+    pages: int = 0
+    resumed: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    pending: int = 0
+    restarted: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -162,6 +191,11 @@ class RunSummary:
             "points": self.points,
             "starving": self.starving,
             "starving_unpublished": self.starving_unpublished,
+            "pages": self.pages,
+            "resumed": self.resumed,
+            "unfinished": self.unfinished,
+            "pending": self.pending,
+            "restarted": self.restarted,
         }
 
 
@@ -208,6 +242,9 @@ class LedgerService:
         self._unreadable: set[str] = set()
         # Jobs whose Job Starving (per reason) this instance already claimed: not claimed again.
         self._claimed: set[tuple[str, StarvationReason]] = set()
+        # Fair-share weights per scheduling policy ARN, read at most every POLICY_TTL per Lambda
+        # instance (policies rarely change; a change shows in Entitlement within the TTL).
+        self._policies: dict[str, tuple[datetime, dict[str, float] | None]] = {}
 
     # ------------------------------------------------------------------ events
     def records(
@@ -476,19 +513,32 @@ class LedgerService:
         wanted = set(self.settings.job_queues)
         queues = {q.name: q for q in self.batch.job_queues() if not wanted or q.name in wanted}
         interval = timedelta(minutes=self.settings.reconcile_minutes)
-        last = {name: self.store.reconciled_at(name) for name in queues}
-        due = sorted(
-            (q for q in queues.values() if (at := last[q.name]) is None or now - at >= interval),
-            key=lambda q: (last[q.name] is not None, last[q.name] or now, q.name),
+        states = {name: self.store.reconcile_state(name) for name in queues}
+        unfinished = sorted(
+            (q for q in queues.values() if states[q.name].cursor is not None),
+            key=lambda q: (_started(states[q.name]), q.name),
         )
-        # Spread the listings over the interval (a run lists ceil(queues / minutes) queues, the
-        # longest-waiting first), so no run pages through every queue at once.
-        due = due[: math.ceil(len(queues) / self.settings.reconcile_minutes)]
-        budget = self.settings.describes_per_run // len(due) if due else 0
+        due = sorted(
+            (
+                q
+                for q in queues.values()
+                if states[q.name].cursor is None and _due(states[q.name], now, interval)
+            ),
+            key=lambda q: (states[q.name].at is not None, states[q.name].at or now, q.name),
+        )
+        # Unfinished listings first (oldest pass first), then the longest-waiting due queues: at
+        # most ceil(queues / minutes) queues a run, so no run pages through every queue at once;
+        # and at most list_pages_per_run pages, stopping RECONCILE_RESERVE seconds before the
+        # timeout: a listing that does not fit keeps its cursor and resumes next run.
+        chosen = (unfinished + due)[: math.ceil(len(queues) / self.settings.reconcile_minutes)]
+        budget = self.settings.describes_per_run // len(chosen) if chosen else 0
         oldest: dict[tuple[str, str], datetime] = {}
         oldest_arn: dict[tuple[str, str], str] = {}
-        for queue in due:
-            self._reconcile(queue, now, budget, summary, oldest, oldest_arn)
+        pages = self.settings.list_pages_per_run
+        for queue in chosen:
+            state = states[queue.name]
+            pages -= self._reconcile(queue, state, now, budget, pages, summary, oldest, oldest_arn)
+        summary.pending = len(unfinished) + len(due) - len(summary.reconciled)
         known = self.store.queues()
         names = sorted(set(queues) | {q for q in known if not wanted or q in wanted})
         aggregates = {name: self.store.aggregates(name) for name in names}
@@ -504,20 +554,21 @@ class LedgerService:
         weights: dict[str, dict[str, float] | None] = {}
         for name, info in queues.items():
             if info.scheduling_policy_arn:
-                weights[name] = self._weights(info.scheduling_policy_arn)
+                weights[name] = self._weights(info.scheduling_policy_arn, now)
         quota_limits: dict[str, dict[str, int] | None] = {}
         for name, aggs in aggregates.items():
             if any(agg.quota for agg in aggs):  # only queues with quota shares: one call each
                 quota_limits[name] = self._quota_limits(name)
         inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
         points = fleet_points(inputs, now, self.settings.metrics_detail)
-        for drift_queue in summary.reconciled:
+        for drift_queue in summary.reconciled + summary.unfinished:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
                 if not value:  # only drift found is a series (billed per hour published)
                     continue
                 dims = dimensions(JobQueue=drift_queue, Drift=kind.value)
                 points.append(MetricPoint("LedgerDrift", "Count", float(value), dims, now))
+        points.append(MetricPoint("ReconcilePending", "Count", float(summary.pending), dimensions(), now))
         self.sink.add(points)
         summary.queues = len(aggregates)
         summary.points = len(points)
@@ -594,8 +645,12 @@ class LedgerService:
                 self._warn(f"quota shares of job queue {queue}", "Entitlement and BorrowedInstances omitted")
         return limits
 
-    def _weights(self, policy_arn: str) -> dict[str, float] | None:
+    def _weights(self, policy_arn: str, now: datetime) -> dict[str, float] | None:
+        cached = self._policies.get(policy_arn)
+        if cached is not None and now - cached[0] < POLICY_TTL:
+            return cached[1]
         weights = self.batch.share_weights(policy_arn)
+        self._policies[policy_arn] = (now, weights)
         if weights is None and policy_arn not in self._unreadable:
             self._unreadable.add(policy_arn)
             if self._warn is not None:
@@ -605,44 +660,69 @@ class LedgerService:
     def _reconcile(
         self,
         queue: QueueInfo,
+        state: ReconcileState,
         now: datetime,
         budget: int,
+        pages: int,
         summary: RunSummary,
         oldest: dict[tuple[str, str], datetime],
         oldest_arn: dict[tuple[str, str], str],
-    ) -> None:
-        listed = {job.arn: job for job in self.batch.list_active(queue)}
+    ) -> int:
+        """List ``queue`` from its cursor (or from the start) for at most ``pages`` pages, while
+        more than :data:`RECONCILE_RESERVE` seconds are left, correcting each page's jobs the ledger
+        lacks or holds with another status. A listing that reaches its end marks the queue
+        reconciled; one that began this run also closes the jobs the ledger holds as active that it
+        did not list (``gone``: only a whole listing made within one run can tell). A listing that
+        stops keeps its cursor (one PutItem) and resumes next run; its pages already applied are
+        applied again harmlessly (a transition to the status the ledger holds changes nothing).
+
+        Returns:
+            Pages requested.
+        """
+        cursor = state.cursor
+        whole = cursor is None  # the whole listing within this run: "gone" can be told
+        if cursor is None:
+            cursor = ReconcileCursor(0, None, now)
+        else:
+            summary.resumed.append(queue.name)
         held = {entry.arn: entry for entry in self.store.active(queue.name)}
+        listed: dict[str, ListedJob] = {}
         drift: Counter[Drift] = Counter()
-        for arn, job in listed.items():
-            entry = held.get(arn)
-            if entry is not None and entry.status is job.status:
+        used = 0
+        finished = False
+        while not finished:
+            if used >= pages or DEADLINE.time_left() < RECONCILE_RESERVE:
+                break
+            try:
+                page = self.batch.list_page(queue, cursor.status, cursor.token)
+            except CursorExpired:
+                used += 1  # the refused request counts in the budget
+                cursor, whole = ReconcileCursor(0, None, now), True  # the listing starts over
+                summary.restarted.append(queue.name)
                 continue
-            details = JobDetails(
-                queue=queue.name,
-                environment=queue.environment,
-                share_identifier=job.share_identifier,
-                quota_share=job.quota_share,
-            )
-            obs = Observation(
-                arn=arn,
-                kind=job.kind,
-                status=job.status,
-                at=now,
-                source=Source.RECONCILE,
-                details=details,
-                created_at=job.created_at,
-                started_at=job.started_at,
-            )
-            describe = budget > 0 and (entry is None or not entry.sized)
-            change = self.apply(obs, describe=describe)
-            if change is not None:
-                drift[Drift.MISSING if entry is None else Drift.STALE] += 1
-                # A missed requeue found here still costs its lost attempt (LostInstanceHours).
-                self.sink.add(effect_points(change.new, self._lost_from_checkpoint(change)[0], now))
-            if describe:
-                budget -= 1
-                summary.describes += 1
+            used += 1
+            listed.update((job.arn, job) for job in page.jobs)
+            changed = [
+                job for job in page.jobs if (e := held.get(job.arn)) is None or e.status is not job.status
+            ]
+            # One BatchGetItem per page (not one GetItem per job) reads the records to fold onto.
+            records = self.store.get_many([job.arn for job in changed]) if changed else {}
+            for job in changed:
+                entry = held.get(job.arn)
+                budget = self._take_in(queue, job, entry, records.get(job.arn), now, budget, summary, drift)
+            if page.next_token is not None:
+                cursor = dataclasses.replace(cursor, token=page.next_token)
+            elif cursor.status + 1 < page.statuses:
+                cursor = dataclasses.replace(cursor, status=cursor.status + 1, token=None)
+            else:
+                finished = True
+        summary.pages += used
+        for kind, count in drift.items():
+            summary.drift[f"{queue.name}:{kind.value}"] += count
+        if not finished:
+            self.store.save_cursor(queue.name, state.at, cursor)
+            summary.unfinished.append(queue.name)
+            return used
         for arn, entry in held.items():
             if arn in listed:
                 if not entry.sized and budget > 0:
@@ -651,11 +731,13 @@ class LedgerService:
                     summary.describes += 1
                     self._size(arn, entry.kind)
                 continue
+            if not whole:
+                continue
             obs = Observation(
                 arn=arn, kind=entry.kind, status=JobStatus.FAILED, at=now, source=Source.RECONCILE
             )
             if self.apply(obs, describe=False) is not None:
-                drift[Drift.GONE] += 1
+                summary.drift[f"{queue.name}:{Drift.GONE.value}"] += 1
         for entry in self.store.active(queue.name):
             if entry.status is JobStatus.RUNNABLE and entry.runnable_since is not None:
                 share_key = (queue.name, entry.share)
@@ -664,8 +746,49 @@ class LedgerService:
                     oldest_arn[share_key] = entry.arn
         self.store.mark_reconciled(queue.name, now)
         summary.reconciled.append(queue.name)
-        for kind, count in drift.items():
-            summary.drift[f"{queue.name}:{kind.value}"] += count
+        return used
+
+    def _take_in(
+        self,
+        queue: QueueInfo,
+        job: ListedJob,
+        entry: ActiveEntry | None,
+        record: LedgerJob | None,
+        now: datetime,
+        budget: int,
+        summary: RunSummary,
+        drift: Counter[Drift],
+    ) -> int:
+        """Apply one listed job the ledger lacks (``missing``) or holds with another status
+        (``stale``) onto ``record`` (its record as read, ``None``: none); returns the describe
+        budget left."""
+        details = JobDetails(
+            queue=queue.name,
+            environment=queue.environment,
+            share_identifier=job.share_identifier,
+            quota_share=job.quota_share,
+        )
+        obs = Observation(
+            arn=job.arn,
+            kind=job.kind,
+            status=job.status,
+            at=now,
+            source=Source.RECONCILE,
+            details=details,
+            created_at=job.created_at,
+            started_at=job.started_at,
+        )
+        describe = budget > 0 and (entry is None or not entry.sized)
+        (step,) = self._fold(job.arn, record, [obs], describe=describe)
+        change = step.change
+        if change is not None:
+            drift[Drift.MISSING if entry is None else Drift.STALE] += 1
+            # A missed requeue found here still costs its lost attempt (LostInstanceHours).
+            self.sink.add(effect_points(change.new, self._lost_from_checkpoint(change)[0], now))
+        if describe:
+            budget -= 1
+            summary.describes += 1
+        return budget
 
     def _size(self, arn: str, kind: JobKind) -> None:
         try:
@@ -686,6 +809,17 @@ class LedgerService:
     def flush(self) -> int:
         """Write the buffered metric points (end of a batch or run)."""
         return self.sink.flush()
+
+
+def _due(state: ReconcileState, now: datetime, interval: timedelta) -> bool:
+    """No unfinished pass, and never reconciled or its last pass finished ``interval`` or more ago."""
+    return state.cursor is None and (state.at is None or now - state.at >= interval)
+
+
+def _started(state: ReconcileState) -> datetime:
+    """When ``state``'s unfinished pass began (only called for one that has a cursor)."""
+    assert state.cursor is not None
+    return state.cursor.started
 
 
 def _permanent(exc: BaseException, event: JobEvent, arn: str) -> RecordResult:

@@ -6,6 +6,8 @@
 - ``BATCHPILOT_LEDGER_RECONCILE_MINUTES``: how often each queue is listed and compared with the
   ledger (default 15; 1-1440). The schedule runs every minute; a queue is listed at most once
   per interval.
+- ``BATCHPILOT_LEDGER_LIST_PAGES_PER_RUN``: ListJobs / ListServiceJobs pages a scheduled run may
+  request (default 100; 1-10000); a listing that does not fit resumes from its cursor next run.
 - ``BATCHPILOT_LEDGER_DESCRIBES_PER_RUN``: describes a scheduled run may make to size jobs the
   ledger learnt of without a size (default 200; shared evenly across queues).
 - ``BATCHPILOT_LEDGER_RESERVED_INSTANCES``: JSON ``{"<service environment>": instances}``, what
@@ -43,6 +45,11 @@ class LedgerSettings(FunctionSettings):
         job_queues: queue names (ARNs reduced to names); empty: every queue.
         reconcile_minutes: reconciliation interval per queue, minutes.
         describes_per_run: describe budget of one scheduled run.
+        list_pages_per_run: ListJobs / ListServiceJobs pages one scheduled run may request (its
+            share of the account's AWS Batch API rate: the default 100 pages per one-minute run is
+            under 2 requests per second on average, about 3 % of the 50 requests per second AWS
+            Batch allows an account; AWS re:Post Knowledge Center, "AWS Batch requests error").
+            A queue's listing that does not fit resumes from its cursor on the next run.
         reserved: service environment → reserved instances.
         policy_max: service environment → the capacity policy's ``max`` (read from
             ``BATCHPILOT_CAPACITY_POLICY`` when set; an unreadable policy is ignored here, the
@@ -57,6 +64,7 @@ class LedgerSettings(FunctionSettings):
     job_queues: tuple[str, ...] = ()
     reconcile_minutes: int = Field(default=15, ge=1, le=1440)
     describes_per_run: int = Field(default=200, ge=0, le=10_000)
+    list_pages_per_run: int = Field(default=100, ge=1, le=10_000)
     reserved: dict[str, int] = Field(default_factory=dict)
     policy_max: dict[str, int] = Field(default_factory=dict)
     starving_preemptions: int = Field(default=3, ge=1, le=100)
@@ -69,6 +77,7 @@ class LedgerSettings(FunctionSettings):
         "job_queues": "BATCHPILOT_LEDGER_JOB_QUEUES",
         "reconcile_minutes": "BATCHPILOT_LEDGER_RECONCILE_MINUTES",
         "describes_per_run": "BATCHPILOT_LEDGER_DESCRIBES_PER_RUN",
+        "list_pages_per_run": "BATCHPILOT_LEDGER_LIST_PAGES_PER_RUN",
         "reserved": "BATCHPILOT_LEDGER_RESERVED_INSTANCES",
         "starving_preemptions": "BATCHPILOT_LEDGER_STARVING_PREEMPTIONS",
         "starving_minutes": "BATCHPILOT_LEDGER_STARVING_MINUTES",

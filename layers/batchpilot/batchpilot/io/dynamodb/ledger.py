@@ -18,7 +18,8 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
 - ``pk = ledger#runnable#<job queue>#<share>``, ``sk = <epoch ms, 15 digits>#<job ARN>``: the
   share's RUNNABLE jobs by when they last became RUNNABLE (:mod:`batchpilot.ledger.runnable`);
   the first item is the oldest.
-- ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled.
+- ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled and,
+  while a pass spans runs, its cursor (``cursor_status``, ``cursor_token``, ``cursor_started``).
 - ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
   reason was claimed (``at``) and, once PutEvents answered, ``published``; expires after
   :data:`STARVING_TTL`. A claim not marked published within :data:`STARVING_LEASE` (the function
@@ -55,7 +56,7 @@ from batchpilot.ledger.model import (
     type_counts,
     typed_instances,
 )
-from batchpilot.ledger.ports import ActiveEntry, Aggregate
+from batchpilot.ledger.ports import ActiveEntry, Aggregate, ReconcileCursor, ReconcileState
 from batchpilot.ledger.runnable import RunnableEntry, runnable_changes
 from batchpilot.shared.classification import JobKind
 from batchpilot.shared.clock import epoch_ms
@@ -437,19 +438,44 @@ class LedgerStateStore:
                 return RunnableEntry(queue, share, since, str(item.get("arn", "")))
         return None
 
-    def reconciled_at(self, queue: str) -> datetime | None:
-        """GetItem of the queue's reconciliation marker."""
+    def reconcile_state(self, queue: str) -> ReconcileState:
+        """GetItem of the queue's reconciliation marker (its last finished pass and, while a pass
+        is unfinished, its cursor: ``cursor_status``, ``cursor_token``, ``cursor_started``)."""
         response = self._client.get_item(
             TableName=self._table,
             Key=key(_reconcile_pk(queue), "state"),
             ConsistentRead=True,
         )
         raw = response.get("Item")
-        return from_iso(decode(raw).get("at")) if raw else None
+        if not raw:
+            return ReconcileState()
+        item = decode(raw)
+        started = from_iso(item.get("cursor_started"))
+        status = _int(item.get("cursor_status"))
+        cursor = None
+        if started is not None and status is not None:
+            token = item.get("cursor_token")
+            cursor = ReconcileCursor(status, str(token) if token else None, started)
+        return ReconcileState(from_iso(item.get("at")), cursor)
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
-        """PutItem of the queue's reconciliation marker."""
+        """PutItem of the queue's reconciliation marker (no cursor: the pass finished)."""
         item = {"pk": _reconcile_pk(queue), "sk": "state", "at": iso(at)}
+        self._client.put_item(TableName=self._table, Item=encode(item))
+
+    def save_cursor(self, queue: str, at: datetime | None, cursor: ReconcileCursor) -> None:
+        """PutItem of the queue's reconciliation marker with its unfinished pass's cursor (a
+        ``nextToken`` is opaque and bounded by the API; it is stored as given)."""
+        item: dict[str, Any] = {
+            "pk": _reconcile_pk(queue),
+            "sk": "state",
+            "cursor_status": cursor.status,
+            "cursor_started": iso(cursor.started),
+        }
+        if at is not None:
+            item["at"] = iso(at)
+        if cursor.token:
+            item["cursor_token"] = cursor.token
         self._client.put_item(TableName=self._table, Item=encode(item))
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
