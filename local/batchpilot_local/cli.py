@@ -481,6 +481,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     stdout, stderr = sys.stdout, sys.stderr
+    try:
+        return _dispatch(parser, args, stdout, stderr)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, without a traceback at exit
+        # (Python's recipe: point stdout's descriptor at /dev/null). Every command, not only replay.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_ERRORS
+
+
+def _dispatch(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
+) -> int:
+    """Run the subcommand ``args.command`` names; its exit status."""
     if args.command == "simulate":
         from batchpilot_local.simulate.command import run_command as run_simulate
 
@@ -495,17 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(stderr)
         stderr.write("batchpilot: a command is required (try: batchpilot replay events/)\n")
         return EXIT_USAGE
-    try:
-        return _replay(args, stdout, stderr)
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, without a traceback at exit
-        # (Python's recipe: point stdout's descriptor at /dev/null).
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_ERRORS
+    return _replay(args, stdout, stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover
