@@ -20,6 +20,7 @@ from batchpilot.io import clients as adapters
 from batchpilot.io.dynamodb.capacity import CapacityStateStore
 from batchpilot.shared.observability import logger
 from batchpilot_local.embedded_aws import EmbeddedAws
+from batchpilot_local.lambda_runtime import FakeLambdaContext
 from batchpilot_local.report import MetricRecord, parse_output
 from batchpilot_local.testing.harness import aws_with_state_table, load_app, sqs_event
 from batchpilot_local.testing.samples import sample, scheduled_event
@@ -138,19 +139,9 @@ def aws() -> Iterator[EmbeddedAws]:
 
 
 @pytest.fixture
-def lambda_context() -> Any:
+def lambda_context() -> FakeLambdaContext:
     """A Lambda context of the capacity function: CapacityFunction's Timeout is 60 s (template.yaml)."""
-
-    class Context:
-        function_name = "batchpilot-capacity"
-        memory_limit_in_mb = 256
-        invoked_function_arn = "arn:aws:lambda:us-east-1:111122223333:function:batchpilot-capacity"
-        aws_request_id = "52fdfc07-2182-454f-963f-5f0f9a621d72"
-
-        def get_remaining_time_in_millis(self) -> int:
-            return 60_000
-
-    return Context()
+    return FakeLambdaContext(function_name="batchpilot-capacity", memory_limit_in_mb=256, timeout_s=60)
 
 
 def load_handler(**env: str) -> ModuleType:
