@@ -131,7 +131,9 @@ def test_1000_critical_failures_in_a_minute_page_and_post_at_most_three_times(
     assert f"{BURST} " in deployed.chat.slack.delivered()[-1].payload["text"]
 
 
-def test_the_whole_burst_again_after_the_summary_sends_nothing(deployed: Deployed, lambda_context: Any) -> None:
+def test_the_whole_burst_again_after_the_summary_sends_nothing(
+    deployed: Deployed, lambda_context: Any
+) -> None:
     events = failed_fleet(250, REASON, series="2526")
     deployed.burst(events, lambda_context, seconds=20)
     body, _ = deployed.timers.sent[0]

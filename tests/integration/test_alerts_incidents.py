@@ -120,7 +120,7 @@ def test_any_interleaving_gives_one_incident_and_one_message_per_channel_per_sta
         assert len(incidents) == 1  # the facts of one kind on one job queue: one incident
         assert {json.loads(body)["incident"] for body, _ in timer.sent} == incidents
         delays = [delay for _, delay in timer.sent]
-        assert delays and 0 < min(delays) and max(delays) <= WINDOW
+        assert delays and min(delays) > 0 and max(delays) <= WINDOW
         delivered = stages(rig, rig.sns())
         # At most one message per channel and stage; the first page and post, and the summary,
         # always (several facts); the update when a batch held more than the first fact.

@@ -15,6 +15,13 @@ Items (``pk`` / ``sk``, all with an epoch-seconds ``expires_at`` TTL of 30 days)
   channels already delivered.
 - ``alerts#<job ARN>`` / ``<channel>-thread`` (``slack-thread``): the chat thread id of a job
   (Slack ``ts`` in bot token mode), or of an alarm's latest time in ALARM (under its ARN).
+- ``alerts#incident/<queue|share>/<name>`` / ``incident#<kind>#<severity>``: the incident of that
+  kind (:mod:`batchpilot.alerts.incidents`): ``incident_id``, ``opened_at`` (epoch ms), ``count``,
+  ``first_fact``, ``timer`` (its summary timer was sent), ``closed`` (its summary claimed it).
+  Joined with a conditional UpdateItem; replaced (a new incident) only while it still holds the
+  incident the caller saw. Beside it, ``...#<incident id>#first`` (the first fact's SQS body, for
+  the summary) and ``...#<incident id>#stage#<n>`` (each stage message's delivery record, claimed
+  like a fact's); a member fact's own record is ``sent`` with ``incident`` set.
 
 Times come in as aware datetimes (:mod:`batchpilot.shared.clock`) and are stored as epoch seconds:
 DynamoDB TTL reads ``expires_at`` only as a Number of epoch seconds (DynamoDB developer guide,
