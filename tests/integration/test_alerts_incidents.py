@@ -40,13 +40,15 @@ def incident_service(rig: Rig, timer: RecordingTimer) -> AlertService:
     """The alerts service as functions/alerts/app.py builds it, with incidents on."""
     env = rig.local.environment
     settings_ = AlertsSettings.from_environ(env, function="alerts")
+    args = settings_.service_args
+    args["incident_window"] = WINDOW
     return AlertService(
         settings_.policy,
         DynamoAlertStore(rig.aws.client("dynamodb"), env["BATCHPILOT_STATE_TABLE"]),
         SnsPublisher(rig.aws.client("sns"), env["BATCHPILOT_ONCALL_TOPIC_ARN"]),
         rig.channels(),
         clock=rig.clock,
-        **{**settings_.service_args, "incident_window": WINDOW},
+        **args,
         timer=timer,
     )
 
@@ -83,10 +85,10 @@ def stages(rig: Rig, sns: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
     out: Counter[tuple[str, str]] = Counter()
     for message in sns:
         out[("sns", stage_of(message["Message"], first_job))] += 1
-    for request in rig.slack.delivered():
-        out[("slack", stage_of(json.dumps(request.payload), first_job))] += 1
-    for request in rig.teams.delivered():
-        out[("teams", stage_of(json.dumps(request.payload), first_job))] += 1
+    for slack in rig.slack.delivered():
+        out[("slack", stage_of(json.dumps(slack.payload), first_job))] += 1
+    for teams in rig.teams.delivered():
+        out[("teams", stage_of(json.dumps(teams.payload), first_job))] += 1
     return out
 
 

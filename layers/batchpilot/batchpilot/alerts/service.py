@@ -679,9 +679,9 @@ class AlertService:
                 return
             first = self._decode(RecordOutcome(outcome.message_id), body) if body else None
         if state.count <= 1 or first is None:
-            # Nothing joined the first fact (its message said it all), or the first fact's event
-            # was too large to ride along: the update, if any, stands as the last word.
-            outcome.error = None if state.count <= 1 else "summary skipped: the first fact was not carried"
+            # Nothing joined the first fact (its message said it all), or its event was not kept
+            # (over the store's size bound): the update, if any, stands as the last word.
+            outcome.error = None if state.count <= 1 else "summary skipped: the first fact was not kept"
             return
         outcome.severity = key.severity
         why = summary_why(key, state.count, state.opened_at, self.incident_window)
