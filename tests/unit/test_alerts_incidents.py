@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from batchpilot.alerts.channels.slack import slack_digest
 from batchpilot.alerts.channels.teams import teams_digest
 from batchpilot.alerts.incidents import (
@@ -21,7 +22,9 @@ from batchpilot.alerts.incidents import (
 )
 from batchpilot.alerts.oncall import sns_digest
 from batchpilot.alerts.policy import Severity
+from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.shared.own_events import CapacityLimited, CapacityLimitReason
+from batchpilot.shared.settings import ConfigError
 from batchpilot_local.testing.alerts import fact_of, failed_fleet, own_envelope
 from batchpilot_local.testing.samples import sample
 
@@ -106,3 +109,23 @@ def test_a_summary_counts_the_whole_incident_in_every_channel() -> None:
     assert "1000 container jobs" in teams.text and "…and 999 more" in json.dumps(
         teams.card, ensure_ascii=False
     )
+
+
+ENV = {
+    "BATCHPILOT_STATE_TABLE": "StateTable",
+    "BATCHPILOT_ONCALL_TOPIC_ARN": "arn:aws:sns:us-east-1:111122223333:batchpilot-oncall",
+    "BATCHPILOT_ALERTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/111122223333/AlertsQueue",
+}
+
+
+def test_the_window_is_validated_at_cold_start_and_needs_the_queue() -> None:
+    assert AlertsSettings.from_environ(ENV, function="alerts").service_args["incident_window"] == 600.0
+    five = {**ENV, "BATCHPILOT_INCIDENT_WINDOW_MINUTES": "5"}
+    assert AlertsSettings.from_environ(five, function="alerts").service_args["incident_window"] == 300.0
+    off = {**ENV, "BATCHPILOT_INCIDENT_WINDOW_MINUTES": "0"}
+    assert AlertsSettings.from_environ(off, function="alerts").service_args["incident_window"] == 0.0
+    no_queue = {k: v for k, v in ENV.items() if k != "BATCHPILOT_ALERTS_QUEUE_URL"}
+    assert AlertsSettings.from_environ(no_queue, function="alerts").service_args["incident_window"] == 0.0
+    # Longer than SQS's 900 s DelaySeconds: refused, naming the variable.
+    with pytest.raises(ConfigError, match="BATCHPILOT_INCIDENT_WINDOW_MINUTES"):
+        AlertsSettings.from_environ({**ENV, "BATCHPILOT_INCIDENT_WINDOW_MINUTES": "16"}, function="alerts")
