@@ -146,3 +146,20 @@ def test_facts_of_another_kind_or_job_queue_are_incidents_of_their_own() -> None
         assert len(incidents) == 3
         # Three first pages at once; each incident's summary comes from its own timer.
         assert len(rig.sns()) == 3 and len(timer.sent) == 3
+
+
+def test_in_slack_bot_mode_the_update_and_the_summary_reply_in_the_first_message_thread() -> None:
+    for rig in open_rig(bot=True):
+        timer = RecordingTimer()
+        events = [json.dumps(e) for e in failed_fleet(30, REASON, series="3135")]
+        run(rig, timer, events[:10])  # the first fact, and nine that are the update
+        run(rig, timer, events[10:])  # counted only
+        rig.clock.now += timedelta(seconds=WINDOW + 60)
+        [(body, _)] = timer.sent
+        run(rig, timer, [body])
+        posts = rig.slack.delivered()
+        assert len(posts) == 3
+        root = json.loads(posts[0].answer)["ts"]
+        assert posts[0].payload.get("thread_ts") is None
+        assert [p.payload.get("thread_ts") for p in posts[1:]] == [root, root]
+        assert "30 " in posts[2].payload["text"]  # the summary counts the whole incident
