@@ -15,8 +15,8 @@ from batchpilot.alerts.owners import OnceEach, is_email, mentions_owner, owner_f
 from batchpilot.alerts.policy import Match, RoutingPolicy, Severity
 from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.alerts.severity import decide
-from batchpilot.shared.settings import ConfigError
 from batchpilot.shared.own_events import JobStarving, StarvationReason
+from batchpilot.shared.settings import ConfigError
 from batchpilot_local.chat_endpoint import adaptive_card_problem
 from batchpilot_local.testing.alerts import ENV, capacity_resubmission, fact_of, own_envelope
 from batchpilot_local.testing.samples import sample
