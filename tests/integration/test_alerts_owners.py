@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from batchpilot.alerts.policy import Channel
+from batchpilot.alerts.settings import AlertsSettings
 from batchpilot.shared.observability import metrics as shared_metrics
 from batchpilot.shared.records import Outcome
+from batchpilot.shared.settings import ConfigError
 from batchpilot_local.chat_endpoint import LocalChatEndpoint, adaptive_card_problem
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.notifications import LocalAlerts
@@ -222,3 +224,38 @@ def test_the_deployed_function_logs_the_reason_once_per_owner(
     assert [(r.__dict__.get("owner"), r.__dict__.get("reason")) for r in said] == [
         ("team-nlp", "not_an_email")
     ]
+
+
+def _direct(rig: Rig) -> list[dict[str, Any]]:
+    return [p for p in _posted(rig) if p.get("channel") == ANA_ID]
+
+
+def test_a_direct_message_follows_the_channel_message_exactly_once() -> None:
+    environment = {**OWNED, "BATCHPILOT_OWNER_DIRECT_MESSAGE": "true"}
+    for rig in open_rig(bot=True, environment=environment):
+        service = rig.service()
+        body = json.dumps(failed(1, ANA))
+        first = service.process([("m-1", body)], lambda: 60.0)
+        again = service.process([("m-1", body)], lambda: 60.0)  # SQS delivers the record again
+        [channel, direct] = _posted(rig)
+        assert channel["channel"] == rig.slack.channel and direct["channel"] == ANA_ID
+        assert direct["text"] == channel["text"] and _direct(rig) == [direct]
+        assert first.records[0].channels == [Channel.SNS, Channel.SLACK]
+        assert again.records[0].outcome is Outcome.DUPLICATE and len(_posted(rig)) == 2
+
+
+def test_no_direct_message_when_the_channel_refused_the_message() -> None:
+    environment = {**OWNED, "BATCHPILOT_OWNER_DIRECT_MESSAGE": "true"}
+    for rig in open_rig(bot=True, environment=environment):
+        rig.slack.fail_next("invalid_blocks")
+        result = rig.run(failed(1, ANA))
+        assert _posted(rig) == []  # the refused post is not delivered, and nobody got it alone
+        assert [m["Subject"] for m in rig.sns()]  # the on-call topic has it
+        assert not result.records[0].failed
+
+
+def test_direct_messages_need_the_owner_tag_and_a_bot_token() -> None:
+    with pytest.raises(ConfigError, match=r"BATCHPILOT_OWNER_DIRECT_MESSAGE.*BATCHPILOT_OWNER_TAG_KEY"):
+        AlertsSettings.from_environ({**ENV, "BATCHPILOT_OWNER_DIRECT_MESSAGE": "true"}, function="alerts")
+    with pytest.raises(ConfigError, match="BATCHPILOT_SLACK_BOT_TOKEN_SECRET"):
+        AlertsSettings.from_environ({**OWNED, "BATCHPILOT_OWNER_DIRECT_MESSAGE": "true"}, function="alerts")

@@ -63,6 +63,9 @@ class AlertsSettings(FunctionSettings):
             parameter ``OwnerTagKey``; ``owner``, ``owner-email``, ``sagemaker:user-profile-arn``);
             empty (the default): owners are off (:mod:`batchpilot.alerts.owners`). A key that
             starts with ``aws:`` is refused: AWS reserves it and puts no owner there.
+        owner_direct_message: also send a mentioned owner the Slack message directly
+            (``BATCHPILOT_OWNER_DIRECT_MESSAGE``, template parameter ``OwnerDirectMessage``,
+            default false); needs ``owner_tag_key`` and the bot token.
         queue_visibility_timeout: seconds, the AlertsQueue's ``VisibilityTimeout``
             (``BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT``, default 360, as template.yaml sets it): a
             claim's lease outlives the redelivery of the record it guards.
@@ -86,6 +89,7 @@ class AlertsSettings(FunctionSettings):
     oncall_message_format: OnCallFormat = OnCallFormat.TEXT
     queue_visibility_timeout: int = Field(default=360, ge=0, le=43200)  # SQS VisibilityTimeout range
     owner_tag_key: str = Field(default="")
+    owner_direct_message: bool = False
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -100,6 +104,7 @@ class AlertsSettings(FunctionSettings):
         "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
         "queue_visibility_timeout": "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT",
         "owner_tag_key": "BATCHPILOT_OWNER_TAG_KEY",
+        "owner_direct_message": "BATCHPILOT_OWNER_DIRECT_MESSAGE",
     }
 
     @staticmethod
@@ -151,6 +156,15 @@ class AlertsSettings(FunctionSettings):
         if key.lower().startswith("aws:"):
             raise ValueError("tag keys starting with aws: are reserved by AWS")
         return key
+
+    @field_validator("owner_direct_message")
+    @classmethod
+    def _direct_message_needs_owners(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("owner_tag_key"):
+            raise ValueError("direct messages to owners need BATCHPILOT_OWNER_TAG_KEY")
+        if value and not info.data.get("slack_bot_token_secret"):
+            raise ValueError("direct messages to owners need BATCHPILOT_SLACK_BOT_TOKEN_SECRET")
+        return value
 
     @field_validator("alert_policy")
     @classmethod

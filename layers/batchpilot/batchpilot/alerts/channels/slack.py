@@ -41,7 +41,13 @@ too; a failed lookup a minute), so one lookup serves every message about that ow
 container's life. The lookup gets half the time left, at most :data:`LOOKUP_TIMEOUT_SECONDS`, no
 retry; whatever goes wrong (webhook mode has no token, ``users_not_found``, ``ratelimited``,
 ``missing_scope``, a timeout), the message goes without the mention and
-:attr:`~batchpilot.alerts.ports.Delivery.owner_problem` says why.
+:attr:`~batchpilot.alerts.ports.Delivery.owner_problem` says why. With ``direct_message`` (template
+parameter ``OwnerDirectMessage``) the owner also gets the message in the app's direct message
+with them (``chat.postMessage`` to the user id), right after the channel took it: only then, so a
+message the channel refused (and that the service falls back or retries) never reaches the owner
+alone, and a channel message recorded as delivered is never posted again, nor its direct message.
+A direct message that fails is an ``owner_problem`` (``direct_message_failed:<reason>``), not a
+failed delivery.
 """
 
 from __future__ import annotations
@@ -436,6 +442,7 @@ class SlackNotifier:
         api_url: Slack Web API base URL (``https://slack.com/api/``; a loopback URL locally).
         sleep: how to wait out a 429 (``time.sleep``).
         timeout: seconds per HTTP request.
+        direct_message: also send a mentioned owner the message directly (bot token mode).
 
     Raises:
         ValueError: neither a webhook nor a bot token with a channel is given.
@@ -451,8 +458,10 @@ class SlackNotifier:
         api_url: str = "https://slack.com/api/",
         sleep: Callable[[float], None] = time.sleep,
         timeout: float = REQUEST_TIMEOUT_SECONDS,
+        direct_message: bool = False,
     ) -> None:
         self._secrets = secrets
+        self.direct_message = direct_message
         self.webhook_secret = webhook_secret or None
         self.bot_token_secret = bot_token_secret or None
         self.channel = channel or None
@@ -481,6 +490,7 @@ class SlackNotifier:
             api_url=settings.slack_api_url,
             sleep=options.sleep,
             timeout=options.timeout,
+            direct_message=settings.owner_direct_message,
         )
 
     @property
@@ -563,6 +573,7 @@ class SlackNotifier:
         if time_left() < MIN_REQUEST_SECONDS:
             return Delivery(False, "deadline")
         owner_problem: str | None = None
+        user: str | None = None
         if message.owner_email is not None:
             user, owner_problem = self.users.resolve(
                 message.owner_email, lambda email: self._lookup(token, email, time_left)
@@ -576,7 +587,23 @@ class SlackNotifier:
             retry_handlers=[_deadline_retry_handler(time_left, self._sleep, lambda: client)],
         )
         delivery = self._chat_post(client, message, thread)
+        if delivery.delivered and user is not None and self.direct_message:
+            owner_problem = self._direct_message(client, message, user, time_left)
         return replace(delivery, owner_problem=owner_problem) if owner_problem else delivery
+
+    def _direct_message(
+        self, client: Any, message: SlackMessage, user: str, time_left: TimeLeft
+    ) -> str | None:
+        """The message in the app's direct message with ``user`` (after the channel took it);
+        None when sent, else ``direct_message_failed:<reason>``. Never raises."""
+        if time_left() < MIN_REQUEST_SECONDS:
+            return "direct_message_failed:deadline"
+        client.timeout = request_timeout(time_left, self._timeout)
+        try:
+            sent = self._chat_post(client, replace(message, channel=user), None)
+        except Exception as exc:  # the channel message went: this must not fail it
+            return f"direct_message_failed:{_exception_reason(exc)}"
+        return None if sent.delivered else f"direct_message_failed:{sent.reason}"
 
     def _lookup(self, token: str, email: str, time_left: TimeLeft) -> tuple[str | None, str | None]:
         """One ``users.lookupByEmail``: ``(user id, None)`` or ``(None, problem)``; never raises.
