@@ -89,6 +89,7 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
     "FAILURE_MODES",
+    "LOCAL_USERS",
     "TEAMS_FAILURE_MODES",
     "TEAMS_MAX_MESSAGE_BYTES",
     "WEBHOOK_FAILURE_MODES",
@@ -96,6 +97,7 @@ __all__ = [
     "LocalSlack",
     "LocalTeams",
     "LocalWebhook",
+    "LookupRequest",
     "SlackRequest",
     "TeamsRequest",
     "WebhookRequest",
