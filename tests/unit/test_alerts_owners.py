@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 import pytest
-from batchpilot.alerts.channels.slack import slack_message, with_mention
+from batchpilot.alerts.channels.slack import SlackUsers, slack_message, with_mention
 from batchpilot.alerts.channels.teams import teams_message
 from batchpilot.alerts.facts import AlertFact, Owner
 from batchpilot.alerts.oncall import sns_message
@@ -194,3 +194,28 @@ def test_an_owner_tag_value_is_escaped_like_any_event_text() -> None:
     assert "entities" not in card["msteams"]
     body = sns_message(fact, Severity.CRITICAL, "a rule").body
     assert "Owner" in body and "<!channel>" in body  # plain text: no markup to escape
+
+
+def test_the_slack_user_cache_keeps_ids_and_unknown_addresses_an_hour_and_failures_a_minute() -> None:
+    now = [0.0]
+    users = SlackUsers(clock=lambda: now[0])
+    asked: list[str] = []
+    answers = {
+        ANA: ("U0ANALIMA1", None),
+        "nobody@example.com": (None, "unknown_email"),
+        "busy@example.com": (None, "lookup_failed:rate_limited"),
+    }
+
+    def lookup(email: str) -> tuple[str | None, str | None]:
+        asked.append(email)
+        return answers[email.lower()]
+
+    for email in (ANA, ANA.upper(), "nobody@example.com", "busy@example.com"):
+        users.resolve(email, lookup)
+    assert asked == [ANA, "nobody@example.com", "busy@example.com"]
+    now[0] = 61.0  # a failure is asked again after a minute, the others are kept
+    for email in (ANA, "nobody@example.com", "busy@example.com"):
+        users.resolve(email, lookup)
+    assert asked[3:] == ["busy@example.com"]
+    now[0] = 3601.0
+    assert users.resolve(ANA, lookup) == ("U0ANALIMA1", None) and asked[-1] == ANA
