@@ -453,8 +453,8 @@ class BatchJobDirectory:
         self._client = client
 
     def lookup(self, job_arn: str) -> JobContext | None:
-        """Name, job queue name, share identifier, quota share and scheduling priority of the
-        service job ``job_arn``; None when Batch does not describe it or the call fails."""
+        """Name, job queue name, share identifier, quota share, scheduling priority and tags of
+        the service job ``job_arn``; None when Batch does not describe it or the call fails."""
         from batchpilot.alerts.ports import JobContext
 
         try:
@@ -468,7 +468,15 @@ class BatchJobDirectory:
             share_identifier=job.get("shareIdentifier") or None,
             quota_share=job.get("quotaShareName") or None,
             priority=priority if isinstance(priority, int) else None,
+            tags=_string_tags(job.get("tags")),
         )
+
+
+def _string_tags(value: Any) -> dict[str, str]:
+    """DescribeServiceJob ``tags`` (a map of strings); anything else is no tags."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def _submit_error(exc: ClientError) -> SubmitError:
