@@ -57,6 +57,7 @@ from enum import StrEnum
 from typing import Any
 
 from batchpilot.ledger.fleet import FleetInputs, effect_points, fleet_points
+from batchpilot.ledger.idle import idle_points
 from batchpilot.ledger.model import (
     ACTIVE,
     Effects,
@@ -561,6 +562,7 @@ class LedgerService:
                 quota_limits[name] = self._quota_limits(name)
         inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
         points = fleet_points(inputs, now, self.settings.metrics_detail)
+        points += idle_points(inputs, now, self.settings.metrics_detail)  # across environments, lent
         for drift_queue in summary.reconciled + summary.unfinished:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
