@@ -4,8 +4,10 @@ and Hypothesis properties (bounds, no fit, no self-lending)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import pytest
 from batchpilot.ledger.fleet import FleetInputs
 from batchpilot.ledger.idle import (
     EnvironmentUse,
@@ -14,9 +16,14 @@ from batchpilot.ledger.idle import (
     idle_points,
     lent_instances,
 )
-from batchpilot.ledger.model import AggregateKey, Delta, JobStatus
-from batchpilot.ledger.ports import Aggregate, QueueInfo
+from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, JobStatus, Observation
+from batchpilot.ledger.ports import Aggregate, ListedJob, QueueInfo
+from batchpilot.ledger.service import LedgerService
+from batchpilot.ledger.settings import LedgerSettings
+from batchpilot.shared.classification import JobKind
 from batchpilot.shared.metrics import MetricsDetail
+from batchpilot.shared.settings import ConfigError
+from batchpilot_local.testing.ledger import FakeBatch, ListSink, MemoryLedgerStore
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -186,3 +193,49 @@ def test_shares_lend_at_most_their_unused_limit_and_no_more_than_is_borrowed(
     assert sum(lent.values()) <= borrowed + 1e-6
     for share, value in lent.items():
         assert 0 < value <= limits[share] - in_use.get(share, 0.0) + 1e-6
+
+
+def test_an_idle_environment_reserved_by_instance_type_counts_without_any_job() -> None:
+    """``LedgerReservedInstances`` by instance type: team-a runs nothing, yet its 4 reserved p5
+    instances are known to fit the p5 job team-b waits with (the service's run, in-memory ports)."""
+    arn = "arn:aws:batch:us-east-1:111122223333:service-job/"
+    p5 = JobDetails(queue="team-b-q", environment="team-b", instances=2, instance_type=P5, sized=True)
+    details = {f"{arn}b-1": p5, f"{arn}b-2": p5}
+    listed = {
+        "team-b-q": [
+            ListedJob(f"{arn}b-1", "b-1", JobKind.SERVICE_JOB, JobStatus.RUNNING),
+            ListedJob(f"{arn}b-2", "b-2", JobKind.SERVICE_JOB, JobStatus.RUNNABLE),
+        ]
+    }
+    queues = [QueueInfo("team-a-q", True, "team-a"), QueueInfo("team-b-q", True, "team-b")]
+
+    def run(reserved: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        settings = LedgerSettings.from_environ(
+            {"BATCHPILOT_STATE_TABLE": "t", "BATCHPILOT_LEDGER_RESERVED_INSTANCES": reserved}
+        )
+        batch = FakeBatch(details, queues=queues, listed=listed, limits={"team-a": 4, "team-b": 2})
+        ledger = LedgerService(settings, MemoryLedgerStore(), batch, ListSink(), lambda: T0)
+        ledger.apply(Observation(f"{arn}b-1", JobKind.SERVICE_JOB, JobStatus.RUNNING, T0))
+        ledger.apply(Observation(f"{arn}b-2", JobKind.SERVICE_JOB, JobStatus.RUNNABLE, T0))
+        ledger.run(T0)
+        return {(p.name, p.dimensions): p.value for p in ledger.sink.pending}  # type: ignore[attr-defined]
+
+    by_type = run(json.dumps({"team-a": {P5: 4}}))
+    assert by_type[("ReservedInstances", (("ServiceEnvironment", "team-b"),))] == 2
+    assert by_type[("IdleWhileQueuedElsewhere", ())] == 2  # b-2's 2 p5 instances would fit team-a's 4
+    # Given as a count only, team-a's free instances are of no known type: nothing counted.
+    assert ("IdleWhileQueuedElsewhere", ()) not in run(json.dumps({"team-a": 4}))
+
+
+def test_reserved_instances_by_instance_type_are_summed_and_a_bad_value_names_the_variable() -> None:
+    text = json.dumps({"a": 3, "b": {P5: 8, P4: 2}})
+    settings = LedgerSettings.from_environ(
+        {"BATCHPILOT_STATE_TABLE": "t", "BATCHPILOT_LEDGER_RESERVED_INSTANCES": text}
+    )
+    assert settings.reserved == {"a": 3, "b": 10}
+    assert settings.reserved_types == {"b": (P4, P5)}
+    for bad in ['{"a": {}}', '{"a": {"ml.p5.48xlarge": -1}}', '{"a": "3"}', "[1]", "{not json"]:
+        with pytest.raises(ConfigError, match="BATCHPILOT_LEDGER_RESERVED_INSTANCES"):
+            LedgerSettings.from_environ(
+                {"BATCHPILOT_STATE_TABLE": "t", "BATCHPILOT_LEDGER_RESERVED_INSTANCES": bad}
+            )

@@ -16,20 +16,21 @@ aggregates as :mod:`batchpilot.ledger.fleet`:
   share lends its idle capacity to a share in need).
 
 What an environment's reserved instances are: ``ReservedInstances`` (``LedgerReservedInstances``,
-else the capacity policy's ``max``, else the capacity limit) of the instance types of its jobs in
-use (SCHEDULED, STARTING, RUNNING), else of its RUNNABLE jobs (the aggregates' per-type counters,
-from each job's ``ResourceConfig``). An environment with no active job of a known instance type
-counts none of its instances here (the type of its free capacity is unknown: never counted as
-fitting). A RUNNABLE job counts as waiting only for the instances its environment's own free
-reserved capacity cannot take (those are ``IdleWhileQueued``), and only when its instance type
-is known; jobs of unknown size count nowhere here.
+else the capacity policy's ``max``, else the capacity limit) of the instance types given with
+them (``LedgerReservedInstances`` by instance type), else of the types of its jobs in use
+(SCHEDULED, STARTING, RUNNING), else of its RUNNABLE jobs (the aggregates' per-type counters,
+from each job's ``ResourceConfig``). An environment with none of these counts none of its
+instances here (the type of its free capacity is unknown: never counted as fitting). A RUNNABLE
+job counts as waiting only for the instances its environment's own free reserved capacity cannot
+take (those are ``IdleWhileQueued``), and only when its instance type is known; jobs of unknown
+size count nowhere here.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -89,11 +90,15 @@ class IdleElsewhere:
 
 
 def environment_uses(
-    aggregates: Mapping[str, Sequence[Aggregate]], reserved: Mapping[str, int]
+    aggregates: Mapping[str, Sequence[Aggregate]],
+    reserved: Mapping[str, int],
+    reserved_types: Mapping[str, Iterable[str]] | None = None,
 ) -> dict[str, EnvironmentUse]:
     """Each service environment's :class:`EnvironmentUse` from one run's aggregates (queue name →
-    its aggregates) and reserved instances (environment → instances). Every environment of
-    ``reserved`` is present (one with no jobs: nothing in use, types unknown); aggregates whose
+    its aggregates), reserved instances (environment → instances) and, where the reservation was
+    given by instance type (``LedgerReservedInstances``), its types (environment → instance
+    types: they take precedence over the types of its jobs). Every environment of ``reserved`` is
+    present (one with no jobs: nothing in use, types unknown unless given); aggregates whose
     environment is not known yet (``""``) are left out."""
     in_use: dict[str, float] = defaultdict(float)
     used_types: dict[str, set[str]] = defaultdict(set)
@@ -115,11 +120,12 @@ def environment_uses(
                     if count > 0:
                         runnable[env][kind] += count
     names = set(reserved) | set(in_use) | set(runnable)
+    configured = {env: tuple(types) for env, types in (reserved_types or {}).items()}
     return {
         env: EnvironmentUse(
             reserved=float(reserved.get(env, 0)),
             in_use=in_use.get(env, 0.0),
-            types=frozenset(used_types.get(env) or waiting_types.get(env) or ()),
+            types=frozenset(configured.get(env) or used_types.get(env) or waiting_types.get(env) or ()),
             runnable=dict(runnable.get(env, {})),
         )
         for env in sorted(names)
@@ -248,13 +254,17 @@ def lent_instances(in_use: Mapping[str, float], limits: Mapping[str, int]) -> di
 
 
 def idle_points(
-    inputs: FleetInputs, now: datetime, detail: MetricsDetail = MetricsDetail.BASIC
+    inputs: FleetInputs,
+    now: datetime,
+    detail: MetricsDetail = MetricsDetail.BASIC,
+    reserved_types: Mapping[str, Iterable[str]] | None = None,
 ) -> list[MetricPoint]:
     """The run's ``IdleWhileQueuedElsewhere`` (fleet-wide; per idle ``ServiceEnvironment`` with
     ``MetricsDetail=detailed``) and ``LentInstances`` (``JobQueue`` + ``QuotaShare``), each only
-    while above zero (CloudWatch bills a series for every hour it is published)."""
+    while above zero (CloudWatch bills a series for every hour it is published).
+    ``reserved_types``: environment → the instance types of its reservation, where given."""
     out: list[MetricPoint] = []
-    idle = idle_elsewhere(environment_uses(inputs.aggregates, inputs.reserved))
+    idle = idle_elsewhere(environment_uses(inputs.aggregates, inputs.reserved, reserved_types))
     if idle.total > _EPSILON:
         out.append(MetricPoint("IdleWhileQueuedElsewhere", "Count", idle.total, dimensions(), now))
         if detail is MetricsDetail.DETAILED:

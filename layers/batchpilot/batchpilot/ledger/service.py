@@ -562,7 +562,8 @@ class LedgerService:
                 quota_limits[name] = self._quota_limits(name)
         inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
         points = fleet_points(inputs, now, self.settings.metrics_detail)
-        points += idle_points(inputs, now, self.settings.metrics_detail)  # across environments, lent
+        # Reserved instances idle while jobs that fit wait in another environment; quota shares lending.
+        points += idle_points(inputs, now, self.settings.metrics_detail, self.settings.reserved_types)
         for drift_queue in summary.reconciled + summary.unfinished:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
