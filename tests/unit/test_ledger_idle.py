@@ -122,6 +122,8 @@ def test_lent_instances_beside_borrowed() -> None:
     # two lenders with 4 and 2 unused, 3 borrowed: spread in proportion, 2 and 1
     assert lent_instances({"a": 7}, {"a": 4, "b": 4, "c": 2}) == {"b": 2, "c": 1}
     assert lent_instances({"a": 3}, {"a": 4, "b": 4}) == {}  # nobody borrows: nobody lends
+    # b keeps its idle capacity (RESERVE): c alone lends, its 2 unused of the 3 borrowed
+    assert lent_instances({"a": 7}, {"a": 4, "b": 4, "c": 2}, lenders={"a", "c"}) == {"c": 2}
     inputs = two_teams(
         aggregates={
             "quota-q": [
@@ -188,7 +190,9 @@ def test_zero_when_no_job_elsewhere_would_fit(world: dict[str, EnvironmentUse]) 
 def test_shares_lend_at_most_their_unused_limit_and_no_more_than_is_borrowed(
     limits: dict[str, int], in_use: dict[str, float]
 ) -> None:
-    lent = lent_instances(in_use, limits)
+    lenders = sorted(limits)[::2]
+    lent = lent_instances(in_use, limits, lenders)
+    assert set(lent) <= set(lenders)
     borrowed = sum(max(in_use.get(s, 0.0) - n, 0.0) for s, n in limits.items())
     assert sum(lent.values()) <= borrowed + 1e-6
     for share, value in lent.items():

@@ -13,7 +13,7 @@ aggregates as :mod:`batchpilot.ledger.fleet`:
 - ``LentInstances`` (:func:`lent_instances`): per quota share, the part of its own capacity limit
   that it does not use and that other quota shares of its job queue use, beside its
   ``BorrowedInstances`` (AWS Batch User Guide, "Quota shares": a ``LEND`` or ``LEND_AND_BORROW``
-  share lends its idle capacity to a share in need).
+  share lends its idle capacity to a share in need, a ``RESERVE`` share keeps it).
 
 What an environment's reserved instances are: ``ReservedInstances`` (``LedgerReservedInstances``,
 else the capacity policy's ``max``, else the capacity limit) of the instance types given with
@@ -230,7 +230,9 @@ def _max_flow(
     return out
 
 
-def lent_instances(in_use: Mapping[str, float], limits: Mapping[str, int]) -> dict[str, float]:
+def lent_instances(
+    in_use: Mapping[str, float], limits: Mapping[str, int], lenders: Iterable[str] | None = None
+) -> dict[str, float]:
     """Quota share → instances of its own capacity limit lent to the other quota shares of its
     job queue (only shares above zero).
 
@@ -238,6 +240,8 @@ def lent_instances(in_use: Mapping[str, float], limits: Mapping[str, int]) -> di
         in_use: quota share → instances in use (absent: none).
         limits: quota share → its capacity limit (ListQuotaShares ``capacityLimits``, summed),
             every quota share of the queue, with jobs or not.
+        lenders: the quota shares whose strategy lends (``LEND``, ``LEND_AND_BORROW``); a
+            ``RESERVE`` share's unused limit is lent to nobody. ``None``: every share lends.
 
     What the borrowers use above their own limits (``BorrowedInstances``) comes from the quota
     shares below theirs; AWS Batch does not say from which, so it is spread over them in
@@ -245,7 +249,8 @@ def lent_instances(in_use: Mapping[str, float], limits: Mapping[str, int]) -> di
     no more together than the others borrow.
     """
     borrowed = sum(max(in_use.get(s, 0.0) - limit, 0.0) for s, limit in limits.items())
-    unused = {s: max(limit - in_use.get(s, 0.0), 0.0) for s, limit in limits.items()}
+    lending = set(limits) if lenders is None else set(lenders)
+    unused = {s: max(limit - in_use.get(s, 0.0), 0.0) for s, limit in limits.items() if s in lending}
     spare = sum(unused.values())
     if borrowed <= _EPSILON or spare <= _EPSILON:
         return {}
@@ -258,11 +263,13 @@ def idle_points(
     now: datetime,
     detail: MetricsDetail = MetricsDetail.BASIC,
     reserved_types: Mapping[str, Iterable[str]] | None = None,
+    lenders: Mapping[str, Iterable[str]] | None = None,
 ) -> list[MetricPoint]:
     """The run's ``IdleWhileQueuedElsewhere`` (fleet-wide; per idle ``ServiceEnvironment`` with
     ``MetricsDetail=detailed``) and ``LentInstances`` (``JobQueue`` + ``QuotaShare``), each only
     while above zero (CloudWatch bills a series for every hour it is published).
-    ``reserved_types``: environment → the instance types of its reservation, where given."""
+    ``reserved_types``: environment → the instance types of its reservation, where given;
+    ``lenders``: job queue → its quota shares that lend (absent: every share lends)."""
     out: list[MetricPoint] = []
     idle = idle_elsewhere(environment_uses(inputs.aggregates, inputs.reserved, reserved_types))
     if idle.total > _EPSILON:
@@ -280,7 +287,7 @@ def idle_points(
         for agg in aggregates:
             if agg.quota and agg.key.share and agg.key.status in IN_USE:
                 used[agg.key.share] += agg.total.instances + (agg.total.jobs - agg.total.sized) * mean
-        for share, lent in lent_instances(used, limits).items():
+        for share, lent in lent_instances(used, limits, (lenders or {}).get(queue)).items():
             dims = dimensions(JobQueue=queue or None, QuotaShare=share)
             out.append(MetricPoint("LentInstances", "Count", lent, dims, now))
     return out
