@@ -68,6 +68,7 @@ __all__ = [
     "BorrowTrace",
     "JobState",
     "JobTrace",
+    "PresentJob",
     "Samples",
     "Simulation",
     "Trace",
@@ -242,6 +243,25 @@ class JobTrace:
     state: JobState
     preemptions: int
     reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PresentJob:
+    """A job as it stands at the present, for a run that starts from it (a start-time forecast)
+    instead of from an empty fleet.
+
+    Attributes:
+        spec: the job; ``spec.submit_s`` is ignored, ``spec.duration_s`` is the training seconds
+            still to run (a running job) or needed (a waiting one).
+        since_s: seconds before the present (0 or negative) when it became RUNNABLE (its place
+            in its line: Batch orders a share's jobs by priority, then by when they were queued)
+            or, running, when its current attempt started.
+        running: it holds its instances now (SCHEDULED, STARTING or RUNNING); else RUNNABLE.
+    """
+
+    spec: JobSpec
+    since_s: float
+    running: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +478,11 @@ class Simulation:
             dispatched.
         seed: the random seed (per-job incident draws are seeded from it and the job's lineage, so
             two scenarios run on the same workload draw the same incidents for the same jobs).
+        present: jobs already running or waiting when the run starts (:class:`PresentJob`): the
+            running ones hold their instances from t = 0 and finish after their ``duration_s``,
+            the waiting ones are RUNNABLE in their lines at their places; ``jobs`` then are
+            arrivals after the present. Their traces keep their names, so a forecast reads each
+            waiting job's ``first_start``.
 
     After :meth:`run`, :attr:`trace` holds what happened, :attr:`env_totals`, :attr:`share_seconds`
     and :attr:`counts` the totals, :attr:`hourly` the fleet's instance-seconds in use and of capacity
@@ -470,9 +495,11 @@ class Simulation:
         jobs: Iterable[JobSpec],
         seed: int,
         elastic: Sequence[ElasticStream] = (),
+        present: Sequence[PresentJob] = (),
     ) -> None:
         self.scenario = scenario
         self.seed = seed
+        self._present = list(present)
         self._elastic = list(elastic)
         self._elastic_drawn = [0] * len(self._elastic)
         self.env = simpy.Environment()
@@ -626,6 +653,7 @@ class Simulation:
 
     def run(self) -> Trace:
         """Run the simulation to the horizon; returns :attr:`trace`."""
+        self._seed_present()
         self.env.process(self._arrivals())
         for index, stream in enumerate(self._elastic):
             self.env.process(self._elastic_open(index, stream))
@@ -649,6 +677,21 @@ class Simulation:
             self._touch_share(share)
         self._finish()
         return self.trace
+
+    def _seed_present(self) -> None:
+        """Put the present's jobs in place at t = 0: running ones first (they hold capacity), then
+        the waiting ones in their lines; fair-share usage starts at what the shares hold now."""
+        for item in sorted(self._present, key=lambda p: (not p.running, p.since_s, p.spec.name)):
+            job = self._submit(
+                item.spec, lineage=None, resubmission=0, saved_s=0.0, checkpoint_at=None, at=item.since_s
+            )
+            if item.running:
+                self._start(job)
+                job.first_start = job.dispatched_at = item.since_s
+        for queue in self._queues.values():
+            for share, count in queue.share_in_use.items():
+                queue.ema[share] = float(count)
+                queue.ema_t[share] = 0.0
 
     def _arrivals(self) -> Any:
         for spec in self._jobs_in:
@@ -714,7 +757,9 @@ class Simulation:
         saved_s: float,
         checkpoint_at: float | None,
         job_id: int | None = None,
+        at: float | None = None,
     ) -> _Job:
+        """Submit ``spec`` now (``at``: as if at that earlier time, its place in its line)."""
         self._advance()
         queue = self._queues[spec.queue]
         if job_id is None:
@@ -728,8 +773,8 @@ class Simulation:
             share=share,
             lineage=job_id if lineage is None else lineage,
             resubmission=resubmission,
-            submit=self.now,
-            key=_sort_key(spec, queue.spec, self.now, job_id),
+            submit=self.now if at is None else at,
+            key=_sort_key(spec, queue.spec, self.now if at is None else at, job_id),
             saved_s=saved_s,
             checkpoint_at=checkpoint_at,
         )
