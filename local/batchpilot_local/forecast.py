@@ -60,6 +60,7 @@ __all__ = [
     "JobForecast",
     "QueueModel",
     "RunTimes",
+    "Submission",
     "forecast",
 ]
 
@@ -74,7 +75,9 @@ PESSIMISTIC = 0.90
 """Quantiles of the simulated starts that bound the forecast's range (the pessimistic one is shown
 beside the median)."""
 DEFAULT_SAMPLES = 20
-DEFAULT_HORIZON_S = 14 * 86_400.0
+DEFAULT_HORIZON_S = 7 * 86_400.0
+ARRIVAL_WINDOW_S = 24 * 3600.0
+"""Submissions of the last 24 h set each share's arrival rate and the jobs its arrivals copy."""
 UNKNOWN_TYPE = "unknown"
 """Instance type of a job whose ``ResourceConfig`` the ledger has not read."""
 
@@ -87,6 +90,9 @@ class QueueModel:
         name: ``jobQueueName``; environment: the service environment it feeds.
         priority: job queue priority (higher served first by a shared environment).
         scheduling: FIFO, FAIR_SHARE (``fair_share`` set) or QUOTA_MANAGEMENT (``quota`` set).
+        head_of_line: what a first job that does not fit does to the jobs behind it (the
+            simulator's approximation, :class:`~batchpilot_local.simulate.scenario.HeadOfLine`;
+            AWS does not publish it: SHARE unless a caller knows better).
     """
 
     name: str
@@ -95,6 +101,7 @@ class QueueModel:
     scheduling: SchedulingKind = SchedulingKind.FIFO
     fair_share: FairSharePolicy | None = None
     quota: QuotaPolicy | None = None
+    head_of_line: HeadOfLine = HeadOfLine.SHARE
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +132,19 @@ class ForecastJob:
     priority: int
     since: datetime
     running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A job submitted in the recent past (the ledger's ``createdAt``): what future arrivals are
+    drawn from. ``at`` aware UTC; the other fields as :class:`ForecastJob`'s."""
+
+    queue: str
+    share: str | None
+    instance_type: str
+    instances: int
+    priority: int
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +257,7 @@ def _scenario(fleet: Fleet, horizon_s: float, now: datetime) -> Scenario:
             scheduling=q.scheduling,
             fair_share=q.fair_share,
             quota=q.quota,
-            head_of_line=HeadOfLine.SHARE,
+            head_of_line=q.head_of_line,
         )
         for q in fleet.queues
     ]
@@ -263,6 +283,8 @@ def forecast(
     samples: int = DEFAULT_SAMPLES,
     horizon_s: float = DEFAULT_HORIZON_S,
     seed: int = 0,
+    submissions: Sequence[Submission] = (),
+    window_s: float = ARRIVAL_WINDOW_S,
 ) -> dict[str, JobForecast]:
     """Forecast every waiting job of ``jobs`` whose job queue ``fleet`` holds.
 
@@ -274,6 +296,10 @@ def forecast(
         now: the present (aware UTC): t = 0 of every run.
         samples: runs (each draws every run time anew); horizon_s: how far each run looks.
         seed: the first run's seed (run k uses ``seed + k``).
+        submissions: jobs submitted before ``now``; those of the last ``window_s`` seconds give
+            each (job queue, share) its arrival rate, and each run draws Poisson arrivals at that
+            rate, each a copy of one of them (size, priority) with a run time drawn anew: later
+            jobs of higher priority, or of a share below its weight, go first as they would.
 
     Returns:
         Waiting job ARN → its forecast.
@@ -306,8 +332,9 @@ def forecast(
                 priority=job.priority,
             )
             present.append(PresentJob(spec, min(0.0, since), running=job.running))
-        simulation = Simulation(scenario, (), seed + k, present=present)
-        simulation.run()
+        arrivals = _arrivals(submissions, queues, run_times, now, horizon_s, window_s, rng, k)
+        simulation = Simulation(scenario, arrivals, seed + k, present=present)
+        simulation.run(until_started=starts)
         for trace in simulation.trace.jobs:
             if trace.name in starts:
                 starts[trace.name].append(
@@ -323,6 +350,46 @@ def forecast(
             _quantile(ordered, PESSIMISTIC),
             bases[arn][1],
         )
+    return out
+
+
+def _arrivals(
+    submissions: Sequence[Submission],
+    queues: Mapping[str, QueueModel],
+    run_times: RunTimes,
+    now: datetime,
+    horizon_s: float,
+    window_s: float,
+    rng: random.Random,
+    run: int,
+) -> list[JobSpec]:
+    """One run's future arrivals (see :func:`forecast`), in submission order."""
+    groups: defaultdict[tuple[str, str | None], list[Submission]] = defaultdict(list)
+    for sub in submissions:
+        if sub.queue in queues and 0 <= (now - sub.at).total_seconds() <= window_s:
+            groups[(sub.queue, sub.share)].append(sub)
+    out: list[JobSpec] = []
+    for (queue, share), subs in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        rate = len(subs) / window_s
+        t = 0.0
+        while True:
+            t += rng.expovariate(rate)
+            if t >= horizon_s:
+                break
+            like = subs[rng.randrange(len(subs))]
+            values, _ = run_times.basis(queue, share, like.instance_type)
+            out.append(
+                JobSpec(
+                    name=f"arrival-{run}-{len(out)}",
+                    queue=queue,
+                    share=share,
+                    submit_s=t,
+                    instance_type=like.instance_type,
+                    instance_count=max(1, like.instances),
+                    duration_s=max(1.0, RunTimes.draw(values, rng)),
+                    priority=like.priority,
+                )
+            )
     return out
 
 

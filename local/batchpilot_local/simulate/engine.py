@@ -225,7 +225,7 @@ class JobTrace:
 
     Attributes:
         submit: when it was submitted; first_start: its first dispatch (None: never); end: when it
-        reached SUCCEEDED or FAILED (None: not by the horizon).
+        reached SUCCEEDED or FAILED (None: not by the horizon); priority: its schedulingPriority.
     """
 
     job: int
@@ -243,6 +243,7 @@ class JobTrace:
     state: JobState
     preemptions: int
     reason: str | None
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,6 +501,8 @@ class Simulation:
         self.scenario = scenario
         self.seed = seed
         self._present = list(present)
+        self._watch: set[str] = set()
+        self._stop: simpy.Event | None = None
         self._elastic = list(elastic)
         self._elastic_drawn = [0] * len(self._elastic)
         self.env = simpy.Environment()
@@ -651,8 +654,16 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- running
 
-    def run(self) -> Trace:
-        """Run the simulation to the horizon; returns :attr:`trace`."""
+    def run(self, *, until_started: Iterable[str] = ()) -> Trace:
+        """Run the simulation to the horizon; returns :attr:`trace`.
+
+        Args:
+            until_started: job names (``JobSpec.name``); when given, the run stops as soon as each
+                of them has been dispatched once (a forecast needs nothing after that), else at
+                the horizon. The totals then cover the run up to that moment.
+        """
+        self._watch = set(until_started)
+        self._stop = self.env.event() if self._watch else None
         self._seed_present()
         self.env.process(self._arrivals())
         for index, stream in enumerate(self._elastic):
@@ -669,7 +680,10 @@ class Simulation:
                 # docs/recovery.md, "Budgets, backoff and pacing": each invocation paces itself at
                 # submits_per_second / max_concurrency, one burst token each.
                 self.env.process(self._recovery_worker(Pacer(rate, 1.0, lambda: float(self.env.now))))
-        self.env.run(until=self.horizon)
+        if self._stop is not None and self._watch:
+            self.env.run(until=simpy.AnyOf(self.env, [self._stop, self.env.timeout(self.horizon)]))
+        elif self._stop is None:
+            self.env.run(until=self.horizon)
         self._advance()
         for env in self._environments.values():
             self._touch(env)
@@ -1183,6 +1197,10 @@ class Simulation:
         job.train_start = None
         if job.first_start is None:
             job.first_start = self.now
+            if self._watch and job.spec.name in self._watch:
+                self._watch.discard(job.spec.name)
+                if not self._watch and self._stop is not None:
+                    self._stop.succeed()
             if job.spec.elastic is not None and job.resubmission == 0:
                 # Elastic demand: the job left the waiting line, its stream submits the next one
                 # (after this scheduling pass, which it may then join).
@@ -1538,6 +1556,7 @@ class Simulation:
                     job.state,
                     job.preemptions,
                     job.reason,
+                    job.spec.priority,
                 )
             )
 
