@@ -28,10 +28,11 @@ capacity errors; a job that has not started within the horizon in a run counts a
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -314,6 +315,7 @@ def forecast(
     scenario = _scenario(fleet, horizon_s, now)
     bases = {job.arn: run_times.basis(job.queue, job.share, job.instance_type) for job in used}
     starts: dict[str, list[float]] = {job.arn: [] for job in used if not job.running}
+    groups = _arrival_groups(fleet, submissions, queues, run_times, now, window_s)
     for k in range(samples):
         rng = random.Random(seed + k)  # noqa: S311 - a simulation's draws, not a secret
         present = []
@@ -332,8 +334,8 @@ def forecast(
                 priority=job.priority,
             )
             present.append(PresentJob(spec, min(0.0, since), running=job.running))
-        arrivals = _arrivals(submissions, queues, run_times, now, horizon_s, window_s, rng, k)
-        simulation = Simulation(scenario, arrivals, seed + k, present=present)
+        arrivals = _arrivals(groups, horizon_s, rng, k)
+        simulation = Simulation(scenario, (), seed + k, present=present, stream=arrivals)
         simulation.run(until_started=starts)
         for trace in simulation.trace.jobs:
             if trace.name in starts:
@@ -353,44 +355,73 @@ def forecast(
     return out
 
 
-def _arrivals(
+@dataclass(frozen=True, slots=True)
+class _ArrivalGroup:
+    """One (job queue, share)'s arrivals: Poisson at ``rate`` (per second), each a copy of one of
+    ``like`` (instance type as its environment counts it, instances, priority, run times)."""
+
+    queue: str
+    share: str | None
+    rate: float
+    like: tuple[tuple[str, int, int, tuple[float, ...]], ...]
+
+
+def _arrival_groups(
+    fleet: Fleet,
     submissions: Sequence[Submission],
     queues: Mapping[str, QueueModel],
     run_times: RunTimes,
     now: datetime,
-    horizon_s: float,
     window_s: float,
-    rng: random.Random,
-    run: int,
-) -> list[JobSpec]:
-    """One run's future arrivals (see :func:`forecast`), in submission order."""
-    groups: defaultdict[tuple[str, str | None], list[Submission]] = defaultdict(list)
+) -> list[_ArrivalGroup]:
+    """The submissions of the last ``window_s`` seconds, per (job queue, share) (see :func:`forecast`)."""
+    groups: defaultdict[tuple[str, str], list[Submission]] = defaultdict(list)
     for sub in submissions:
         if sub.queue in queues and 0 <= (now - sub.at).total_seconds() <= window_s:
-            groups[(sub.queue, sub.share)].append(sub)
-    out: list[JobSpec] = []
-    for (queue, share), subs in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1] or "")):
-        rate = len(subs) / window_s
+            groups[(sub.queue, sub.share or "")].append(sub)
+    out = []
+    for (queue, share), subs in sorted(groups.items()):
+        like = tuple(
+            (
+                _unit_type(fleet, queues[queue], sub.instance_type),
+                max(1, sub.instances),
+                sub.priority,
+                run_times.basis(queue, sub.share, sub.instance_type)[0],
+            )
+            for sub in subs
+        )
+        out.append(_ArrivalGroup(queue, share or None, len(subs) / window_s, like))
+    return out
+
+
+def _arrivals(
+    groups: Sequence[_ArrivalGroup], horizon_s: float, rng: random.Random, run: int
+) -> Iterator[JobSpec]:
+    """One run's future arrivals in submission order (see :func:`forecast`), drawn as the run
+    reaches them (the simulator takes them as a ``stream``)."""
+
+    def group_times(group: _ArrivalGroup) -> Iterator[tuple[float, int]]:
         t = 0.0
         while True:
-            t += rng.expovariate(rate)
+            t += rng.expovariate(group.rate)
             if t >= horizon_s:
-                break
-            like = subs[rng.randrange(len(subs))]
-            values, _ = run_times.basis(queue, share, like.instance_type)
-            out.append(
-                JobSpec(
-                    name=f"arrival-{run}-{len(out)}",
-                    queue=queue,
-                    share=share,
-                    submit_s=t,
-                    instance_type=like.instance_type,
-                    instance_count=max(1, like.instances),
-                    duration_s=max(1.0, RunTimes.draw(values, rng)),
-                    priority=like.priority,
-                )
-            )
-    return out
+                return
+            yield t, id(group)
+
+    by_id = {id(group): group for group in groups}
+    for count, (t, key) in enumerate(heapq.merge(*(group_times(g) for g in groups))):
+        group = by_id[key]
+        kind, instances, priority, values = group.like[int(rng.random() * len(group.like))]
+        yield JobSpec(
+            name=f"arrival-{run}-{count}",
+            queue=group.queue,
+            share=group.share,
+            submit_s=t,
+            instance_type=kind,
+            instance_count=instances,
+            duration_s=max(1.0, RunTimes.draw(values, rng)),
+            priority=priority,
+        )
 
 
 def _unit_type(fleet: Fleet, queue: QueueModel, instance_type: str) -> str:

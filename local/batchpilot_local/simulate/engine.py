@@ -26,6 +26,7 @@ Where AWS does not publish its algorithm the engine uses an approximation, liste
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import random
 from collections import Counter, defaultdict
@@ -484,6 +485,8 @@ class Simulation:
             the waiting ones are RUNNABLE in their lines at their places; ``jobs`` then are
             arrivals after the present. Their traces keep their names, so a forecast reads each
             waiting job's ``first_start``.
+        stream: more arrivals, in submission order, drawn only as the run reaches them (a
+            forecast's random arrivals: a run that stops early never draws the rest).
 
     After :meth:`run`, :attr:`trace` holds what happened, :attr:`env_totals`, :attr:`share_seconds`
     and :attr:`counts` the totals, :attr:`hourly` the fleet's instance-seconds in use and of capacity
@@ -497,10 +500,12 @@ class Simulation:
         seed: int,
         elastic: Sequence[ElasticStream] = (),
         present: Sequence[PresentJob] = (),
+        stream: Iterable[JobSpec] = (),
     ) -> None:
         self.scenario = scenario
         self.seed = seed
         self._present = list(present)
+        self._stream = stream
         self._watch: set[str] = set()
         self._stop: simpy.Event | None = None
         self._elastic = list(elastic)
@@ -708,7 +713,7 @@ class Simulation:
                 queue.ema_t[share] = 0.0
 
     def _arrivals(self) -> Any:
-        for spec in self._jobs_in:
+        for spec in heapq.merge(self._jobs_in, self._stream, key=lambda j: j.submit_s):
             if spec.submit_s >= self.horizon:
                 break
             if spec.submit_s > self.now:
