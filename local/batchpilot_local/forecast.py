@@ -62,6 +62,7 @@ __all__ = [
     "QueueModel",
     "RunTimes",
     "Submission",
+    "fleet_scenario",
     "forecast",
 ]
 
@@ -245,7 +246,9 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return values[index]
 
 
-def _scenario(fleet: Fleet, horizon_s: float, now: datetime) -> Scenario:
+def fleet_scenario(fleet: Fleet, horizon_s: float, now: datetime) -> Scenario:
+    """The simulator's scenario of ``fleet``: its environments and queues, ``horizon_s`` seconds
+    from ``now`` (t = 0), no workload (the present and the arrivals are given to the run)."""
     envs = [
         ServiceEnvironmentSpec(name=name, capacity_limits=dict(limits))
         for name, limits in fleet.environments.items()
@@ -312,7 +315,7 @@ def forecast(
     used = [job for job in jobs if job.queue in queues]
     if not any(not job.running for job in used):
         return {}
-    scenario = _scenario(fleet, horizon_s, now)
+    scenario = fleet_scenario(fleet, horizon_s, now)
     bases = {job.arn: run_times.basis(job.queue, job.share, job.instance_type) for job in used}
     starts: dict[str, list[float]] = {job.arn: [] for job in used if not job.running}
     groups = _arrival_groups(fleet, submissions, queues, run_times, now, window_s)
