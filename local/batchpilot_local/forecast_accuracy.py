@@ -43,7 +43,7 @@ class Scored:
     """One waiting job's forecast at one moment against what happened (seconds from the moment).
 
     Attributes:
-        scenario, mode: the scenario's name and its job queue's scheduling (FIFO, ...).
+        scenario, mode: the scenario's name and its job queue's scheduling (FIFO, ...); share: the job's.
         actual_s: its next dispatch; median_s, low_s, high_s: the forecast.
     """
 
@@ -53,6 +53,7 @@ class Scored:
     median_s: float
     low_s: float
     high_s: float
+    share: str = ""
 
     @property
     def error_s(self) -> float:
@@ -226,7 +227,8 @@ def evaluate(
             f = found.get(arn)
             if f is None:
                 continue
+            mine = by_arn[arn]
             scored.append(
-                Scored(scenario.name, modes[by_arn[arn].queue], value, f.median_s, f.low_s, f.high_s)
+                Scored(scenario.name, modes[mine.queue], value, f.median_s, f.low_s, f.high_s, mine.share or "")
             )
     return scored, unscored

@@ -250,7 +250,9 @@ def _span(seconds: float) -> str:
 
 def _start(now: datetime, seconds: float) -> str:
     if math.isinf(seconds):
-        return "beyond 14d"
+        from batchpilot_local.forecast import DEFAULT_HORIZON_S
+
+        return f"beyond {DEFAULT_HORIZON_S / 86_400:g}d"
     if seconds < 60:
         return "now"
     return f"in {_span(seconds)} ({(now + timedelta(seconds=seconds)).strftime('%H:%M')})"
