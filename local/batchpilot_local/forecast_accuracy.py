@@ -43,7 +43,8 @@ class Scored:
     """One waiting job's forecast at one moment against what happened (seconds from the moment).
 
     Attributes:
-        scenario, mode: the scenario's name and its job queue's scheduling (FIFO, ...); share: the job's.
+        scenario, mode: the scenario's name and its job queue's scheduling (FIFO, ...).
+        share: the job's share (``""``: none).
         actual_s: its next dispatch; median_s, low_s, high_s: the forecast.
     """
 
@@ -229,6 +230,8 @@ def evaluate(
                 continue
             mine = by_arn[arn]
             scored.append(
-                Scored(scenario.name, modes[mine.queue], value, f.median_s, f.low_s, f.high_s, mine.share or "")
+                Scored(
+                    scenario.name, modes[mine.queue], value, f.median_s, f.low_s, f.high_s, mine.share or ""
+                )
             )
     return scored, unscored
