@@ -9,6 +9,8 @@ embedded AWS after a replay):
   records with BatchGetItem), each queue's last reconciliation; the finished jobs whose run times
   the forecast learns from are the ledger's terminal records (kept 7 days), read with one paginated
   Scan filtered on their keys and decoded by the one codec and ``job_from_item``;
+- arrivals: the active and finished records' ``createdAt`` of the last 24 hours (what the
+  forecast's future arrivals are drawn from);
 - recoveries so far: the recovery function's lineage pointer of each job
   (:meth:`batchpilot.io.dynamodb.lineage.DynamoLineageStore.find_job`: the attempt, 0 for a job
   batchpilot never resubmitted);
@@ -47,6 +49,7 @@ from batchpilot_local.forecast import (
     JobForecast,
     QueueModel,
     RunTimes,
+    Submission,
     forecast,
 )
 from batchpilot_local.simulate.scenario import (
@@ -373,7 +376,15 @@ def read_snapshot(
     forecasts: dict[str, JobForecast] = {}
     if with_forecast and models:
         fleet = Fleet({name: limits[name] for name in {m.environment for m in models}}, models)
-        forecasts = forecast(fleet, forecast_jobs, RunTimes(runs), now, samples=samples)
+        active = [job for jobs in records.values() for job in jobs]
+        forecasts = forecast(
+            fleet,
+            forecast_jobs,
+            RunTimes(runs),
+            now,
+            samples=samples,
+            submissions=_submissions([*active, *finished]),
+        )
     snapshot.rows = sorted(
         (_with(row, forecasts.get(row.arn)) for row in rows),
         key=lambda r: (r.queue, r.share, r.waiting, r.position or 0, r.arn),
@@ -383,6 +394,22 @@ def read_snapshot(
 
 def _with(row: JobRow, found: JobForecast | None) -> JobRow:
     return row if found is None else replace(row, forecast=found)
+
+
+def _submissions(jobs: Sequence[LedgerJob]) -> list[Submission]:
+    """Active and finished records with a ``createdAt`` → the submissions arrivals are drawn from."""
+    return [
+        Submission(
+            job.details.queue,
+            job.share or None,
+            job.details.instance_type or UNKNOWN_TYPE,
+            job.details.instances or 1,
+            job.details.priority or 0,
+            job.created_at,
+        )
+        for job in jobs
+        if job.created_at is not None
+    ]
 
 
 def _runs(finished: Sequence[LedgerJob]) -> list[FinishedRun]:
