@@ -228,10 +228,16 @@ def evaluate(
             f = found.get(arn)
             if f is None:
                 continue
-            mine = by_arn[arn]
+            queued = by_arn[arn]
             scored.append(
                 Scored(
-                    scenario.name, modes[mine.queue], value, f.median_s, f.low_s, f.high_s, mine.share or ""
+                    scenario.name,
+                    modes[queued.queue],
+                    value,
+                    f.median_s,
+                    f.low_s,
+                    f.high_s,
+                    queued.share or "",
                 )
             )
     return scored, unscored
