@@ -83,6 +83,7 @@ def engine_of(ref: str) -> ModuleType:
     spec = importlib.util.spec_from_loader(f"engine_{ref.replace('/', '_')}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     exec(compile(source, f"{ref}:{ENGINE}", "exec"), module.__dict__)
     return module
 
