@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -59,7 +59,7 @@ from pydantic_core import from_json
 
 from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
-from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_event, with_context
+from batchpilot.alerts.facts import AlertFact, FactKind, JobContext, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.incidents import (
     IncidentKey,
@@ -74,6 +74,7 @@ from batchpilot.alerts.incidents import (
     timer_body,
 )
 from batchpilot.alerts.oncall import sns_digest, sns_message
+from batchpilot.alerts.owners import OnceEach, OwnerProblem, event_tags, mentions_owner, owner_from_tags
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
 from batchpilot.alerts.ports import (
     AlertStore,
@@ -89,6 +90,7 @@ from batchpilot.alerts.ports import (
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import OnCallFormat, SnsMessage
 from batchpilot.alerts.severity import Decision, decide
+from batchpilot.shared.classification import JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.errors import is_permanent, is_permanent_code
 from batchpilot.shared.events import CloudWatchAlarmStateChange
@@ -166,6 +168,10 @@ class RecordOutcome:
             to them once more (docs/reliability.md).
         warning: something about the event worth one WARNING line (an alarm whose description
             names no known severity: said once per alarm and function instance).
+        owner_note: ``(owner, reason, channel)`` when a message that should mention the job's
+            owner does not (:class:`~batchpilot.alerts.owners.OwnerProblem` or a channel's lookup
+            reason; owner "" when the job has no owner tag; channel None when no channel could):
+            said once per owner and reason per function instance; the message went all the same.
     """
 
     message_id: str
@@ -183,6 +189,7 @@ class RecordOutcome:
     incident: str | None = None
     """The incident the fact joined without a message of its own (counted in its update or
     summary), or the incident a summary timer's record closed."""
+    owner_note: tuple[str, str, Channel | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -339,6 +346,9 @@ class AlertService:
         incident_window: seconds an incident takes facts of its kind (:mod:`batchpilot.alerts.incidents`);
             0: no incidents, every fact on its own (bursts grouped within a batch only).
         timer: sends an incident's delayed summary timer to the alerts queue; None: no incidents.
+        owner_tag_key: the tag naming a job's owner (:mod:`batchpilot.alerts.owners`); empty: no
+            owners. A service job's tags (its events carry none) are looked up in ``directory``
+            only for a fact that mentions its owner.
     """
 
     def __init__(
@@ -357,6 +367,7 @@ class AlertService:
         reserves: bool = False,
         incident_window: float = 0.0,
         timer: IncidentTimer | None = None,
+        owner_tag_key: str = "",
     ) -> None:
         self.policy = policy
         self.store = store
@@ -372,6 +383,8 @@ class AlertService:
         self.incident_window = timedelta(seconds=incident_window)
         self.timer = timer
         self._warned: set[str] = set()
+        self.owner_tag_key = owner_tag_key
+        self._owners_said = OnceEach()
 
     @property
     def incidents(self) -> bool:
@@ -453,6 +466,8 @@ class AlertService:
             event_id = envelope.get("id")
             outcome.event_id = event_id if isinstance(event_id, str) else None
             fact = fact_from_event(decoded, envelope)
+            decision = decide(fact, self.policy)
+            fact = self._with_owner(outcome, fact, decision, None, None)
         elif isinstance(decoded, CloudWatchAlarmStateChange):
             outcome.event_id, outcome.detail_type = decoded.id, decoded.detail_type
             if not self.alarms.ours(decoded.detail.alarmName):
@@ -466,15 +481,52 @@ class AlertService:
                 return None
             fact = fact_from_event(decoded, routing=self.alarms)
             outcome.warning = self._severity_warning(fact)
+            decision = decide(fact, self.policy)
         else:
             outcome.event_id = decoded.id
             fact = fact_from_event(decoded)
+            context: JobContext | None = None
             if self.directory is not None and fact.event_kind in _PREEMPTION_KINDS:
                 context = self.directory.lookup(fact.subject)  # the event names only the ARN
                 fact = with_context(fact, context) if context is not None else fact
-        decision = decide(fact, self.policy)
+            decision = decide(fact, self.policy)
+            fact = self._with_owner(outcome, fact, decision, event_tags(decoded), context)
         outcome.detail_type, outcome.severity = fact.detail_type, decision.severity
         return _Entry(outcome, fact, decision, self._requested(decision, fact))
+
+    def _with_owner(
+        self,
+        outcome: RecordOutcome,
+        fact: AlertFact,
+        decision: Decision,
+        tags: Mapping[str, str] | None,
+        context: JobContext | None,
+    ) -> AlertFact:
+        """``fact`` with its job's owner (:mod:`batchpilot.alerts.owners`), when the deployment
+        names an owner tag: from the event's ``tags`` (None: the event carries none), else a
+        service job's DescribeServiceJob ``tags`` (``context``, or one lookup, only for a fact that
+        mentions its owner). A fact that should mention its owner and cannot notes why."""
+        key = self.owner_tag_key
+        if not key or fact.job_kind is None:
+            return fact
+        mention = decision.notify and mentions_owner(fact, decision.severity, self.policy)
+        if tags is None and context is None and mention and fact.job_kind is JobKind.SERVICE_JOB:
+            context = self.directory.lookup(fact.subject) if self.directory is not None else None
+        owner = owner_from_tags(tags if tags is not None else (context.tags if context else None), key)
+        if owner is None:
+            if mention:
+                self._note_owner(outcome, "", OwnerProblem.NO_OWNER_TAG, None)
+            return fact
+        if mention and owner.email is None:
+            self._note_owner(outcome, owner.value, OwnerProblem.NOT_AN_EMAIL, None)
+        return dataclasses.replace(
+            fact, owner=dataclasses.replace(owner, mention=mention and bool(owner.email))
+        )
+
+    def _note_owner(self, outcome: RecordOutcome, owner: str, reason: str, channel: Channel | None) -> None:
+        """Why ``owner`` was not mentioned, on the record's outcome: once per owner and reason."""
+        if outcome.owner_note is None and self._owners_said.first((owner, reason, channel)):
+            outcome.owner_note = (owner, reason, channel)
 
     def _severity_warning(self, fact: AlertFact) -> str | None:
         """Once per alarm (and function instance): why the alarm got the default severity."""
@@ -638,7 +690,9 @@ class AlertService:
             assert entry.key is not None and entry.membership is not None
             groups.setdefault((entry.key, entry.membership.incident), []).append(entry)
         for (key, incident), group in groups.items():
-            chat: set[Channel] = {c for c in group[0].requested if c is not Channel.SNS and c in self.channels}
+            chat: set[Channel] = {
+                c for c in group[0].requested if c is not Channel.SNS and c in self.channels
+            }
             if chat:
                 notice = Notice(
                     tuple(e.fact for e in group),
@@ -972,6 +1026,9 @@ class AlertService:
                 threaded = notifier.threads and not notice.digest and not first.fact.starts_thread
                 thread = self._thread_for(channel, first, destination) if threaded else None
                 delivery = self._post(notifier, notice, thread, budget)
+            owner = first.fact.owner
+            if delivery.owner_problem and owner is not None and not notice.digest:
+                self._note_owner(first.outcome, owner.value, delivery.owner_problem, channel)
             if delivery.delivered:
                 result.delivered(channel, first.severity, group)
                 for entry in group:
