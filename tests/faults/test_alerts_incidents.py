@@ -65,18 +65,24 @@ class Deployed:
             return {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"]]}
         return response
 
-    def burst(self, events: list[dict[str, Any]], context: Any, seconds: float = 60.0) -> None:
+    def burst(self, events: list[dict[str, Any]], context: Any, seconds: float = 60.0) -> int:
         """``events`` in batches of :data:`BATCH`, spread over ``seconds``; failed records come
-        back in the next batch, as SQS delivers them again."""
+        back in the next batch, as SQS delivers them again (at most 20 invocations). Returns how
+        many records were delivered again."""
         bodies = [json.dumps(e) for e in events]
         step = timedelta(seconds=seconds / max(1, len(bodies) // BATCH))
         pending: list[str] = []
-        while bodies or pending:
+        again = 0
+        for _ in range(20):
+            if not (bodies or pending):
+                return again
             batch, bodies = (pending + bodies)[:BATCH], (pending + bodies)[BATCH:]
             response = self.deliver(batch, context)
             failed = {int(f["itemIdentifier"].split("-")[1]) for f in response["batchItemFailures"]}
             pending = [b for i, b in enumerate(batch) if i in failed]
+            again += len(pending)
             self.clock.now += step
+        raise AssertionError(f"{len(pending) + len(bodies)} records still failing after 20 invocations")
 
     def counts(self) -> dict[str, int]:
         self.sns += self.local.sns_messages()
@@ -167,3 +173,15 @@ def test_a_summary_killed_mid_delivery_is_sent_once(
     deployed.clock.now += timedelta(seconds=later)
     assert deployed.deliver([body], lambda_context) == redelivered
     assert deployed.counts()["sns"] == 2  # the first failure's page and one summary
+
+
+def test_a_refused_summary_timer_degrades_to_one_digest_per_batch_and_loses_nothing(
+    deployed: Deployed, lambda_context: Any
+) -> None:
+    # SQS refuses every SendMessage for good (a 400): no summary can come, so no fact may wait for one.
+    deployed.faults.add("sqs", "SendMessage", FaultKind.INVALID, times=None)
+    assert deployed.burst(failed_fleet(200, REASON, series="2528"), lambda_context, seconds=20) == 0
+    counts = deployed.counts()
+    # Two batches: each batch's facts as one digest per chat channel, a page then a digest on the
+    # on-call topic (the per-batch grouping); no record retried, none waiting for a summary.
+    assert counts == {"sns": 4, "slack": 2, "teams": 2}, counts

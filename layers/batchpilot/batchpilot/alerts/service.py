@@ -660,6 +660,15 @@ class AlertService:
             try:
                 if not membership.timer:
                     self._start_timer(key, membership, now)
+            except Exception as exc:
+                if is_permanent(exc):  # no summary can come: the fact goes out on its own
+                    entry.outcome.error = f"incident summary timer refused: {_error(exc)}"
+                    alone.append(entry)
+                    continue
+                entry.outcome.failed, entry.outcome.error = True, f"incident summary timer: {_error(exc)}"
+                self._give_back(entry)
+                continue
+            try:
                 pace.timed(self.store.absorb, entry.fact, membership.incident, now)
             except Exception as exc:
                 self._store_failed(entry, exc)
