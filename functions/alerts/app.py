@@ -11,6 +11,7 @@ from batchpilot.io.clients import LazyClient, client
 from batchpilot.io.dynamodb.alerts import DynamoAlertStore
 from batchpilot.io.secrets import SecretSource
 from batchpilot.io.sns import SnsPublisher
+from batchpilot.io.sqs import SqsTimer
 from batchpilot.shared.clock import utc_now
 from batchpilot.shared.observability import configure
 from batchpilot.shared.processing import queue_entry
@@ -26,6 +27,7 @@ service = AlertService(
     channels=channels,
     directory=BatchJobDirectory(LazyClient("batch")),  # preemption alerts only: made at first lookup
     clock=utc_now,
+    timer=SqsTimer(LazyClient("sqs"), settings.alerts_queue_url) if settings.alerts_queue_url else None,
     **settings.service_args,
 )
 processor = AlertsProcessor(service)

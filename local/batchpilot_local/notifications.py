@@ -326,6 +326,11 @@ class LocalAlerts:
         self._inbox_url = self.aws.create_queue(INBOX_QUEUE)
         sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=self.aws.queue_arn(INBOX_QUEUE))
         self._ensure_table(table)
+        alerts_queue = env.get("BATCHPILOT_ALERTS_QUEUE_URL", "")
+        if alerts_queue:  # the function's own queue, where incident summary timers go (as deployed)
+            env["BATCHPILOT_ALERTS_QUEUE_URL"] = self.aws.create_queue(
+                alerts_queue.rstrip("/").rsplit("/", 1)[-1]
+            )
 
         self.chat.start()
         self._mark = self.slack.mark()

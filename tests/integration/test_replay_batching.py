@@ -5,7 +5,9 @@ metrics function's batches of 10 (5 s window) do not cut the alerts function's b
 
 What shows a batch from outside is what its invocation did as a whole: the cold start of each
 function's first invocation is the batch's (``batches``, with its size and events); a batch of one
-event's records has no batch section (its outputs are that event's).
+event's records has no batch section (its outputs are that event's). The alerts function's
+incidents are off here (``AlertIncidentWindowMinutes=0``): an incident groups facts across batches
+(docs/alerts.md, "Incidents"), so per-batch digests are what shows its batches.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from batchpilot_local.replay import Replayer
 from batchpilot_local.report import BatchReport, EventReport
 from batchpilot_local.testing.alerts import SLACK_PARAMETERS, failed_fleet
 from batchpilot_local.testing.paths import TEMPLATE_PATH
+
+PER_BATCH = {**SLACK_PARAMETERS, "AlertIncidentWindowMinutes": "0"}
 
 SPOT = "Host EC2 (instance i-0abc) terminated."  # SPOT_INTERRUPTION: recovery skips it (NOT_FOUND)
 
@@ -40,7 +44,7 @@ def first_batches(reports: list[EventReport]) -> dict[str, tuple[int, BatchRepor
 def test_each_function_gets_the_batch_size_of_its_own_event_source_mapping() -> None:
     events = at(failed_fleet(12, SPOT, series="2222"), datetime(2026, 11, 20, 10, 15, tzinfo=UTC), 0)
 
-    reports = Replayer(TEMPLATE_PATH, SLACK_PARAMETERS, batch=True).run(events)
+    reports = Replayer(TEMPLATE_PATH, PER_BATCH, batch=True).run(events)
 
     assert [r.errors for r in reports] == [[]] * 12
     batches = first_batches(reports)
@@ -62,7 +66,7 @@ def test_each_function_closes_its_batches_at_its_own_batching_window() -> None:
     # 8 s apart: past the 5 s window of metrics, ledger and recovery, within the alerts function's 20 s.
     events = at(failed_fleet(3, SPOT, series="3333"), datetime(2026, 11, 20, 11, 0, tzinfo=UTC), 8)
 
-    reports = Replayer(TEMPLATE_PATH, SLACK_PARAMETERS, batch=True).run(events)
+    reports = Replayer(TEMPLATE_PATH, PER_BATCH, batch=True).run(events)
 
     assert [r.errors for r in reports] == [[]] * 3
     batches = first_batches(reports)
@@ -82,7 +86,7 @@ def test_an_event_arriving_after_a_window_closes_the_pending_batches_first() -> 
     early = at(failed_fleet(2, SPOT, series="4444"), start, 0)
     late = at(failed_fleet(1, SPOT, series="5555"), start + timedelta(seconds=60), 0)
 
-    reports = Replayer(TEMPLATE_PATH, SLACK_PARAMETERS, batch=True).run([*early, *late])
+    reports = Replayer(TEMPLATE_PATH, PER_BATCH, batch=True).run([*early, *late])
 
     batches = first_batches(reports)
     number, alerts = batches["alerts"]

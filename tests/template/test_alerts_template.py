@@ -74,6 +74,8 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
         "BATCHPILOT_ALARM_NAME_PREFIX": {"Fn::Sub": "batchpilot/${AWS::StackName}/"},
         "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": variables["BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY"],
         "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT": "360",
+        "BATCHPILOT_INCIDENT_WINDOW_MINUTES": {"Ref": "AlertIncidentWindowMinutes"},
+        "BATCHPILOT_ALERTS_QUEUE_URL": {"Ref": "AlertsQueue"},
         "BATCHPILOT_OWNER_TAG_KEY": {"Ref": "OwnerTagKey"},
         "BATCHPILOT_OWNER_DIRECT_MESSAGE": {"Ref": "OwnerDirectMessage"},
     }
@@ -229,6 +231,7 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
     sids = by_sid(role)
     assert set(sids) == {
         "PollOwnQueue",
+        "TimeIncidentSummaries",
         "WriteOwnLogs",
         "PublishToOnCallTopic",
         "OwnAlertRecords",
@@ -240,6 +243,10 @@ def test_role_is_least_privilege(template: dict[str, Any]) -> None:
     describe = sids["DescribePreemptedServiceJobs"]
     assert as_list(describe["Action"]) == ["batch:DescribeServiceJob"] and describe["Resource"] == "*"
     assert getatt(sids["PollOwnQueue"]["Resource"], "Arn") == "AlertsQueue"
+    # an incident's summary timer: one delayed message to its own queue, no other
+    timers = sids["TimeIncidentSummaries"]
+    assert as_list(timers["Action"]) == ["sqs:SendMessage"]
+    assert getatt(timers["Resource"], "Arn") == "AlertsQueue"
     assert getatt(sids["WriteOwnLogs"]["Resource"], "Arn") == "AlertsLogGroup"
     publish = sids["PublishToOnCallTopic"]
     assert as_list(publish["Action"]) == ["sns:Publish"]

@@ -338,6 +338,7 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
         "oncall_format": OnCallFormat.AMAZON_Q,
         "visibility_timeout": 720.0,
         "reserves": True,
+        "incident_window": 0.0,  # no BATCHPILOT_ALERTS_QUEUE_URL: no summary timers, no incidents
         "owner_tag_key": "",
     }
     defaults = AlertsSettings.from_environ(BASE_ENV, function="alerts")
@@ -346,6 +347,7 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
         "oncall_format": OnCallFormat.TEXT,
         "visibility_timeout": 360.0,  # AlertsQueue's VisibilityTimeout in template.yaml
         "reserves": True,
+        "incident_window": 0.0,
         "owner_tag_key": "",  # owners off
     }
 

@@ -134,7 +134,7 @@ def _log_record(record: RecordOutcome) -> None:
         return
     if record.suppressed is not None:
         count(_SUPPRESSED[record.suppressed])
-    if not (record.channels or record.suppressed):
+    if not (record.channels or record.suppressed or record.incident):
         count_outcome(record.outcome)
         return
     count_outcome(
@@ -145,6 +145,7 @@ def _log_record(record: RecordOutcome) -> None:
         severity=record.severity,
         channels=[c.value for c in record.channels],
         suppressed=record.suppressed,
+        incident=record.incident,  # joined an incident: counted in its update or summary
         error=record.error,
     )
 

@@ -126,24 +126,28 @@ def sns_digest(
     *,
     fallback: Fallback = (),
     body_format: OnCallFormat = OnCallFormat.TEXT,
+    total: int | None = None,
 ) -> SnsMessage:
     """One on-call message for a burst (same job queue, category and severity), listing every job
     (up to 500 lines; the rest counted). ``fallback`` and ``body_format``: as for
-    :func:`sns_message`."""
-    lines = [f"{severity.value.upper()}: {plain(group_headline(facts))}", "", *_fallback_lines(fallback)]
+    :func:`sns_message`; ``total``: facts it stands for when more than it lists (an incident's
+    summary)."""
+    count = max(total or 0, len(facts))
+    headline = group_headline(facts, total)
+    lines = [f"{severity.value.upper()}: {plain(headline)}", "", *_fallback_lines(fallback)]
     shown = list(facts)[:500]
     for fact in shown:
         reason = truncate(plain(fact.reason or ""), 300, ASCII_TRUNCATION_MARK)
         lines.append(f"- {fact.job_name or fact.subject} [{fact.status}] {reason}".rstrip())
         lines.append(f"  {fact.subject}")
-    if len(facts) > len(shown):
-        lines.append(f"... and {len(facts) - len(shown)} more")
+    if count > len(shown):
+        lines.append(f"... and {count - len(shown)} more")
     lines += ["", f"Why {severity.value}: {why}.", "-- batchpilot alerts"]
-    attributes = _attributes(severity, facts[0], fallback, group_size=str(len(facts)))
+    attributes = _attributes(severity, facts[0], fallback, group_size=str(count))
     body = fit_bytes("\n".join(lines), SNS_BODY_MAX_BYTES)
     if body_format is OnCallFormat.AMAZON_Q:
         notes = _fallback_lines(fallback)
-        body = custom_notification(list(facts), severity, why, group_headline(facts), attributes, notes)
+        body = custom_notification(list(facts), severity, why, headline, attributes, notes)
     prefix = f"[{severity.value.upper()}] "
-    short = digest_headline(facts, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK)
+    short = digest_headline(facts, SNS_SUBJECT_MAX - len(prefix), ASCII_TRUNCATION_MARK, total)
     return SnsMessage(subject=sanitize_subject(prefix + short), body=body, attributes=attributes)

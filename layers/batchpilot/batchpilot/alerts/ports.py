@@ -19,9 +19,10 @@ from batchpilot.alerts.facts import JobContext
 from batchpilot.alerts.policy import Channel, Severity
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     from batchpilot.alerts.facts import AlertFact
+    from batchpilot.alerts.incidents import IncidentKey, Membership, Stage
     from batchpilot.alerts.render import SnsMessage
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Claim",
     "ClaimState",
     "Delivery",
+    "IncidentTimer",
     "JobContext",
     "JobDirectory",
     "Notice",
@@ -85,11 +87,19 @@ class Notice:
     why: str
     max_items: int = 20
     destination: str | None = None
+    total: int | None = None
+    """Facts the message stands for when more than it lists (an incident's summary lists its
+    first fact and counts the rest); None: ``len(facts)``."""
+
+    @property
+    def count(self) -> int:
+        """Facts the message tells about: :attr:`total`, else ``len(facts)``."""
+        return max(self.total or 0, len(self.facts))
 
     @property
     def digest(self) -> bool:
-        """True for a burst of more than one fact."""
-        return len(self.facts) > 1
+        """True for a burst of more than one fact (or a summary counting more than it lists)."""
+        return self.count > 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +192,62 @@ class AlertStore(Protocol):
         """Remember ``thread`` for these subjects (a job and the jobs that continue it): for those
         that have none yet, or, with ``replace``, in place of the one recorded (an alarm that
         fires again opens a new thread)."""
+        ...
+
+    # ---------------------------------------------------------------- incidents
+    def join_incident(
+        self, key: IncidentKey, member: str, now: datetime, window: timedelta, body: str | bytes
+    ) -> Membership:
+        """Add the fact ``member`` (:func:`batchpilot.alerts.incidents.member_id`) to the open
+        incident of ``key``, or open one with it, keeping its SQS ``body`` for the summary
+        (conditional writes: concurrent invocations agree on one incident; the first fact joining
+        again is ``first`` again)."""
+        ...
+
+    def first_of(self, key: IncidentKey, incident: str) -> str | None:
+        """The SQS body of ``incident``'s first fact, or None when it was not kept."""
+        ...
+
+    def start_timer(self, key: IncidentKey, incident: str) -> None:
+        """Record that ``incident``'s summary timer was sent (after sending it: a lost record
+        only means a second timer, which the summary's claim makes harmless)."""
+        ...
+
+    def absorb(self, fact: AlertFact, incident: str, now: datetime) -> None:
+        """Mark a claimed fact ``sent`` as part of ``incident`` (it sends nothing on its own)."""
+        ...
+
+    def claim_stage(
+        self, key: IncidentKey, incident: str, stage: Stage, now: datetime, lease_until: datetime
+    ) -> Claim:
+        """Claim one stage message of an incident until ``lease_until`` (as :meth:`claim`)."""
+        ...
+
+    def mark_stage_delivered(
+        self, key: IncidentKey, incident: str, stage: Stage, channel: Channel, *, done: bool, now: datetime
+    ) -> None:
+        """Record one channel that delivered the stage; ``done`` marks it ``sent``."""
+        ...
+
+    def release_stage(self, key: IncidentKey, incident: str, stage: Stage) -> None:
+        """End a stage claim's lease now (a channel failed; a later try may claim it at once)."""
+        ...
+
+    def close_incident(
+        self, key: IncidentKey, incident: str, now: datetime, window: timedelta
+    ) -> Membership | None:
+        """Close ``incident`` once its window ended (it takes no more facts) and return its final
+        state; None when the key holds another incident (or none). Raises ``ValueError`` when
+        the window has not ended yet."""
+        ...
+
+
+class IncidentTimer(Protocol):
+    """Delayed messages to the alerts queue (:class:`~batchpilot.io.sqs.SqsTimer`)."""
+
+    def send_later(self, body: str, delay_seconds: int) -> None:
+        """Send ``body`` to the alerts queue, visible after ``delay_seconds`` (0-900). Raises when
+        SQS refuses or cannot be reached after botocore's retries."""
         ...
 
 

@@ -502,29 +502,32 @@ def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
     return [(label, value) for label, value in rows if value]
 
 
-def _group_parts(facts: Sequence[AlertFact]) -> tuple[str, str]:
+def _group_parts(facts: Sequence[AlertFact], total: int | None = None) -> tuple[str, str]:
     """``(lead, name)`` of a burst's headline: the job queue is the name :func:`digest_headline`
-    may elide."""
+    may elide. ``total``: facts the message stands for when more than it lists (a summary)."""
     first = facts[0]
+    count = max(total or 0, len(facts))
     if all(f.alarm for f in facts):
-        return f"{len(facts)} alarms: {first.status}", ""
+        return f"{count} alarms: {first.status}", ""
     kinds = {f.job_kind for f in facts}
     kind = _KIND_LABEL.get(first.job_kind, "job") if first.job_kind else "job"
     noun = kind + "s" if len(kinds) == 1 else "jobs"
     what = first.category.value if first.category else (first.status or first.event_kind.value)
-    lead = f"{len(facts)} {noun}: {what}"
+    lead = f"{count} {noun}: {what}"
     return (f"{lead} on ", plain(first.job_queue)) if first.job_queue else (lead, "")
 
 
-def group_headline(facts: Sequence[AlertFact]) -> str:
+def group_headline(facts: Sequence[AlertFact], total: int | None = None) -> str:
     """``40 container jobs: SPOT_INTERRUPTION on ml-training-highpri`` (``6 alarms: ALARM``): a
-    burst in one line."""
-    lead, queue = _group_parts(facts)
+    burst in one line (``total``: as :func:`_group_parts`)."""
+    lead, queue = _group_parts(facts, total)
     return lead + queue
 
 
-def digest_headline(facts: Sequence[AlertFact], limit: int, mark: str = ELISION_MARK) -> str:
+def digest_headline(
+    facts: Sequence[AlertFact], limit: int, mark: str = ELISION_MARK, total: int | None = None
+) -> str:
     """:func:`group_headline` in at most ``limit`` characters: the job queue's name (the burst's
     identity, up to 128 characters) elided in its middle when it does not fit."""
-    lead, queue = _group_parts(facts)
+    lead, queue = _group_parts(facts, total)
     return _fit(lead, queue, "", limit, mark)

@@ -51,7 +51,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -61,6 +61,18 @@ from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
 from batchpilot.alerts.facts import AlertFact, FactKind, JobContext, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
+from batchpilot.alerts.incidents import (
+    IncidentKey,
+    Membership,
+    Stage,
+    Timer,
+    incident_key,
+    member_id,
+    parse_timer,
+    summary_delay,
+    summary_why,
+    timer_body,
+)
 from batchpilot.alerts.oncall import sns_digest, sns_message
 from batchpilot.alerts.owners import OnceEach, OwnerProblem, event_tags, mentions_owner, owner_from_tags
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
@@ -68,6 +80,7 @@ from batchpilot.alerts.ports import (
     AlertStore,
     ClaimState,
     Delivery,
+    IncidentTimer,
     JobDirectory,
     Notice,
     Notifier,
@@ -90,6 +103,7 @@ __all__ = [
     "DEFERRED",
     "NOT_CONFIGURED",
     "STORE_CALLS_AFTER_CLAIM",
+    "SUMMARY_DETAIL_TYPE",
     "AlertService",
     "BatchResult",
     "RecordOutcome",
@@ -106,6 +120,8 @@ on-call publish, or the release of a claim whose delivery failed)."""
 DEFERRED = "deferred: too little time left in the invocation"
 """Error of a record not taken on for lack of time (reported failed, delivered again by SQS)."""
 NOT_CONFIGURED = "not_configured"
+SUMMARY_DETAIL_TYPE = "Incident Summary"
+"""What the logs call a summary timer's record (:mod:`batchpilot.alerts.incidents`)."""
 _PREEMPTION_KINDS = frozenset({FactKind.PREEMPTION_STARTED, FactKind.PREEMPTION_COMPLETED})
 """Facts whose event names only the job's ARN: looked up in the :class:`JobDirectory`."""
 """Reason of a chat channel the deployment did not configure (a fallback, not a failure)."""
@@ -170,6 +186,9 @@ class RecordOutcome:
     error: str | None = None
     unrecorded: list[Channel] = field(default_factory=list)
     warning: str | None = None
+    incident: str | None = None
+    """The incident the fact joined without a message of its own (counted in its update or
+    summary), or the incident a summary timer's record closed."""
     owner_note: tuple[str, str, Channel | None] | None = None
 
 
@@ -230,6 +249,11 @@ class _Entry:
     """Delivered channels whose record write failed → the error (written again at batch end)."""
     prior: frozenset[Channel] = frozenset()
     """Channels an earlier invocation recorded as delivered (the claim's)."""
+    body: str | bytes = ""
+    """The record's SQS body (an incident's first fact: carried by its summary timer)."""
+    key: IncidentKey | None = None
+    membership: Membership | None = None
+    """The fact's incident, once joined (:mod:`batchpilot.alerts.incidents`)."""
     refused: dict[Channel, str] = field(default_factory=dict)
     """Channels whose message AWS refused for good (:func:`batchpilot.shared.errors.is_permanent_code`,
     e.g. SNS ``InvalidParameter``) → what was refused: a retry would be refused again."""
@@ -319,6 +343,9 @@ class AlertService:
             delivers, none notified directly.
         oncall_format: the on-call topic's message body (plain text, or Amazon Q Developer's
             custom notification JSON).
+        incident_window: seconds an incident takes facts of its kind (:mod:`batchpilot.alerts.incidents`);
+            0: no incidents, every fact on its own (bursts grouped within a batch only).
+        timer: sends an incident's delayed summary timer to the alerts queue; None: no incidents.
         owner_tag_key: the tag naming a job's owner (:mod:`batchpilot.alerts.owners`); empty: no
             owners. A service job's tags (its events carry none) are looked up in ``directory``
             only for a fact that mentions its owner.
@@ -338,6 +365,8 @@ class AlertService:
         oncall_format: OnCallFormat = OnCallFormat.TEXT,
         visibility_timeout: float | None = None,
         reserves: bool = False,
+        incident_window: float = 0.0,
+        timer: IncidentTimer | None = None,
         owner_tag_key: str = "",
     ) -> None:
         self.policy = policy
@@ -351,9 +380,16 @@ class AlertService:
         self.directory = directory
         self.alarms = alarms or AlarmRouting()
         self.oncall_format = oncall_format
+        self.incident_window = timedelta(seconds=incident_window)
+        self.timer = timer
         self._warned: set[str] = set()
         self.owner_tag_key = owner_tag_key
         self._owners_said = OnceEach()
+
+    @property
+    def incidents(self) -> bool:
+        """Facts are grouped into incidents (a window and a timer for their summaries)."""
+        return self.incident_window > timedelta(0) and self.timer is not None
 
     # ------------------------------------------------------------------------------ entry point
     def process(self, records: Sequence[tuple[str, str | bytes]], time_left: TimeLeft) -> BatchResult:
@@ -369,17 +405,25 @@ class AlertService:
         """
         result = BatchResult(records=[])
         entries: list[_Entry] = []
+        timers: list[tuple[RecordOutcome, Timer]] = []
         for message_id, body in records:
             outcome = RecordOutcome(message_id)
             result.records.append(outcome)
+            timer = parse_timer(body) if self.incidents else None
+            if timer is not None:
+                outcome.detail_type = SUMMARY_DETAIL_TYPE
+                timers.append((outcome, timer))
+                continue
             entry = self._decode(outcome, body)
             if entry is not None:
+                entry.body = body
                 entries.append(entry)
 
         active = self._drop_in_batch_copies(entries)
         pace = _Pace(time_left)
         active = self._observe(active, pace)
         active = self._claim(active, pace, time_left)
+        active, members = self._join(active, pace)
         self._deliver_to_topic(active, result)
         fallbacks: dict[tuple[int, ...], _Fallback] = {}
         for channel in Channel:
@@ -404,6 +448,9 @@ class AlertService:
             entry.outcome.error = entry.outcome.error or f"not delivered to {missing}"
             with contextlib.suppress(Exception):  # else the lease simply runs out
                 self.store.release(entry.fact)
+        self._update_incidents(members, result, time_left)
+        for outcome, timer in timers:
+            self._summarize(outcome, timer, result, time_left)
         return result
 
     # ---------------------------------------------------------------------------------- stages
@@ -576,6 +623,253 @@ class AlertService:
             entry.prior = frozenset(claim.delivered) & entry.requested
             claimed.append(entry)
         return claimed
+
+    # ------------------------------------------------------------------------------ incidents
+    def _join(self, entries: list[_Entry], pace: _Pace) -> tuple[list[_Entry], list[_Entry]]:
+        """Put each claimed fact in its incident (:mod:`batchpilot.alerts.incidents`). Returns
+        the facts to deliver on their own (an incident's first, facts outside incidents) and the
+        members, which are marked sent in their incident (counted, no message of their own).
+        The first member starts the incident's summary timer."""
+        if not self.incidents:
+            return entries, []
+        now = self.clock()
+        alone: list[_Entry] = []
+        members: list[_Entry] = []
+        for entry in entries:
+            key = incident_key(entry.fact, entry.severity)
+            if key is None:
+                alone.append(entry)
+                continue
+            try:
+                membership = pace.timed(
+                    self.store.join_incident,
+                    key,
+                    member_id(entry.fact),
+                    now,
+                    self.incident_window,
+                    entry.body,
+                )
+            except Exception as exc:
+                self._store_failed(entry, exc)
+                self._give_back(entry)
+                continue
+            entry.key, entry.membership = key, membership
+            if membership.first:
+                alone.append(entry)
+                continue
+            try:
+                if not membership.timer:
+                    self._start_timer(key, membership, now)
+            except Exception as exc:
+                if is_permanent(exc):  # no summary can come: the fact goes out on its own
+                    entry.outcome.error = f"incident summary timer refused: {_error(exc)}"
+                    alone.append(entry)
+                    continue
+                entry.outcome.failed, entry.outcome.error = True, f"incident summary timer: {_error(exc)}"
+                self._give_back(entry)
+                continue
+            try:
+                pace.timed(self.store.absorb, entry.fact, membership.incident, now)
+            except Exception as exc:
+                self._store_failed(entry, exc)
+                self._give_back(entry)
+                continue
+            entry.done = True
+            entry.outcome.incident = membership.incident
+            members.append(entry)
+        return alone, members
+
+    def _give_back(self, entry: _Entry) -> None:
+        if entry.outcome.failed:  # a retry may claim it at once
+            with contextlib.suppress(Exception):
+                self.store.release(entry.fact)
+
+    def _start_timer(self, key: IncidentKey, membership: Membership, now: datetime) -> None:
+        """Send the incident's summary timer (delayed to its window's end), then record it."""
+        assert self.timer is not None  # incidents are on
+        body = timer_body(key, membership.incident)
+        self.timer.send_later(body, summary_delay(membership.opened_at, self.incident_window, now))
+        self.store.start_timer(key, membership.incident)
+
+    def _update_incidents(self, members: list[_Entry], result: BatchResult, time_left: TimeLeft) -> None:
+        """One update per incident (its first batch of members), one digest per chat channel, a
+        reply in the incident's thread where the channel threads; later members are counted only."""
+        groups: dict[tuple[IncidentKey, str], list[_Entry]] = {}
+        for entry in members:
+            assert entry.key is not None and entry.membership is not None
+            groups.setdefault((entry.key, entry.membership.incident), []).append(entry)
+        for (key, incident), group in groups.items():
+            chat: set[Channel] = {
+                c for c in group[0].requested if c is not Channel.SNS and c in self.channels
+            }
+            if chat:
+                notice = Notice(
+                    tuple(e.fact for e in group),
+                    key.severity,
+                    group[0].decision.why,
+                    self.policy.digest_max_items,
+                )
+                self._deliver_stage(key, incident, Stage.UPDATE, group, notice, chat, result, time_left)
+
+    def _summarize(
+        self, outcome: RecordOutcome, timer: Timer, result: BatchResult, time_left: TimeLeft
+    ) -> None:
+        """A summary timer came: close the incident and, when it took more than its first fact,
+        send its summary (every channel of its severity, the on-call topic included) once."""
+        key, incident = timer.key, timer.incident
+        outcome.incident = incident
+        now = self.clock()
+        try:
+            state = self.store.close_incident(key, incident, now, self.incident_window)
+        except ValueError as exc:  # its window has not ended (a timer cannot come early: retried)
+            outcome.failed, outcome.error = True, str(exc)
+            return
+        except Exception as exc:
+            outcome.failed, outcome.error = True, f"state store: {_error(exc)}"
+            return
+        if state is None:
+            outcome.outcome = Outcome.IGNORED
+            outcome.rejected = Rejected(
+                Outcome.IGNORED, None, SUMMARY_DETAIL_TYPE, "the incident is not the one its key holds"
+            )
+            return
+        first: _Entry | None = None
+        if state.count > 1:
+            try:
+                body = self.store.first_of(key, incident)
+            except Exception as exc:
+                outcome.failed, outcome.error = True, f"state store: {_error(exc)}"
+                return
+            first = self._decode(RecordOutcome(outcome.message_id), body) if body else None
+        if state.count <= 1 or first is None:
+            # Nothing joined the first fact (its message said it all), or its event was not kept
+            # (over the store's size bound): the update, if any, stands as the last word.
+            outcome.error = None if state.count <= 1 else "summary skipped: the first fact was not kept"
+            return
+        outcome.severity = key.severity
+        why = summary_why(key, state.count, state.opened_at, self.incident_window)
+        notice = Notice((first.fact,), key.severity, why, self.policy.digest_max_items, total=state.count)
+        first.outcome = outcome
+        wanted = {c for c in first.requested if c is Channel.SNS or c in self.channels}
+        self._deliver_stage(key, incident, Stage.SUMMARY, [first], notice, wanted, result, time_left)
+
+    def _deliver_stage(
+        self,
+        key: IncidentKey,
+        incident: str,
+        stage: Stage,
+        entries: list[_Entry],
+        notice: Notice,
+        channels: set[Channel],
+        result: BatchResult,
+        time_left: TimeLeft,
+    ) -> None:
+        """Deliver one stage message of an incident to ``channels``, exactly once each: a
+        conditional claim, one delivery record per channel; a channel that failed leaves the
+        claim released (an update: the next batch of members may try it; a summary: its timer's
+        record is retried)."""
+        now = self.clock()
+        lease = self.visibility_timeout if self.visibility_timeout is not None else max(0.0, time_left())
+        summary = stage is Stage.SUMMARY
+        owner = entries[0].outcome
+        try:
+            claim = self.store.claim_stage(
+                key, incident, stage, now, now + timedelta(seconds=lease + self.lease_margin)
+            )
+        except Exception as exc:
+            if summary:
+                owner.failed, owner.error = True, f"state store: {_error(exc)}"
+            return
+        if claim.state is ClaimState.SENT or claim.state is ClaimState.BUSY:
+            if summary and claim.state is ClaimState.BUSY:
+                owner.failed, owner.error = True, "being delivered by another invocation (lease held)"
+            elif summary:
+                owner.outcome, owner.suppressed = Outcome.DUPLICATE, Suppressed.DUPLICATE
+            return
+        delivered = set(claim.delivered) & channels
+        missing = sorted(channels - delivered)
+        for channel in missing:
+            ok = self._send_stage(key, incident, channel, entries, notice, result, time_left)
+            if not ok:
+                continue
+            delivered.add(channel)
+            if summary and channel not in owner.channels:
+                owner.channels.append(channel)
+            try:
+                self.store.mark_stage_delivered(
+                    key, incident, stage, channel, done=delivered >= channels, now=self.clock()
+                )
+            except Exception as exc:
+                owner.unrecorded.append(channel)
+                owner.error = f"delivered but not recorded ({channel.value}: {_error(exc)})"
+        if delivered >= channels:
+            return
+        with contextlib.suppress(Exception):  # else the lease simply runs out
+            self.store.release_stage(key, incident, stage)
+        if summary:
+            owner.failed = True
+            owner.error = owner.error or "summary not delivered to " + ", ".join(
+                sorted(c.value for c in channels - delivered)
+            )
+
+    def _send_stage(
+        self,
+        key: IncidentKey,
+        incident: str,
+        channel: Channel,
+        entries: list[_Entry],
+        notice: Notice,
+        result: BatchResult,
+        time_left: TimeLeft,
+    ) -> bool:
+        first = entries[0]
+        if channel is Channel.SNS:
+            fmt = self.oncall_format
+            message = sns_digest(
+                list(notice.facts), notice.severity, notice.why, body_format=fmt, total=notice.total
+            )
+            try:
+                error = self.topic.publish([message])[0]
+            except Exception as exc:
+                error = _error(exc)
+            if error is None:
+                result.delivered(Channel.SNS, notice.severity, entries)
+                return True
+            result.failed.append((Channel.SNS, error))
+            return False
+        notifier = self.channels.get(channel)
+        if notifier is None:
+            return False
+        destination = self._destination(channel, first)
+        addressed = dataclasses.replace(notice, destination=destination)
+
+        def budget() -> float:
+            return time_left() - CHAT_RESERVE_SECONDS
+
+        if budget() < MIN_REQUEST_SECONDS:
+            result.failed.append((channel, DEADLINE))
+            return False
+        thread = None
+        if notifier.threads:
+            with contextlib.suppress(Exception):  # no thread: post at top level
+                thread = self.store.thread_of(
+                    channel, self._thread_subject(key.thread_subject(incident), destination)
+                )
+        delivery = self._post(notifier, addressed, thread, budget)
+        if delivery.delivered:
+            result.delivered(channel, notice.severity, entries)
+            return True
+        result.failed.append((channel, delivery.reason or "unknown"))
+        return False
+
+    def _remember_incident_thread(self, channel: Channel, entry: _Entry, thread: str) -> None:
+        """An incident's first message: its thread is where the incident's update and summary go."""
+        if entry.key is None or entry.membership is None:
+            return
+        destination = self._destination(channel, entry)
+        subject = self._thread_subject(entry.key.thread_subject(entry.membership.incident), destination)
+        with contextlib.suppress(Exception):  # cosmetic: the update then posts at top level
+            self.store.save_thread(channel, [subject], thread, self.clock())
 
     def _refused(self, entry: _Entry) -> None:
         """Every channel still missing refused the fact for good: the record is ``invalid`` and
@@ -750,6 +1044,7 @@ class AlertService:
                     self._mark(entry, channel, channel)
                 if delivery.thread and notifier is not None and notifier.threads and not notice.digest:
                     self._remember_thread(channel, first, destination, thread, delivery.thread)
+                    self._remember_incident_thread(channel, first, thread or delivery.thread)
                 continue
             if delivery.reason in _DOWN_REASONS:
                 down = delivery.reason

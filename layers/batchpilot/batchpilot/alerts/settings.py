@@ -9,6 +9,7 @@ from typing import Annotated, ClassVar, TypedDict
 from pydantic import Field, ValidationInfo, field_validator
 
 from batchpilot.alerts.alarms import AlarmRouting
+from batchpilot.alerts.incidents import DEFAULT_WINDOW_MINUTES, MAX_WINDOW_MINUTES
 from batchpilot.alerts.policy import Channel, PolicyError, RoutingPolicy, load_policy
 from batchpilot.alerts.render import OnCallFormat
 from batchpilot.shared.settings import FunctionSettings
@@ -24,6 +25,7 @@ class ServiceArgs(TypedDict):
     oncall_format: OnCallFormat
     visibility_timeout: float
     reserves: bool
+    incident_window: float
     owner_tag_key: str
 
 
@@ -69,6 +71,12 @@ class AlertsSettings(FunctionSettings):
         queue_visibility_timeout: seconds, the AlertsQueue's ``VisibilityTimeout``
             (``BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT``, default 360, as template.yaml sets it): a
             claim's lease outlives the redelivery of the record it guards.
+        incident_window_minutes: minutes an incident takes facts of one kind on one job queue or
+            share (``BATCHPILOT_INCIDENT_WINDOW_MINUTES``, template parameter
+            ``AlertIncidentWindowMinutes``, default 10, 0 to 15: its summary's timer is one SQS
+            delayed message, at most 900 s); 0 turns incidents off (bursts grouped per batch only).
+        alerts_queue_url: the alerts queue (``BATCHPILOT_ALERTS_QUEUE_URL``), where incident
+            summary timers go; empty: no incidents.
     """
 
     function: str = Field(default="alerts", min_length=1, max_length=64)
@@ -88,6 +96,8 @@ class AlertsSettings(FunctionSettings):
     alarms_notified_directly: str = Field(default="", max_length=8192, pattern=r"^[^\x00-\x1f\x7f]*$")
     oncall_message_format: OnCallFormat = OnCallFormat.TEXT
     queue_visibility_timeout: int = Field(default=360, ge=0, le=43200)  # SQS VisibilityTimeout range
+    incident_window_minutes: int = Field(default=DEFAULT_WINDOW_MINUTES, ge=0, le=MAX_WINDOW_MINUTES)
+    alerts_queue_url: str = Field(default="", max_length=1024, pattern=r"^(|https?://\S+)$")
     owner_tag_key: str = Field(default="")
     owner_direct_message: bool = False
 
@@ -103,6 +113,8 @@ class AlertsSettings(FunctionSettings):
         "alarms_notified_directly": "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY",
         "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
         "queue_visibility_timeout": "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT",
+        "incident_window_minutes": "BATCHPILOT_INCIDENT_WINDOW_MINUTES",
+        "alerts_queue_url": "BATCHPILOT_ALERTS_QUEUE_URL",
         "owner_tag_key": "BATCHPILOT_OWNER_TAG_KEY",
         "owner_direct_message": "BATCHPILOT_OWNER_DIRECT_MESSAGE",
     }
@@ -211,5 +223,6 @@ class AlertsSettings(FunctionSettings):
             "oncall_format": self.oncall_message_format,
             "visibility_timeout": float(self.queue_visibility_timeout),
             "reserves": True,
+            "incident_window": 60.0 * self.incident_window_minutes if self.alerts_queue_url else 0.0,
             "owner_tag_key": self.owner_tag_key,
         }

@@ -247,16 +247,18 @@ def with_mention(message: SlackMessage, user_id: str) -> SlackMessage:
 
 
 def slack_digest(
-    facts: Sequence[AlertFact], severity: Severity, why: str, max_items: int = 20
+    facts: Sequence[AlertFact], severity: Severity, why: str, max_items: int = 20, total: int | None = None
 ) -> SlackMessage:
     """One Block Kit digest for a burst: header, a summary, one line per job for the first
-    ``max_items`` jobs (linked to the console), then "…and N more". Always ≤50 blocks."""
+    ``max_items`` jobs (linked to the console), then "…and N more". Always ≤50 blocks.
+    ``total``: facts it stands for when more than it lists (an incident's summary)."""
     first = facts[0]
-    blocks: list[dict[str, Any]] = [_header(severity, digest_headline(facts, _header_room(severity)))]
+    count = max(total or 0, len(facts))
+    header = digest_headline(facts, _header_room(severity), total=total)
+    blocks: list[dict[str, Any]] = [_header(severity, header)]
     category = first.category.value if first.category else "-"
-    summary = (
-        f"*{len(facts)}* jobs in one batch of events share job queue *{_mrkdwn(first.job_queue or '-')}*"
-    )
+    where = "one incident" if total else "one batch of events"
+    summary = f"*{count}* jobs in {where} share job queue *{_mrkdwn(first.job_queue or '-')}*"
     summary += f", category *{_mrkdwn(category)}* and severity *{severity.value}*."
     if all(f.alarm for f in facts):
         summary = f"*{len(facts)}* alarms went to *{first.status}* in one batch of events"
@@ -278,13 +280,13 @@ def slack_digest(
         chunk.append(line)
     if chunk:
         blocks.append(_section("\n".join(chunk)))
-    hidden = len(facts) - len(lines)
+    hidden = count - len(lines)
     if hidden > 0:
         blocks.append(_context(f"…and {hidden} more (list truncated)"))
     blocks.append(_context(_mrkdwn(f"Why {severity.value}: {why}.")))
     if len(blocks) > MAX_BLOCKS:  # only with absurd settings: keep the header, summary and the end
         blocks = [*blocks[: MAX_BLOCKS - 2], _context("…list truncated to fit Slack's 50 blocks"), blocks[-1]]
-    return SlackMessage(text=_mrkdwn(top_text(severity, group_headline(facts))), blocks=blocks)
+    return SlackMessage(text=_mrkdwn(top_text(severity, group_headline(facts, total))), blocks=blocks)
 
 
 def payload_size(message: SlackMessage) -> int:
@@ -507,7 +509,7 @@ class SlackNotifier:
         """One fact's message, or a burst's digest (:func:`slack_message`, :func:`slack_digest`),
         addressed to ``notice.destination`` when a policy route chose a channel."""
         if notice.digest:
-            message = slack_digest(notice.facts, notice.severity, notice.why, notice.max_items)
+            message = slack_digest(notice.facts, notice.severity, notice.why, notice.max_items, notice.total)
         else:
             message = slack_message(notice.facts[0], notice.severity, notice.why)
         return replace(message, channel=notice.destination) if notice.destination else message

@@ -249,9 +249,13 @@ def teams_message(fact: AlertFact, severity: Severity, why: str) -> TeamsMessage
     return message
 
 
-def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) -> TeamsMessage:
+def _digest(
+    facts: list[AlertFact], severity: Severity, why: str, shown: int, total: int | None = None
+) -> TeamsMessage:
     first = facts[0]
-    body = _header(severity, digest_headline(facts, TITLE_MAX))
+    count = max(total or 0, len(facts))
+    where = "one incident" if total else "one batch of events"
+    body = _header(severity, digest_headline(facts, TITLE_MAX, total=total))
     category = first.category.value if first.category else "-"
     if all(f.alarm for f in facts):
         said = (
@@ -261,7 +265,7 @@ def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) ->
     else:
         body.append(
             _rich(
-                _run(f"{len(facts)} jobs in one batch of events share job queue "),
+                _run(f"{count} jobs in {where} share job queue "),
                 _run(truncate(plain(first.job_queue or "-"), VALUE_MAX), weight="Bolder"),
                 _run(f", category {category} and severity {severity.value}."),
                 separator=True,
@@ -281,23 +285,25 @@ def _digest(facts: list[AlertFact], severity: Severity, why: str, shown: int) ->
                 _run(f"{status}{attempt}" + (f": {reason}" if reason else "")),
             )
         )
-    hidden = len(facts) - min(shown, len(facts))
+    hidden = count - min(shown, len(facts))
     if hidden > 0:
         body.append(_rich(_run(f"…and {hidden} more (list truncated)", isSubtle=True)))
     body.append(_why(severity, why))
-    text = top_text(severity, group_headline(facts))
+    text = top_text(severity, group_headline(facts, total))
     return TeamsMessage(text=text, card=_card(text, body, []))
 
 
-def teams_digest(facts: list[AlertFact], severity: Severity, why: str, max_items: int = 20) -> TeamsMessage:
+def teams_digest(
+    facts: list[AlertFact], severity: Severity, why: str, max_items: int = 20, total: int | None = None
+) -> TeamsMessage:
     """One Adaptive Card for a burst: the severity, the headline, a summary, one line per job for
     the first ``max_items`` jobs (each name opens its console page), then "…and N more". Fewer
     jobs are listed when the card would exceed :data:`MAX_PAYLOAD_BYTES`."""
     shown = max_items
-    message = _digest(facts, severity, why, shown)
+    message = _digest(facts, severity, why, shown, total)
     while not _fits(message) and shown > 0:
         shown //= 2
-        message = _digest(facts, severity, why, shown)
+        message = _digest(facts, severity, why, shown, total)
     return message
 
 
@@ -329,5 +335,7 @@ class TeamsNotifier(WebhookNotifier[TeamsMessage]):
     def render(self, notice: Notice) -> TeamsMessage:
         """One fact's card, or a burst's digest (:func:`teams_message`, :func:`teams_digest`)."""
         if notice.digest:
-            return teams_digest(list(notice.facts), notice.severity, notice.why, notice.max_items)
+            return teams_digest(
+                list(notice.facts), notice.severity, notice.why, notice.max_items, notice.total
+            )
         return teams_message(notice.facts[0], notice.severity, notice.why)
