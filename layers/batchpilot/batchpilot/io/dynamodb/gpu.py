@@ -1,7 +1,7 @@
 """The GPU activity check's items on the StateTable (implements
 :class:`batchpilot.gpu.ports.EpisodeStore`), through the one codec.
 
-- ``pk = gpu#idle``, ``sk = <job ARN>`` (``key_part``): the job's open idle episode (``arn``,
+- ``pk = ledger#gpu-idle``, ``sk = <job ARN>`` (``key_part``): the job's open idle episode (``arn``,
   ``reason``, ``since`` its first idle minute, ``at`` when claimed, ``published`` once its ``Job
   GPU Idle`` was accepted), deleted when the episode ends; ``expires_at`` (TTL) drops one left by a
   job that ended while the function was not running. One partition: the open episodes are few
@@ -28,7 +28,7 @@ EPISODE_TTL = timedelta(days=14)
 EPISODE_LEASE = timedelta(minutes=15)
 """How long a claim not yet marked published holds: longer than the ledger function's timeout, so
 only a claim whose invocation died between the claim and the publish is taken over."""
-_PK = "gpu#idle"
+_PK = "ledger#gpu-idle"  # the ledger function's keys: its role may write ledger#* only
 
 
 class GpuEpisodeStore:
@@ -43,7 +43,7 @@ class GpuEpisodeStore:
         self._table = table
 
     def open_episodes(self) -> dict[str, Episode]:
-        """Query of ``gpu#idle``, every page (consistent: a claim made a minute ago is seen)."""
+        """Query of ``ledger#gpu-idle``, every page (consistent: a claim made a minute ago is seen)."""
         paginator = self._client.get_paginator("query")
         pages = paginator.paginate(
             TableName=self._table,
