@@ -25,8 +25,9 @@ started; SageMaker's ``startedAt``, else the ledger's attempt start):
 - :attr:`GpuState.UNKNOWN`: too few datapoints (warm-up, delayed or missing metrics, a throttled
   read): nothing is decided.
 
-A window counts as covered when its datapoints span at least ``window`` minus :data:`SLACK` and
-number at least :data:`COVERAGE` of its minutes.
+A run of minutes covers the window when its first minute is at least ``window`` before the run's
+time and it holds datapoints for at least :data:`COVERAGE` of the window's minutes (late or
+missing minutes tolerated); the latest datapoint must be at most :data:`SLACK` old.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ NAMESPACE = "/aws/sagemaker/TrainingJobs"
 GPU_UTILIZATION = "GPUUtilization"
 GPU_MEMORY = "GPUMemoryUtilization"
 SLACK = timedelta(minutes=5)
-"""How much shorter than the window its datapoints may span (late or missing minutes)."""
+"""How old a job's latest datapoint may be for anything to be decided (metrics arrive late)."""
 COVERAGE = 0.8
 """Share of a window's minutes that must have a datapoint for it to count."""
 _MINUTE = timedelta(minutes=1)
@@ -198,11 +199,8 @@ class Assessment:
     latest: float | None = None
 
 
-def _covered(run: Sequence[tuple[datetime, float]], window: timedelta) -> bool:
-    if not run:
-        return False
-    spans = run[-1][0] - run[0][0] + _MINUTE
-    return spans >= window - SLACK and len(run) >= COVERAGE * (window / _MINUTE)
+def _covered(run: Sequence[tuple[datetime, float]], window: timedelta, now: datetime) -> bool:
+    return bool(run) and now - run[0][0] >= window and len(run) >= COVERAGE * (window / _MINUTE)
 
 
 def _trailing(minutes: Sequence[tuple[datetime, float]], below: float) -> list[tuple[datetime, float]]:
@@ -230,12 +228,12 @@ def assess(
     if latest >= rules.threshold:
         return Assessment(GpuState.ACTIVE, latest=latest)
     stopped = _trailing(minutes, rules.near_zero)
-    if _covered(stopped, rules.window):
+    if _covered(stopped, rules.window, now):
         before = minutes[: len(minutes) - len(stopped)]
         if any(value >= rules.working for _, value in before):
             return Assessment(GpuState.STALLED, stopped[0][0], latest)
     idle = _trailing(minutes, rules.threshold)
-    if _covered(idle, rules.window):
+    if _covered(idle, rules.window, now):
         return Assessment(GpuState.IDLE, idle[0][0], latest)
     return Assessment(GpuState.UNKNOWN, latest=latest)
 
