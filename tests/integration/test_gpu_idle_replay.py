@@ -43,11 +43,13 @@ def test_gpu_activity_per_share_every_run(ticks: list[EventReport]) -> None:
     assert gauge(ticks[0], "GpuActivityP10", **TEAMB) == pytest.approx(3)
     # One minute of 16 GPUs at 3 %: 16 x 0.97 / 60 GPU-hours.
     assert gauge(ticks[0], "IdleGpuHours", **TEAMB) == pytest.approx(16 * 0.97 / 60)
+    prod = {"JobQueue": "prod-q", "QuotaShare": "prod"}  # a quota share's job at 90 %
+    assert [gauge(r, "GpuActivity", **prod) for r in ticks] == pytest.approx([90] * 5)
 
 
 def test_the_forgotten_job_and_the_hung_one_are_reported_once_each(ticks: list[EventReport]) -> None:
     found = [idle_events(report) for report in ticks]
-    assert [len(events) for events in found] == [0, 0, 1, 1, 0]
+    assert [len(events) for events in found] == [0, 0, 1, 1, 0]  # never eval-prod, at work
     idle, stalled = found[2][0]["detail"], found[3][0]["detail"]
     assert (idle["job_name"], idle["reason"], idle["share_identifier"]) == (
         "notebook-forgotten",
