@@ -73,7 +73,8 @@ def _plain(value: Any) -> Any:
 def function_on_stack(frame: Any = None) -> str | None:
     """The function whose code is outermost on the stack from ``frame`` (default: the caller's):
     the ``<name>`` of ``functions/<name>/app.py`` or of a ``batchpilot.<name>`` package other than
-    ``shared`` and ``io`` (``batchpilot.gpu``: the ledger function, whose schedule runs it); None when no function's code is on the stack."""
+    ``shared`` and ``io`` (``batchpilot.gpu``: the ledger function, whose schedule runs it); None
+    when no function's code is on the stack."""
     current = frame if frame is not None else inspect.currentframe()
     found: str | None = None
     while current is not None:
