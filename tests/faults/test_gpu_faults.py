@@ -171,3 +171,21 @@ def test_a_failed_publish_gives_the_claim_back() -> None:
         assert check(store, publisher, IDLE_AT).unpublished == 1
         assert check(store, publisher, IDLE_AT + timedelta(minutes=1)).idle == 1
     assert len(publisher.events) == 1
+
+
+def test_a_throttled_describe_of_a_service_job_leaves_it_unread_not_the_run_failed() -> None:
+    # A service job's training job comes from DescribeServiceJob; throttled for good, the job is
+    # counted uncovered this run and the standalone job beside it is still decided.
+    publisher = ListPublisher()
+    service_arn = "arn:aws:batch:us-east-1:111122223333:service-job/gpu-fault-sj"
+    with harness(world()), HttpFaults() as faults:
+        store = ledger()
+        details = JobDetails(queue="q", instance_type="ml.p4d.24xlarge", instances=1, name="sj", sized=True)
+        store.jobs[service_arn] = LedgerJob(
+            service_arn, JobKind.SERVICE_JOB, details, JobStatus.RUNNING, STARTED, attempt_started_at=STARTED
+        )
+        store.registry["q"] = "env"
+        faults.add("batch", "DescribeServiceJob", FaultKind.THROTTLE, times=None)
+        summary = check(store, publisher, IDLE_AT)
+    assert summary.uncovered == 1 and "DescribeServiceJob" in summary.errors[0]
+    assert [e.job_arn for e in publisher.events if isinstance(e, JobGpuIdle)] == [ARN]

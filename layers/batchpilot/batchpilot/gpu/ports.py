@@ -30,6 +30,7 @@ __all__ = [
     "RunningJobs",
     "SeriesRead",
     "TrainingJobNames",
+    "TrainingJobUnreadable",
 ]
 
 
@@ -90,6 +91,11 @@ class RunningJobs(Protocol):
         ...
 
 
+class TrainingJobUnreadable(RuntimeError):
+    """A service job's training job could not be read (DescribeServiceJob throttled after
+    botocore's retries, denied, out of time): the job is left unread this run, asked again next."""
+
+
 class TrainingJobNames(Protocol):
     """A service job's training job (:class:`batchpilot.io.batch.ServiceJobAttempts`)."""
 
@@ -99,7 +105,7 @@ class TrainingJobNames(Protocol):
         Batch names none yet or no longer knows the job.
 
         Raises:
-            botocore.exceptions.ClientError: any other failure (throttling after retries).
+            TrainingJobUnreadable: any other failure (throttling after retries, access denied).
         """
         ...
 

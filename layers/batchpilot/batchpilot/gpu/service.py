@@ -56,6 +56,7 @@ from batchpilot.gpu.ports import (
     MetricSink,
     RunningJobs,
     TrainingJobNames,
+    TrainingJobUnreadable,
 )
 from batchpilot.ledger.model import JobStatus, LedgerJob
 from batchpilot.shared.classification import JobKind
@@ -150,8 +151,9 @@ class GpuActivityService:
         """One run at ``now`` (the schedule's time, aware UTC).
 
         Raises:
-            botocore.exceptions.ClientError: DynamoDB or DescribeServiceJob failed (the run fails;
-                the next minute's starts over). GetMetricData failures are counted, never raised.
+            botocore.exceptions.ClientError: DynamoDB failed (the run fails; the next minute's
+                starts over). GetMetricData and DescribeServiceJob failures are counted (``unread``,
+                ``uncovered``, ``errors``), never raised.
         """
         summary = GpuRunSummary()
         running = self._running()
@@ -162,7 +164,11 @@ class GpuActivityService:
             summary.resolved += 1
         readable: list[GpuJob] = []
         for job in running:
-            made = gpu_job(job, self._training_job(job))
+            try:
+                made = gpu_job(job, self._training_job(job))
+            except TrainingJobUnreadable as exc:
+                summary.errors.append(str(exc))
+                made = None
             if made is None:
                 summary.uncovered += 1
             else:
@@ -172,7 +178,8 @@ class GpuActivityService:
         wanted, where = queries(readable)
         summary.queries = len(wanted)
         read = self.metrics.read(wanted, now - self.rules.span, now)
-        summary.requests, summary.unread, summary.errors = read.requests, len(read.failed), read.errors
+        summary.requests, summary.unread = read.requests, len(read.failed)
+        summary.errors.extend(read.errors)
         failed = {where[qid][0] for qid in read.failed}
         per_job: dict[int, dict[str, list[tuple[datetime, float]]]] = {}
         for qid, series in read.values.items():

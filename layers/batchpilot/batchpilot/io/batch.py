@@ -656,14 +656,21 @@ class ServiceJobAttempts:
         named yet or AWS Batch no longer knows the job (``ClientException``).
 
         Raises:
-            botocore.exceptions.ClientError: any other error (throttling already retried).
+            TrainingJobUnreadable: any other error (throttling already retried, access denied,
+                no time left), its operation and code in the message.
         """
+        from batchpilot.gpu.ports import TrainingJobUnreadable
+        from batchpilot.shared.deadline import DeadlineExceeded
+        from batchpilot.shared.errors import describe as describe_error
+
         try:
             job = self._client.describe_service_job(jobId=(resource_name(arn) or arn))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in _NOT_FOUND:
                 return None
-            raise
+            raise TrainingJobUnreadable(describe_error(exc, "DescribeServiceJob")) from None
+        except (BotoCoreError, DeadlineExceeded) as exc:
+            raise TrainingJobUnreadable(describe_error(exc, "DescribeServiceJob")) from None
         for attempt in (job.get("latestAttempt"), *reversed(job.get("attempts") or [])):
             resource = (attempt or {}).get("serviceResourceId") or {}
             name = resource_name(resource.get("value"))
