@@ -55,6 +55,14 @@ top-level ``text`` or blocks, at most 50 blocks, header ≤150, section text ≤
 broken, so truncation is tested against the same rule Slack applies. ``chat.postMessage`` also
 checks the bot token (``invalid_auth``).
 
+``users.lookupByEmail`` (GET or POST, ``email``) answers from :attr:`LocalSlack.users` (e-mail →
+user id; :data:`LOCAL_USERS`, the sample events' owners, to begin with) as Slack does:
+``{"ok": true, "user": {"id", ...}}``, ``users_not_found`` for an address it does not know,
+``invalid_auth`` for another token, or, per :meth:`LocalSlack.fail_lookups` mode,
+``rate_limited`` (429 ``ratelimited`` with ``Retry-After``), ``missing_scope`` (a token without
+``users:read.email``), ``server_error`` (500) or ``timeout`` (the answer after ``delay`` seconds).
+Lookups are recorded apart from messages (:attr:`LocalSlack.lookups`): they are never "delivered".
+
 The Teams side answers like the trigger of a "Post to a channel when a webhook request is received"
 workflow: 202 Accepted with an empty body for a message it takes; 401 when the URL's ``sig`` is not
 the workflow's; 400 for a body that is not a message with one Adaptive Card attachment
@@ -81,6 +89,7 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
     "FAILURE_MODES",
+    "LOCAL_USERS",
     "TEAMS_FAILURE_MODES",
     "TEAMS_MAX_MESSAGE_BYTES",
     "WEBHOOK_FAILURE_MODES",
@@ -88,6 +97,7 @@ __all__ = [
     "LocalSlack",
     "LocalTeams",
     "LocalWebhook",
+    "LookupRequest",
     "SlackRequest",
     "TeamsRequest",
     "WebhookRequest",
@@ -353,6 +363,25 @@ def adaptive_card_problem(payload: Mapping[str, Any]) -> str | None:
     for index, element in enumerate(body):
         if not isinstance(element, Mapping) or not isinstance(element.get("type"), str):
             return f"body element {index} has no type"
+    return _mention_problem(card, body)
+
+
+def _mention_problem(card: Mapping[str, Any], body: list[Any]) -> str | None:
+    """A mention Teams could not show: each ``msteams.entities`` mention needs ``text`` found in a
+    ``TextBlock`` of the body and a ``mentioned.id``."""
+    msteams = card.get("msteams")
+    entities = msteams.get("entities", []) if isinstance(msteams, Mapping) else []
+    if not isinstance(entities, list):
+        return "msteams.entities must be a list"
+    texts = [str(e.get("text", "")) for e in body if isinstance(e, Mapping) and e.get("type") == "TextBlock"]
+    for index, entity in enumerate(entities):
+        if not isinstance(entity, Mapping) or entity.get("type") != "mention":
+            continue
+        tag, mentioned = entity.get("text"), entity.get("mentioned")
+        if not isinstance(tag, str) or not any(tag in text for text in texts):
+            return f"mention {index}: its text is in no TextBlock"
+        if not isinstance(mentioned, Mapping) or not mentioned.get("id"):
+            return f"mention {index}: mentioned.id is required"
     return None
 
 
@@ -469,6 +498,24 @@ class _Side(Generic[R]):
             self._requests.clear()
 
 
+LOCAL_USERS: dict[str, str] = {
+    "ana.lima@example.com": "U0ANALIMA1",
+    "kenji.sato@example.com": "U0KENJISA2",
+    "priya.nair@example.com": "U0PRIYANA3",
+}
+"""The local Slack workspace's people (e-mail → user id): the owners the sample events tag."""
+
+
+@dataclass(frozen=True)
+class LookupRequest:
+    """One ``users.lookupByEmail`` request: the address asked, the status and body answered."""
+
+    email: str
+    status: int
+    answer: str
+    authorized: bool = True
+
+
 class LocalSlack(_Side[SlackRequest]):
     """The Slack side: an incoming webhook and ``chat.postMessage`` (see the module docstring).
 
@@ -488,6 +535,45 @@ class LocalSlack(_Side[SlackRequest]):
         self.channel = channel
         self.webhook_path = webhook_path
         self._next_ts = 0
+        self.users: dict[str, str] = dict(LOCAL_USERS)
+        """E-mail address (lower case) → user id, what ``users.lookupByEmail`` finds."""
+        self.lookups: list[LookupRequest] = []
+        """Every ``users.lookupByEmail`` request, in order."""
+        self._lookup_failure: tuple[str, int, float] | None = None
+
+    def fail_lookups(self, mode: str | None, *, retry_after: int = 1, delay: float = 5.0) -> None:
+        """Answer every ``users.lookupByEmail`` with ``mode`` (``rate_limited``, ``missing_scope``,
+        ``server_error``, ``timeout``) from now on; None answers normally again."""
+        if mode is not None and mode not in ("rate_limited", "missing_scope", "server_error", "timeout"):
+            raise ValueError(f"unknown lookup failure mode: {mode}")
+        self._lookup_failure = (mode, retry_after, delay) if mode is not None else None
+
+    def answer_lookup(self, email: str, headers: Any) -> tuple[int, str, dict[str, str], float]:
+        """Status, body, headers and delay of a ``users.lookupByEmail`` request (recorded)."""
+        authorized = headers.get("Authorization") == f"Bearer {self.bot_token}"
+        failure = self._lookup_failure
+        delay = 0.0
+        answer_headers: dict[str, str] = {}
+        if not authorized:
+            status, body = 200, {"ok": False, "error": "invalid_auth"}
+        elif failure is not None and failure[0] == "rate_limited":
+            status, body = 429, {"ok": False, "error": "ratelimited"}
+            answer_headers = {"Retry-After": str(failure[1])}
+        elif failure is not None and failure[0] == "missing_scope":
+            status, body = 200, {"ok": False, "error": "missing_scope", "needed": "users:read.email"}
+        elif failure is not None and failure[0] == "server_error":
+            status, body = 500, {}
+        else:
+            delay = failure[2] if failure is not None else 0.0
+            user = self.users.get(email.strip().lower())
+            if user is None:
+                status, body = 200, {"ok": False, "error": "users_not_found"}
+            else:
+                status, body = 200, {"ok": True, "user": {"id": user, "profile": {"email": email}}}
+        text = json.dumps(body) if body else ""
+        with self._lock:
+            self.lookups.append(LookupRequest(email, status, text, authorized))
+        return status, text, answer_headers, delay
 
     @property
     def webhook_url(self) -> str:
@@ -670,6 +756,27 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: the endpoint records requests instead of printing them."""
 
+    def do_GET(self) -> None:
+        """``users.lookupByEmail`` (slack-sdk sends it as a GET with the address in the query)."""
+        parts = urlsplit(self.path)
+        if parts.path != "/api/users.lookupByEmail":
+            self._answer(404, "", {}, 0.0)
+            return
+        email = (parse_qs(parts.query).get("email") or [""])[-1]
+        self._answer(*self.server.endpoint.slack.answer_lookup(email, self.headers))
+
+    def _answer(self, status: int, body: str, headers: Mapping[str, str], delay: float) -> None:
+        self.server.endpoint.stopping.wait(delay)
+        data = body.encode("utf-8")
+        with contextlib.suppress(OSError):  # the client may have given up (a timeout)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
     def do_POST(self) -> None:
         endpoint = self.server.endpoint
         length = int(self.headers.get("Content-Length") or 0)
@@ -691,6 +798,9 @@ class _Handler(BaseHTTPRequestHandler):
             ts: str | None = None
             authorized = True
             delay = 0.0
+            if path == "/api/users.lookupByEmail":
+                self._answer(*slack.answer_lookup(str(payload.get("email") or ""), self.headers))
+                return
             if path.startswith("/api/"):
                 status, body, headers, ts, authorized, delay = slack.answer_api(path, payload, self.headers)
                 kind = path.removeprefix("/api/")

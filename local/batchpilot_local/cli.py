@@ -11,6 +11,9 @@ the detail of each event and the summary again (:mod:`batchpilot_local.replay_su
 report (:mod:`batchpilot_local.replay_html`). Progress goes to stderr
 (:mod:`batchpilot_local.progress`).
 
+``batchpilot queue [--sample | --scenario FILE]`` shows the job ledger's running and waiting jobs
+with expected starts (see :mod:`batchpilot_local.queue_command`).
+
 ``batchpilot samples`` lists the sample events ``--samples`` replays (:mod:`batchpilot_local.bundle`).
 
 ``batchpilot simulate SCENARIO`` (or ``--compare A B``) simulates a fleet with batchpilot's
@@ -46,6 +49,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 # reads AWS (tests/unit/test_cli_startup.py checks it).
 from batchpilot_local.bundle import sample_files, samples_dir
 from batchpilot_local.lineage_command import add_parser as add_lineage_parser
+from batchpilot_local.queue_command import add_parser as add_queue_parser
 from batchpilot_local.simulate.command import add_parser as add_simulate_parser
 
 if TYPE_CHECKING:
@@ -185,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_simulate_parser(commands)
     add_lineage_parser(commands)
+    add_queue_parser(commands)
     samples = commands.add_parser(
         "samples",
         help="list the sample events batchpilot ships (paths to give `batchpilot replay`)",
@@ -506,6 +511,10 @@ def _dispatch(
         from batchpilot_local.lineage_command import run_lineage
 
         return run_lineage(args, stdout, stderr)
+    if args.command == "queue":
+        from batchpilot_local.queue_command import run_queue
+
+        return run_queue(args, stdout, stderr)
     if args.command == "samples":
         return _samples(args, stdout, stderr)
     if args.command != "replay":

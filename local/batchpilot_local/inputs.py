@@ -1307,21 +1307,21 @@ class _Folder:
     unrecognised: list[str] = field(default_factory=list)
 
     def note(self, root: str) -> str | None:
-        """One line: what in ``root`` was not read, and why (None when everything was)."""
+        """One line: what in ``root`` was skipped, and why (None when everything was)."""
         parts = []
         if self.suffixes:
             names = ", ".join(f".{suffix}" for suffix, _ in self.suffixes.most_common(4))
             more = ", ..." if len(self.suffixes) > 4 else ""
             count = self.suffixes.total()
-            parts.append(f"{_count(count, 'file')} not event input by name ({names}{more})")
+            parts.append(f"{_count(count, 'file')} whose suffix is not an event format ({names}{more})")
         if self.unrecognised:
             count = len(self.unrecognised)
             names = ", ".join(self.unrecognised[:3]) + (", ..." if count > 3 else "")
-            parts.append(f"{_count(count, 'file')} without a suffix not event input ({names})")
+            parts.append(f"{_count(count, 'file')} without a suffix and not event input ({names})")
         parts.extend(_count(count, what, _FOLDER_PLURALS.get(what)) for what, count in self.skipped.items())
         if not parts:
             return None if self.files else f"{root}: no files to read"
-        return f"{root}: not read: {'; '.join(parts)}"
+        return f"{root}: skipped {'; '.join(parts)}"
 
 
 def _directory(root: Path, out: ReplayInput) -> _Folder:

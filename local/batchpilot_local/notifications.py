@@ -121,6 +121,8 @@ _SUBJECT_PREFIX = re.compile(r"^\[(CRITICAL|WARNING|INFO)\]\s*")
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _TEXT_PREFIX = re.compile(r"^(Critical|Warning|Info):\s*")
 _BODY_PREFIX = re.compile(r"^(CRITICAL|WARNING|INFO):\s*")
+_OWNER_LINE = re.compile(r"^Owner:\s+(\S.*)$", re.MULTILINE)
+"""The owner line of a plain-text on-call message (``batchpilot.alerts.oncall.sns_message``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,11 +151,15 @@ def notification_from_sns(envelope: Mapping[str, Any]) -> dict[str, Any]:
     subject = _SUBJECT_PREFIX.sub("", str(envelope.get("Subject") or ""), count=1)
     first = str(envelope.get("Message") or "").split("\n", 1)[0]
     headline = _BODY_PREFIX.match(first)
-    return {
+    entry = {
         "channel": "sns",
         "severity": severity if isinstance(severity, str) else None,
         "title": first[headline.end() :] if headline and first[headline.end() :].strip() else subject,
     }
+    owner = _OWNER_LINE.search(str(envelope.get("Message") or ""))
+    if owner:  # the job's owner, named in the message (OwnerTagKey)
+        entry["owner"] = owner.group(1).strip()
+    return entry
 
 
 def _chat_note(channel: str, text: str) -> dict[str, Any]:
@@ -184,7 +190,17 @@ def notification_from_teams(request: TeamsRequest) -> dict[str, Any]:
     """A report entry from a message the local Teams webhook accepted: severity and title come from
     the Adaptive Card's ``fallbackText`` (``Critical: <title>``), as Teams shows it
     (:func:`markdown_shown`: ``[dry run] ...``, not the escaped ``\\[dry run\\] ...`` sent)."""
-    return _chat_note("teams", markdown_shown(request.text))
+    entry = _chat_note("teams", markdown_shown(request.text))
+    msteams = request.card.get("msteams")
+    entities = msteams.get("entities") if isinstance(msteams, Mapping) else None
+    mentioned = [
+        str(e["mentioned"]["id"])
+        for e in entities or []
+        if isinstance(e, Mapping) and isinstance(e.get("mentioned"), Mapping) and e["mentioned"].get("id")
+    ]
+    if mentioned:  # the job's owner, mentioned (OwnerTagKey)
+        entry["owner"] = ", ".join(f"@{m}" for m in mentioned)
+    return entry
 
 
 def notification_from_webhook(request: WebhookRequest) -> dict[str, Any]:

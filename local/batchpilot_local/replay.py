@@ -362,12 +362,15 @@ class Replayer:
         bus: str | None = None,
         scope_parameters: Mapping[str, Mapping[str, str]] | None = None,
         keep_reports: bool = True,
+        at_end: Callable[[EmbeddedAws], None] | None = None,
     ) -> list[EventReport]:
         """:meth:`run` over ``(event, origin, scope)`` triples, taken one at a time as they are
         replayed (an :class:`~batchpilot_local.inputs.ItemSpool` is read once, never held).
 
         ``plain_worlds`` are seeded in the embedded AWS of each run of plain (scope None) events;
-        the other arguments are :meth:`run`'s.
+        ``at_end`` is called with each segment's embedded AWS once its events are replayed, before
+        it closes (what ``batchpilot queue --scenario`` reads the replayed ledger through); the
+        other arguments are :meth:`run`'s.
 
         Raises:
             batchpilot_local.embedded_aws.WorldError: a world cannot be seeded.
@@ -386,7 +389,11 @@ class Replayer:
                     parameters = (scope_parameters or {}).get(scope, {})
                 self.template = self._template_with(parameters)
                 self._run_segment(
-                    ((event, origin) for event, origin, _ in segment), segment_worlds, reports, on_report
+                    ((event, origin) for event, origin, _ in segment),
+                    segment_worlds,
+                    reports,
+                    on_report,
+                    at_end,
                 )
         finally:
             self.template = default
@@ -408,9 +415,10 @@ class Replayer:
         worlds: Sequence[Mapping[str, Any]],
         reports: _Reports,
         on_report: Callable[[EventReport], None] | None,
+        at_end: Callable[[EmbeddedAws], None] | None = None,
     ) -> None:
         """Replay ``(event, origin)`` pairs in one fresh embedded AWS seeded with ``worlds``;
-        append to ``reports``."""
+        append to ``reports``; then ``at_end(aws)``."""
         real_stdout = sys.stdout
         sink = SwitchableStdout(real_stdout)
         sys.stdout = cast(TextIO, sink)
@@ -462,6 +470,9 @@ class Replayer:
                             on_report(report)
                     if batcher is not None:
                         batcher.flush_all()
+                    if at_end is not None:
+                        sys.stdout = real_stdout  # what it prints is the caller's, not a handler's
+                        at_end(aws)
         finally:
             sys.stdout = real_stdout
             self._alerts = None

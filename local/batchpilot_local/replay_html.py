@@ -588,6 +588,8 @@ def _summary_tables(page: Page, summary: Summary) -> None:
         page.table(["reason", "times"], summary.capacity_refusals.most_common(), caption="Capacity limited")
     if summary.fleet:
         page.table(*fleet_table(summary), caption=FLEET_TITLE)
+        if summary.idle_across_teams.runs:
+            page.paragraph(summary.idle_across_teams.line())
     if summary.shares:
         share_headers, share_rows = share_table(summary)  # every share: the text report stops at 10
         caption = f"Shares ({len(share_rows)}): usage beside entitlement, and queue wait"

@@ -24,6 +24,7 @@ from batchpilot_local.text_table import render_table
 
 __all__ = [
     "FLEET_TITLE",
+    "IDLE_ACROSS_TEAMS",
     "OWN_COUNTERS",
     "SHARES_NO_LEDGER",
     "CapacityChange",
@@ -161,6 +162,35 @@ _FLEET_FIELDS = {
 
 
 @dataclass
+class IdleAcrossTeams:
+    """The job ledger's ``IdleWhileQueuedElsewhere`` over the replay's scheduled ledger runs:
+    reserved instances idle in one service environment while RUNNABLE jobs that would fit them
+    (the same instance type) wait in another.
+
+    Attributes:
+        runs: scheduled ledger runs seen (each publishes ``ReconcilePending``).
+        last: instances at the last run (0 when it published none: the gauge is published only
+            while above zero); ``peak``: the most at any run.
+    """
+
+    runs: int = 0
+    last: float = 0.0
+    peak: float = 0.0
+
+    def line(self) -> str:
+        """One line for the reports, under the fleet table."""
+        if not self.peak:
+            return f"{IDLE_ACROSS_TEAMS}: none in {self.runs} ledger runs"
+        return (
+            f"{IDLE_ACROSS_TEAMS}: peak {_number(self.peak)} instances, "
+            f"{_number(self.last)} at the last of {self.runs} ledger runs"
+        )
+
+
+IDLE_ACROSS_TEAMS = "Idle while jobs that fit wait in another environment (IdleWhileQueuedElsewhere)"
+
+
+@dataclass
 class Summary:
     """The figures of one replay (see the module docstring)."""
 
@@ -176,6 +206,7 @@ class Summary:
     capacity_refusals: Counter[str] = field(default_factory=Counter)
     shares: dict[tuple[str, str], ShareUsage] = field(default_factory=dict)
     fleet: dict[str, FleetUsage] = field(default_factory=dict)
+    idle_across_teams: IdleAcrossTeams = field(default_factory=IdleAcrossTeams)
     timelines: dict[str, list[TickRow]] = field(default_factory=dict)
 
     def count(self, channel: str | None = None, severity: str | None = None) -> int:
@@ -276,6 +307,21 @@ def _fleet_metrics(summary: Summary, metrics: Iterable[MetricRecord]) -> None:
         elif metric.name in _FLEET_FIELDS:
             fleet = summary.fleet.setdefault(environment, FleetUsage(environment))
             setattr(fleet, _FLEET_FIELDS[metric.name], _value(metric))
+
+
+def _idle_across_teams(summary: Summary, metrics: Sequence[MetricRecord]) -> None:
+    """One scheduled ledger run's fleet-wide ``IdleWhileQueuedElsewhere`` (none published: 0)."""
+    if not any(m.name == "ReconcilePending" for m in metrics):
+        return  # not a scheduled ledger run
+    value = sum(
+        _value(m)
+        for m in metrics
+        if m.name == "IdleWhileQueuedElsewhere" and not set(m.dimensions) - {"service"}
+    )
+    idle = summary.idle_across_teams
+    idle.runs += 1
+    idle.last = value
+    idle.peak = max(idle.peak, value)
 
 
 def _share_metrics(summary: Summary, metrics: Sequence[MetricRecord], job: JobSummary | None = None) -> None:
@@ -394,6 +440,7 @@ def add_report(
         _own_events(summary, outputs.own_events, report.job.stopped_at if report.job else None)
         _share_metrics(summary, outputs.metrics, report.job if outputs is report else None)
         _fleet_metrics(summary, outputs.metrics)
+        _idle_across_teams(summary, outputs.metrics)
     tick = scenario_of(report)
     if tick is not None:
         scenario, at = tick
@@ -571,7 +618,10 @@ def has_ledger_shares(summary: Summary) -> bool:
 def _fleet_lines(summary: Summary) -> list[str]:
     headers, rows = fleet_table(summary)
     # The per-event detail holds raw gauges, not this table: the rest is in the HTML report.
-    return [FLEET_TITLE, *_more(_table([headers, *rows[:_MAX_ROWS]]), len(rows), _IN_THE_PAGE)]
+    lines = [FLEET_TITLE, *_more(_table([headers, *rows[:_MAX_ROWS]]), len(rows), _IN_THE_PAGE)]
+    if summary.idle_across_teams.runs:
+        lines.append(f"  {summary.idle_across_teams.line()}")
+    return lines
 
 
 def _share_lines(summary: Summary) -> list[str]:

@@ -222,7 +222,9 @@ class EventReport:
             no rule matched (the event is then *ignored*).
         job: the classified job, None for non-job or unparseable events.
         metrics: every metric the functions emitted, in emission order.
-        notifications: messages sent to people: ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``.
+        notifications: messages sent to people: ``{"channel": "sns"|"slack"|"teams", "severity", "title"}``
+            (and ``owner`` when the message names or mentions the job's owner: the on-call text's
+            ``Owner`` line, a Teams mention).
         actions: changes made to the world (resubmissions, capacity); empty until they exist.
         errors: one line each, ``"<function>: <what went wrong>"``, ``"not an EventBridge event: ..."``
             or ``"not delivered: ..."`` (text no SQS body can carry).
@@ -564,7 +566,11 @@ def _outputs_lines(
         lines.append(f"{indent}notifications")
         headers = ["channel", "severity", "title"]
         notes = [
-            [str(n.get("channel")), str(n.get("severity")), str(n.get("title"))]
+            [
+                str(n.get("channel")),
+                str(n.get("severity")),
+                str(n.get("title")) + (f" · owner {n['owner']}" if n.get("owner") else ""),
+            ]
             for n in outputs.notifications
         ]
         if notes_events:

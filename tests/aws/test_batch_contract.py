@@ -149,7 +149,7 @@ def test_job_queue_snapshot_gives_the_front_of_the_queue_and_its_usage(target: C
 
 
 def test_list_quota_shares_gives_each_share_its_limits_or_a_client_exception(target: ContractTarget) -> None:
-    # The job ledger (BatchLedgerClient.quota_limits) sums each quota share's maxCapacity for its
+    # The job ledger (BatchLedgerClient.quota_shares) sums each quota share's maxCapacity for its
     # Entitlement and BorrowedInstances, and treats any error as "unreadable" (both omitted).
     try:
         shares = all_pages(target.batch.list_quota_shares, "quotaShares", 10, jobQueue=target.job_queue)

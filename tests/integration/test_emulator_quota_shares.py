@@ -1,6 +1,6 @@
 """Quota shares in the emulator (CreateQuotaShare, ListQuotaShares) and in a scenario's world,
 through real boto3 clients: what the job ledger reads for a quota share's ``Entitlement`` and
-``BorrowedInstances`` (``BatchLedgerClient.quota_limits``)."""
+``BorrowedInstances`` and ``LentInstances`` (``BatchLedgerClient.quota_shares``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import botocore.exceptions
 import pytest
 from batchpilot.io.batch import BatchLedgerClient
+from batchpilot.ledger.ports import QuotaShareLimit
 from batchpilot_local.embedded_aws import EmbeddedAws
 from batchpilot_local.emulator.shapes import service_model, shape_problems
 from batchpilot_local.world import WorldError
@@ -93,10 +94,18 @@ def test_list_quota_shares_pages_each_share_once(aws: EmbeddedAws) -> None:
     assert sorted(names) == sorted(["research", *(f"team-{i}" for i in range(5))])
 
 
-def test_the_ledger_reads_each_quota_shares_summed_limit(aws: EmbeddedAws) -> None:
+def test_the_ledger_reads_each_quota_shares_summed_limit_and_whether_it_lends(aws: EmbeddedAws) -> None:
     ledger = BatchLedgerClient(aws.client("batch"))
-    assert ledger.quota_limits("quota-q") == {"research": 6}
-    assert ledger.quota_limits("no-such-queue") is None  # ClientException: unreadable, not empty
+    assert ledger.quota_shares("quota-q") == {"research": QuotaShareLimit(6, lends=True)}
+    _create(aws.client("batch"), "keeps", resourceSharingConfiguration={"strategy": "RESERVE"})
+    _create(aws.client("batch"), "lends")  # LEND
+    shares = ledger.quota_shares("quota-q")
+    assert shares is not None and {name: s.lends for name, s in shares.items()} == {
+        "research": True,  # LEND_AND_BORROW
+        "keeps": False,
+        "lends": True,
+    }
+    assert ledger.quota_shares("no-such-queue") is None  # ClientException: unreadable, not empty
 
 
 @pytest.mark.parametrize(

@@ -82,3 +82,17 @@ def test_preemptions_name_the_preempting_share_only_when_the_reason_does(
     # Completed counts no second preemption for the attempt whose Started was counted
     assert [m.name for m in completed.metrics if m.name.startswith("Preemption")] == ["PreemptionsCompleted"]
     assert gauge(completed, "LostInstanceHours", **research, Basis="attempt") > 0
+
+
+def test_the_quota_share_lending_beside_the_one_borrowing(borrowing: list[EventReport]) -> None:
+    first, second = borrowing
+    # prod (its own limit 8, 2 in use) lends the 6 research borrows; then 2 of 8 free, 2 borrowed.
+    assert gauge(first, "LentInstances", **QUEUE, QuotaShare="prod") == 6
+    assert gauge(second, "LentInstances", **QUEUE, QuotaShare="prod") == 2
+    # research lends nothing (it borrows): no series
+    assert [
+        m
+        for r in borrowing
+        for m in r.metrics
+        if m.name == "LentInstances" and "research" in m.dimensions.values()
+    ] == []

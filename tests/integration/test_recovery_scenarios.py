@@ -189,7 +189,18 @@ def build_scenarios() -> dict[str, dict[str, Any]]:
             "BATCHPILOT_RECOVERY_NO_CHECKPOINT=proceed (the default): resubmitted, and the Job "
             "Resubmitted event says it restarts from step 0."
         ),
-        "world": _world(service_jobs=[_service_item(event, name, checkpoint_uri=None)]),
+        # Its owner's tag: the alerts function reads it with DescribeServiceJob and mentions
+        # them in the Job Resubmitted message (docs/alerts.md, "Mentioning the job's owner").
+        "world": _world(
+            service_jobs=[
+                _service_item(
+                    event,
+                    name,
+                    checkpoint_uri=None,
+                    tags={"owner": "priya.nair@example.com", "team": "ml-platform", "project": "llm"},
+                )
+            ]
+        ),
         "events": [event],
     }
 

@@ -127,7 +127,7 @@ def test_a_logs_export_folder_replays_every_event_and_names_what_it_left_out(
 
     assert (code, ids) == (EXIT_OK, expected)
     assert err == [
-        f"batchpilot replay: {tmp_path}: not read: 1 file without a suffix not event input "
+        f"batchpilot replay: {tmp_path}: skipped 1 file without a suffix and not event input "
         "(aws-logs-write-test)"
     ]
 
@@ -423,7 +423,7 @@ def test_a_fifo_in_a_folder_is_skipped_unopened_and_one_named_with_no_writer_doe
     named = read_without_blocking(lambda: read_inputs([str(lonely)], tolerant=True))
 
     assert [e["id"] for e in in_folder.events] == ["a"]
-    assert in_folder.skipped == [f"{folder}: not read: 1 FIFO (not a regular file: not opened)"]
+    assert in_folder.skipped == [f"{folder}: skipped 1 FIFO (not a regular file: not opened)"]
     assert named.events == [] and named.refused == [
         f"{lonely}: empty input: expected a JSON object, an array or JSON Lines"
     ]
@@ -456,7 +456,7 @@ def test_a_socket_is_never_opened(tmp_path: Path) -> None:
         in_folder = read_inputs([str(folder)], tolerant=True)
         named = read_inputs([str(folder / "events.sock")], tolerant=True)
 
-    assert in_folder.skipped == [f"{folder}: not read: 1 socket (not a regular file: not opened)"]
+    assert in_folder.skipped == [f"{folder}: skipped 1 socket (not a regular file: not opened)"]
     assert named.refused == [f"{folder / 'events.sock'}: a socket, not a regular file: not read"]
 
 
@@ -477,7 +477,7 @@ def test_symlinks_to_files_are_read_symlinks_to_folders_are_not_followed(tmp_pat
 
     assert [e["id"] for e in replay_input.events] == ["a", "b"]
     assert replay_input.skipped == [
-        f"{folder}: not read: 2 symlinks to folders (not followed); 1 broken symlink"
+        f"{folder}: skipped 2 symlinks to folders (not followed); 1 broken symlink"
     ]
     assert [e["id"] for e in named.events] == ["b"]
 
@@ -488,8 +488,8 @@ def test_symlinks_to_files_are_read_symlinks_to_folders_are_not_followed(tmp_pat
         ({}, "nothing to replay: no event input found: {root}: no files to read"),
         (
             {"README.md": "# events", "fleet.yaml": "a: 1", ".hidden.json": "{}"},
-            "nothing to replay: no event input found: {root}: not read: "
-            "2 files not event input by name (.md, .yaml)",
+            "nothing to replay: no event input found: {root}: skipped "
+            "2 files whose suffix is not an event format (.md, .yaml)",
         ),
     ],
 )

@@ -74,6 +74,8 @@ def test_function_environment_names_secrets_never_values(template: dict[str, Any
         "BATCHPILOT_ALARM_NAME_PREFIX": {"Fn::Sub": "batchpilot/${AWS::StackName}/"},
         "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY": variables["BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY"],
         "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT": "360",
+        "BATCHPILOT_OWNER_TAG_KEY": {"Ref": "OwnerTagKey"},
+        "BATCHPILOT_OWNER_DIRECT_MESSAGE": {"Ref": "OwnerDirectMessage"},
     }
     # every variable is one the function reads: a named field, or a channel's webhook secret
     read = set(AlertsSettings._ENV.values()) | {

@@ -37,6 +37,7 @@ DASHBOARDS = {
 JOB_HEALTH_ALARMS = {
     "JobQueueOldestRunnableAlarm": ("OldestRunnableAlarmSeconds", "JobQueue"),
     "IdleWhileQueuedAlarm": ("IdleWhileQueuedAlarmMinutes", "ServiceEnvironment"),
+    "IdleWhileQueuedElsewhereAlarm": ("IdleWhileQueuedAlarmMinutes", None),  # fleet-wide: one series
     "JobQueueFailureRateAlarm": ("JobFailureRateAlarmPercent", "JobQueue"),
     "LostInstanceHoursAlarm": ("LostInstanceHoursAlarmThreshold", None),
     "JobQueueMisconfiguredAlarm": (None, "JobQueue"),

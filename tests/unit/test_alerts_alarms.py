@@ -338,6 +338,7 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
         "oncall_format": OnCallFormat.AMAZON_Q,
         "visibility_timeout": 720.0,
         "reserves": True,
+        "owner_tag_key": "",
     }
     defaults = AlertsSettings.from_environ(BASE_ENV, function="alerts")
     assert defaults.service_args == {
@@ -345,6 +346,7 @@ def test_the_settings_give_the_alarm_routing_and_the_on_call_format() -> None:
         "oncall_format": OnCallFormat.TEXT,
         "visibility_timeout": 360.0,  # AlertsQueue's VisibilityTimeout in template.yaml
         "reserves": True,
+        "owner_tag_key": "",  # owners off
     }
 
 

@@ -52,6 +52,7 @@ def heavy_in(modules: set[str]) -> list[str]:
         ["replay", "--help"],
         ["simulate", "--help"],
         ["lineage", "--help"],
+        ["queue", "--help"],
         ["samples", "--help"],
         ["samples"],
     ],

@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 import pytest
-from batchpilot.alerts import amazon_q, handler, render
+from batchpilot.alerts import amazon_q, handler, owners, render
 from batchpilot.alerts.channels import teams
+from batchpilot.alerts.facts import FactKind
 from batchpilot.alerts.policy import RoutingPolicy, Severity
 from batchpilot.alerts.service import Suppressed
 from batchpilot.alerts.severity import decide
@@ -54,6 +55,7 @@ TABLES = [
     Table("alerts/render.py:_KIND_LABEL", render._KIND_LABEL, JobKind),
     Table("alerts/channels/teams.py:_COLOR", teams._COLOR, Severity),
     Table("alerts/handler.py:_SUPPRESSED", handler._SUPPRESSED, Suppressed),
+    Table("alerts/owners.py:_MENTIONS", owners._MENTIONS, FactKind),
     Table(
         "alerts/amazon_q.py:_MARK",
         amazon_q._MARK,

@@ -26,6 +26,7 @@ Where AWS does not publish its algorithm the engine uses an approximation, liste
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import random
 from collections import Counter, defaultdict
@@ -68,6 +69,7 @@ __all__ = [
     "BorrowTrace",
     "JobState",
     "JobTrace",
+    "PresentJob",
     "Samples",
     "Simulation",
     "Trace",
@@ -224,7 +226,7 @@ class JobTrace:
 
     Attributes:
         submit: when it was submitted; first_start: its first dispatch (None: never); end: when it
-        reached SUCCEEDED or FAILED (None: not by the horizon).
+        reached SUCCEEDED or FAILED (None: not by the horizon); priority: its schedulingPriority.
     """
 
     job: int
@@ -242,6 +244,26 @@ class JobTrace:
     state: JobState
     preemptions: int
     reason: str | None
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PresentJob:
+    """A job as it stands at the present, for a run that starts from it (a start-time forecast)
+    instead of from an empty fleet.
+
+    Attributes:
+        spec: the job; ``spec.submit_s`` is ignored, ``spec.duration_s`` is the training seconds
+            still to run (a running job) or needed (a waiting one).
+        since_s: seconds before the present (0 or negative) when it became RUNNABLE (its place
+            in its line: Batch orders a share's jobs by priority, then by when they were queued)
+            or, running, when its current attempt started.
+        running: it holds its instances now (SCHEDULED, STARTING or RUNNING); else RUNNABLE.
+    """
+
+    spec: JobSpec
+    since_s: float
+    running: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +394,7 @@ class _Environment:
     limits: dict[str, int]
     in_use: Counter[str] = field(default_factory=Counter)
     queues: list[_Queue] = field(default_factory=list)
+    t: float = 0.0  # its totals are integrated up to this simulated time (see Simulation._touch)
 
     @property
     def name(self) -> str:
@@ -457,6 +480,13 @@ class Simulation:
             dispatched.
         seed: the random seed (per-job incident draws are seeded from it and the job's lineage, so
             two scenarios run on the same workload draw the same incidents for the same jobs).
+        present: jobs already running or waiting when the run starts (:class:`PresentJob`): the
+            running ones hold their instances from t = 0 and finish after their ``duration_s``,
+            the waiting ones are RUNNABLE in their lines at their places; ``jobs`` then are
+            arrivals after the present. Their traces keep their names, so a forecast reads each
+            waiting job's ``first_start``.
+        stream: more arrivals, in submission order, drawn only as the run reaches them (a
+            forecast's random arrivals: a run that stops early never draws the rest).
 
     After :meth:`run`, :attr:`trace` holds what happened, :attr:`env_totals`, :attr:`share_seconds`
     and :attr:`counts` the totals, :attr:`hourly` the fleet's instance-seconds in use and of capacity
@@ -469,9 +499,15 @@ class Simulation:
         jobs: Iterable[JobSpec],
         seed: int,
         elastic: Sequence[ElasticStream] = (),
+        present: Sequence[PresentJob] = (),
+        stream: Iterable[JobSpec] = (),
     ) -> None:
         self.scenario = scenario
         self.seed = seed
+        self._present = list(present)
+        self._stream = stream
+        self._watch: set[str] = set()
+        self._stop: simpy.Event | None = None
         self._elastic = list(elastic)
         self._elastic_drawn = [0] * len(self._elastic)
         self.env = simpy.Environment()
@@ -500,6 +536,14 @@ class Simulation:
             self._queues[queue.name] = queue
         self._next_id = 0
         self._dispatch_pending = False
+        # Environments something changed in since the last scheduling pass: only those are
+        # scheduled again (a pass over an unchanged environment starts nothing it did not start
+        # before), so a pass costs what changed, not the fleet's size.
+        self._dirty: dict[str, None] = {}
+        self._fleet_in_use = 0
+        self._fleet_limit = sum(env.limit_total for env in self._environments.values())
+        self._share_t: dict[str, float] = {}
+        self._limited_types = {kind for kind, spec in self._types.items() if spec.available is not None}
         self._live: dict[int, _Job] = {}
         self._all: list[_Job] = []
         # integrals (instance-seconds) and their clock
@@ -550,14 +594,14 @@ class Simulation:
     # --------------------------------------------------------------------------- integrals
 
     def _advance(self) -> None:
-        """Integrate every instance-time total from the last change to now."""
+        """Integrate the fleet's hourly instance-time totals from the last change to now (the
+        fleet's counters, whatever its size); each environment's own totals are integrated when
+        something in it changes (:meth:`_touch`)."""
         now = self.now
-        dt = now - self._t
-        if dt <= 0:
+        if now <= self._t:
             return
         start, self._t = self._t, now
-        fleet_in_use = sum(env.in_use_total for env in self._environments.values())
-        fleet_limit = sum(env.limit_total for env in self._environments.values())
+        fleet_in_use, fleet_limit = self._fleet_in_use, self._fleet_limit
         t = start
         while t < now:
             hour = int(t // 3600.0)
@@ -566,25 +610,41 @@ class Simulation:
             bucket[0] += fleet_in_use * (end - t)
             bucket[1] += fleet_limit * (end - t)
             t = end
-        for env in self._environments.values():
-            totals = self.env_totals[env.name]
-            in_use, limit = env.in_use_total, env.limit_total
-            totals["in_use_s"] += in_use * dt
-            totals["limit_s"] += limit * dt
-            if any(q.runnable for q in env.queues):
-                totals["in_use_waiting_s"] += in_use * dt
-                totals["limit_waiting_s"] += limit * dt
-                totals["waiting_s"] += dt
-        for share, count in self._share_in_use.items():
-            if count:
-                self.share_seconds[share] += count * dt
-        for queue in self._queues.values():
+
+    def _touch(self, env: _Environment) -> None:
+        """Integrate ``env``'s totals (instance-seconds in use and of limit, waiting time, its fair
+        shares' entitlement) from its last change to now: called before anything they depend on
+        changes in ``env``, so each interval is integrated with the values that held during it."""
+        self._advance()
+        now = self.now
+        dt = now - env.t
+        if dt <= 0:
+            return
+        env.t = now
+        totals = self.env_totals[env.name]
+        in_use, limit = env.in_use_total, env.limit_total
+        totals["in_use_s"] += in_use * dt
+        totals["limit_s"] += limit * dt
+        if any(q.runnable for q in env.queues):
+            totals["in_use_waiting_s"] += in_use * dt
+            totals["limit_waiting_s"] += limit * dt
+            totals["waiting_s"] += dt
+        for queue in env.queues:
             self._entitlement(queue, dt)
+
+    def _touch_share(self, share: str) -> None:
+        """Integrate ``share``'s instance-seconds in use up to now (before its count changes)."""
+        now = self.now
+        count = self._share_in_use[share]
+        if count:
+            self.share_seconds[share] += count * (now - self._share_t.get(share, now))
+        self._share_t[share] = now
 
     def _entitlement(self, queue: _Queue, dt: float) -> None:
         if queue.kind is SchedulingKind.FAIR_SHARE:
             assert queue.spec.fair_share is not None
-            active = self._active_shares(queue)
+            # The shares active during the interval that ends now (one whose decay ends now counts).
+            active = self._active_shares(queue, ending=True)
             if not active:
                 return
             inverse = {share: 1.0 / queue.spec.fair_share.weight(share) for share in active}
@@ -599,8 +659,17 @@ class Simulation:
 
     # ----------------------------------------------------------------------------- running
 
-    def run(self) -> Trace:
-        """Run the simulation to the horizon; returns :attr:`trace`."""
+    def run(self, *, until_started: Iterable[str] = ()) -> Trace:
+        """Run the simulation to the horizon; returns :attr:`trace`.
+
+        Args:
+            until_started: job names (``JobSpec.name``); when given, the run stops as soon as each
+                of them has been dispatched once (a forecast needs nothing after that), else at
+                the horizon. The totals then cover the run up to that moment.
+        """
+        self._watch = set(until_started)
+        self._stop = self.env.event() if self._watch else None
+        self._seed_present()
         self.env.process(self._arrivals())
         for index, stream in enumerate(self._elastic):
             self.env.process(self._elastic_open(index, stream))
@@ -616,13 +685,35 @@ class Simulation:
                 # docs/recovery.md, "Budgets, backoff and pacing": each invocation paces itself at
                 # submits_per_second / max_concurrency, one burst token each.
                 self.env.process(self._recovery_worker(Pacer(rate, 1.0, lambda: float(self.env.now))))
-        self.env.run(until=self.horizon)
+        if self._stop is not None and self._watch:
+            self.env.run(until=simpy.AnyOf(self.env, [self._stop, self.env.timeout(self.horizon)]))
+        elif self._stop is None:
+            self.env.run(until=self.horizon)
         self._advance()
+        for env in self._environments.values():
+            self._touch(env)
+        for share in list(self._share_in_use):
+            self._touch_share(share)
         self._finish()
         return self.trace
 
+    def _seed_present(self) -> None:
+        """Put the present's jobs in place at t = 0: running ones first (they hold capacity), then
+        the waiting ones in their lines; fair-share usage starts at what the shares hold now."""
+        for item in sorted(self._present, key=lambda p: (not p.running, p.since_s, p.spec.name)):
+            job = self._submit(
+                item.spec, lineage=None, resubmission=0, saved_s=0.0, checkpoint_at=None, at=item.since_s
+            )
+            if item.running:
+                self._start(job)
+                job.first_start = job.dispatched_at = item.since_s
+        for queue in self._queues.values():
+            for share, count in queue.share_in_use.items():
+                queue.ema[share] = float(count)
+                queue.ema_t[share] = 0.0
+
     def _arrivals(self) -> Any:
-        for spec in self._jobs_in:
+        for spec in heapq.merge(self._jobs_in, self._stream, key=lambda j: j.submit_s):
             if spec.submit_s >= self.horizon:
                 break
             if spec.submit_s > self.now:
@@ -685,7 +776,9 @@ class Simulation:
         saved_s: float,
         checkpoint_at: float | None,
         job_id: int | None = None,
+        at: float | None = None,
     ) -> _Job:
+        """Submit ``spec`` now (``at``: as if at that earlier time, its place in its line)."""
         self._advance()
         queue = self._queues[spec.queue]
         if job_id is None:
@@ -699,14 +792,15 @@ class Simulation:
             share=share,
             lineage=job_id if lineage is None else lineage,
             resubmission=resubmission,
-            submit=self.now,
-            key=_sort_key(spec, queue.spec, self.now, job_id),
+            submit=self.now if at is None else at,
+            key=_sort_key(spec, queue.spec, self.now if at is None else at, job_id),
             saved_s=saved_s,
             checkpoint_at=checkpoint_at,
         )
         self._all.append(job)
         self._live[job.id] = job
         self.counts["jobs_submitted"] += 1
+        self._touch(queue.env)
         queue.share_jobs[share] += 1
         queue.share_idle_since.pop(share, None)
         self._enqueue(job)
@@ -716,21 +810,29 @@ class Simulation:
         """Put ``job`` in its line as RUNNABLE (a new job, a retry or a requeued preempted job:
         Batch keeps its createdAt, so it keeps its place)."""
         queue = job.queue
+        self._touch(queue.env)
         job.state = JobState.RUNNABLE
         queue.line_of(job).add(job)
         queue.runnable += 1
         queue.runnable_instances[job.spec.instance_type] += job.instances
         queue.runnable_sizes.setdefault((job.spec.instance_type, job.instances), {})[job.id] = None
-        self._request_dispatch()
+        self._request_dispatch(queue.env)
 
     def _dequeue(self, job: _Job) -> None:
         queue = job.queue
+        self._touch(queue.env)
         queue.line_of(job).remove(job)
         queue.runnable -= 1
         queue.runnable_instances[job.spec.instance_type] -= job.instances
         del queue.runnable_sizes[(job.spec.instance_type, job.instances)][job.id]
 
-    def _request_dispatch(self) -> None:
+    def _request_dispatch(self, env: _Environment | None = None) -> None:
+        """Schedule a pass over ``env`` (None: every environment, for a change they all see: an
+        instance type's SageMaker capacity)."""
+        if env is None:
+            self._dirty.update(dict.fromkeys(self._environments))
+        else:
+            self._dirty[env.name] = None
         # Every change at one instant is followed by one scheduling pass (SimPy runs this
         # zero-delay timeout after the events already due now).
         if not self._dispatch_pending:
@@ -759,7 +861,9 @@ class Simulation:
     def _dispatch(self) -> None:
         self._dispatch_pending = False
         self._advance()
-        for env in self._environments.values():
+        dirty, self._dirty = self._dirty, {}
+        for name in dirty:
+            env = self._environments[name]
             # AWS Batch User Guide, Job queues: a service environment serves its job queues in
             # order of job queue priority, higher first.
             for queue in env.queues:
@@ -791,15 +895,16 @@ class Simulation:
                 return
             self._start(head)
 
-    def _active_shares(self, queue: _Queue) -> list[str]:
+    def _active_shares(self, queue: _Queue, *, ending: bool = False) -> list[str]:
         # AWS Batch User Guide, Fair share scheduling policies: a share identifier is active while
         # it has jobs SUBMITTED to RUNNING, and for shareDecaySeconds after its last one.
+        # ``ending``: during the interval that ends now (a decay that ends now still counts).
         assert queue.spec.fair_share is not None
         decay = queue.spec.fair_share.share_decay_seconds
         now = self.now
         active = [share for share, count in queue.share_jobs.items() if count > 0]
         for share, since in queue.share_idle_since.items():
-            if now < since + decay and queue.share_jobs[share] == 0:
+            if (now <= since + decay if ending else now < since + decay) and queue.share_jobs[share] == 0:
                 active.append(share)
         return active
 
@@ -1070,6 +1175,9 @@ class Simulation:
         queue = job.queue
         env = queue.env
         kind = job.spec.instance_type
+        self._touch(env)
+        self._touch_share(job.share)
+        self._fleet_in_use += delta
         env.in_use[env.unit(kind)] += delta
         self._type_in_use[kind] += delta
         queue.in_use[kind] += delta
@@ -1094,6 +1202,10 @@ class Simulation:
         job.train_start = None
         if job.first_start is None:
             job.first_start = self.now
+            if self._watch and job.spec.name in self._watch:
+                self._watch.discard(job.spec.name)
+                if not self._watch and self._stop is not None:
+                    self._stop.succeed()
             if job.spec.elastic is not None and job.resubmission == 0:
                 # Elastic demand: the job left the waiting line, its stream submits the next one
                 # (after this scheduling pass, which it may then join).
@@ -1132,7 +1244,8 @@ class Simulation:
             )
         )
         job.borrowed = 0
-        self._request_dispatch()
+        # What it frees is its environment's, and SageMaker's for its type when that is limited.
+        self._request_dispatch(None if job.spec.instance_type in self._limited_types else queue.env)
 
     def _capacity_error(self, job: _Job, token: int) -> None:
         if token != job.token:
@@ -1274,22 +1387,23 @@ class Simulation:
         job.end = self.now
         job.reason = reason
         queue = job.queue
+        self._touch(queue.env)
         queue.share_jobs[job.share] -= 1
         if queue.share_jobs[job.share] == 0:
             queue.share_idle_since[job.share] = self.now
             if queue.spec.fair_share is not None and queue.spec.fair_share.share_decay_seconds > 0:
                 # The share stops being active after its decay period: capacity it held back
                 # under computeReservation is released then.
-                self._at(queue.spec.fair_share.share_decay_seconds, self._decay_over)
+                self._at(queue.spec.fair_share.share_decay_seconds, self._decay_over, queue.env)
         del self._live[job.id]
         if state is JobState.SUCCEEDED:
             self.counts["jobs_succeeded"] += 1
         else:
             self.counts["jobs_failed"] += 1
 
-    def _decay_over(self) -> None:
-        self._advance()
-        self._request_dispatch()
+    def _decay_over(self, env: _Environment) -> None:
+        self._touch(env)
+        self._request_dispatch(env)
 
     def _fail(self, job: _Job, reason: str) -> None:
         self._finish_job(job, JobState.FAILED, reason)
@@ -1383,13 +1497,14 @@ class Simulation:
                 for message in tick.messages:
                     self.trace.capacity_messages.append((self.now, message))
                 if tick.changed:
-                    self._advance()
+                    self._touch(env)
                     self.counts["capacity_changes"] += 1
                     for unit, value in tick.limits.items():
                         if env.limits.get(unit) != value:
+                            self._fleet_limit += value - env.limits.get(unit, 0)
                             env.limits[unit] = value
                             self.trace.limit_changes.append((self.now, env.name, unit, value))
-                    self._request_dispatch()
+                    self._request_dispatch(env)
             yield self.env.timeout(interval)
 
     def _queue_demand(self, queue: _Queue) -> QueueDemand:
@@ -1446,6 +1561,7 @@ class Simulation:
                     job.state,
                     job.preemptions,
                     job.reason,
+                    job.spec.priority,
                 )
             )
 

@@ -23,6 +23,7 @@ from batchpilot.ledger.ports import (
     ListedJob,
     ListedPage,
     QueueInfo,
+    QuotaShareLimit,
     ReconcileCursor,
     ReconcileState,
 )
@@ -203,6 +204,7 @@ class FakeBatch:
         limits: Mapping[str, int] | None = None,
         weights: Mapping[str, Mapping[str, float]] | None = None,
         quotas: Mapping[str, Mapping[str, int]] | None = None,
+        reserve: Iterable[str] = (),
     ) -> None:
         self.details = dict(details or {})
         self.failing = set(failing)
@@ -211,6 +213,7 @@ class FakeBatch:
         self.limits = dict(limits or {})
         self.weights = dict(weights or {})
         self.quotas = dict(quotas or {})
+        self.reserve = set(reserve)
         self.calls: list[tuple[str, Any]] = []
 
     def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
@@ -237,10 +240,13 @@ class FakeBatch:
         self.calls.append(("capacity_limits", tuple(environments)))
         return {e: self.limits[e] for e in environments if e in self.limits}
 
-    def quota_limits(self, queue: str) -> dict[str, int] | None:
-        self.calls.append(("quota_limits", queue))
+    def quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
+        """``quotas``' limits, each lending unless named in ``reserve``."""
+        self.calls.append(("quota_shares", queue))
         found = self.quotas.get(queue)
-        return dict(found) if found is not None else None
+        if found is None:
+            return None
+        return {name: QuotaShareLimit(limit, name not in self.reserve) for name, limit in found.items()}
 
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:
         self.calls.append(("share_weights", policy_arn))

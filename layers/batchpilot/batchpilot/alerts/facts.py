@@ -63,6 +63,7 @@ __all__ = [
     "FactKind",
     "JobContext",
     "OwnFacts",
+    "Owner",
     "ReasonCode",
     "fact_from_alarm_event",
     "fact_from_event",
@@ -186,6 +187,25 @@ class AlarmFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """The person a job belongs to, from a tag on the job or training job
+    (:func:`batchpilot.alerts.owners.owner_from_tags`).
+
+    Attributes:
+        value: the tag's value as shown to people (at most 256 characters, AWS's tag value limit;
+            a SageMaker Studio ``sagemaker:user-profile-arn`` tag: the user profile's name).
+        email: ``value`` when it is an e-mail address (what Slack ``users.lookupByEmail`` and a
+            Teams mention take), else None.
+        mention: the routing policy says this fact notifies its owner
+            (:func:`batchpilot.alerts.owners.mentions_owner`): chat channels mention them.
+    """
+
+    value: str
+    email: str | None = None
+    mention: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class AlertFact:
     """One notifiable fact. Times are timezone-aware UTC datetimes; durations are derived later.
 
@@ -220,6 +240,8 @@ class AlertFact:
             recorded (an alarm entering ALARM: each time it fires is a thread of its own, which
             its resolution then replies in).
         extra: further labelled values for the message (budget, checkpoint, capacity numbers).
+        owner: the job's owner, when the deployment names an owner tag and the job carries it
+            (set by the alerts service: :mod:`batchpilot.alerts.owners`).
     """
 
     subject: str
@@ -242,6 +264,7 @@ class AlertFact:
     related_subjects: tuple[str, ...] = ()
     starts_thread: bool = False
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    owner: Owner | None = None
 
     # ------------------------------------------------------------------ views of job / own
     @property
@@ -576,6 +599,8 @@ class JobContext:
         name, queue: ``jobName``, job queue *name*.
         share_identifier, quota_share: fair-share identifier / quota share name, when any.
         priority: ``schedulingPriority`` (higher runs first within its share), when set.
+        tags: the job's tags (DescribeServiceJob ``tags``; the events carry none): where its
+            owner is read (:func:`batchpilot.alerts.owners.owner_from_tags`).
     """
 
     name: str | None
@@ -583,6 +608,7 @@ class JobContext:
     share_identifier: str | None = None
     quota_share: str | None = None
     priority: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 def with_context(fact: AlertFact, context: JobContext) -> AlertFact:

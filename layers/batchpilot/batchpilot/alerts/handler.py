@@ -18,7 +18,9 @@ one per record through :func:`~batchpilot.shared.observability.count_outcome`, `
 delivered a fact whose delivery record could not be written), ``NotificationsSent`` by ``Channel`` and
 ``Severity``, ``NotificationsFailed`` by ``Channel`` and ``Reason`` and by ``Channel``. Log lines
 carry ids, severities, channels and reasons, never an event; an alarm whose description names no
-known severity is said once (``alarm severity not stated``, WARNING).
+known severity is said once (``alarm severity not stated``, WARNING), and a message that should
+have mentioned its job's owner and did not is said once per owner and reason (``owner not
+mentioned``, INFO: the owner, at most 256 characters, and the reason).
 
 Each record's counts and log line are in its scope (its ``messageId`` is the ``correlation_id``), and
 every message delivered is logged once (``notification sent``: channel, severity, in the order the
@@ -92,6 +94,18 @@ def _log_record(record: RecordOutcome) -> None:
         logger.warning(
             "alarm severity not stated",
             extra={"event_id": record.event_id, "warning": log_field(record.warning)},
+        )
+    if record.owner_note is not None:
+        # Once per owner and reason (the service remembers): the message went without a mention.
+        owner, reason, channel = record.owner_note
+        logger.info(
+            "owner not mentioned",
+            extra={
+                "event_id": record.event_id,
+                "owner": log_field(owner) or None,
+                "reason": reason,
+                "channel": channel.value if channel else None,
+            },
         )
     if record.unrecorded:
         # Delivered, but a later copy of the event may send again: never silent.

@@ -17,6 +17,11 @@ How a fact's severity is decided, in order:
 ``slack_channels`` then may send a fact's Slack message to another channel than the deployment's
 (a team's own channel: the last matching route wins; Slack bot token mode only).
 
+``owner_mentions`` says which facts mention the job's owner in chat (the owner comes from a tag
+named by the ``OwnerTagKey`` parameter: :mod:`batchpilot.alerts.owners`); left out, the defaults
+of :func:`batchpilot.alerts.owners.mentions_owner` apply (their job failed and will not be
+recovered, was resubmitted, or is starving); ``[]`` mentions nobody.
+
 ``silent`` means "no notification". Then ``channels`` maps the severity to the channels (``sns``:
 the on-call topic; ``slack``; ``teams``). When the document leaves ``channels`` out, the chat
 channels of the defaults are the ones the deployment configures (:meth:`RoutingPolicy.for_chat`).
@@ -269,6 +274,9 @@ class RoutingPolicy(_Strict):
             and the rest of the burst as one digest; ``each`` publishes every fact routed to the
             on-call topic on its own; ``group`` publishes a burst (a group above
             ``digest_threshold``) as one message.
+        owner_mentions: the facts whose chat message mentions the job's owner: any of these
+            matches (:class:`Match`, ``match.severity`` the final severity); None (left out): the
+            defaults (:func:`batchpilot.alerts.owners.mentions_owner`); ``[]``: never.
         recovery_expected: the recovery function is deployed: failures it resubmits (see
             :func:`batchpilot.alerts.facts.recovery_will_handle`) are ``info`` and its outcome
             event decides. False makes those failures ``critical`` like any other.
@@ -284,6 +292,7 @@ class RoutingPolicy(_Strict):
     digest_max_items: int = Field(default=20, ge=1, le=40)
     sns_grouping: SnsGrouping = SnsGrouping.PAGE_THEN_DIGEST
     recovery_expected: bool = True
+    owner_mentions: list[Match] | None = Field(default=None, max_length=200)
 
     @field_validator("channels")
     @classmethod

@@ -101,11 +101,16 @@ class Delivery:
         reason: otherwise a short, low-cardinality reason (``rate_limited``, ``http_500``,
             ``timeout``, ``invalid_blocks``, ...): a metric dimension, never free text.
         thread: the posted message's id for replies (Slack ``ts``), when the channel threads.
+        owner_problem: why a message that should mention its job's owner did not (a
+            :class:`~batchpilot.alerts.owners.OwnerProblem` value, or ``lookup_failed:<reason>``
+            with a reason as short as ``reason``), None when it did or had no one to mention.
+            Never a failure: the message went (or failed) as it would without an owner.
     """
 
     delivered: bool
     reason: str | None = None
     thread: str | None = None
+    owner_problem: str | None = None
 
 
 class Notifier(Protocol[M]):

@@ -490,6 +490,7 @@ def facts_table(fact: AlertFact) -> list[tuple[str, str]]:
     rows: list[tuple[str, str | None]] = [
         *_alarm_rows(fact),
         ("Job", fact.job_name),
+        ("Owner", fact.owner.value if fact.owner else None),
         ("Job queue", fact.job_queue),
         ("Share", fact.share_identifier),
         ("Quota share", fact.quota_share),

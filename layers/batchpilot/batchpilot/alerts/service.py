@@ -48,7 +48,8 @@ hanging chat service costs one request timeout per batch, not one per fact.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -58,9 +59,10 @@ from pydantic_core import from_json
 
 from batchpilot.alerts.alarms import AlarmRouting
 from batchpilot.alerts.channels import MIN_REQUEST_SECONDS
-from batchpilot.alerts.facts import AlertFact, FactKind, fact_from_event, with_context
+from batchpilot.alerts.facts import AlertFact, FactKind, JobContext, fact_from_event, with_context
 from batchpilot.alerts.grouping import burst_key, split_bursts
 from batchpilot.alerts.oncall import sns_digest, sns_message
+from batchpilot.alerts.owners import OnceEach, OwnerProblem, event_tags, mentions_owner, owner_from_tags
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity, SnsGrouping
 from batchpilot.alerts.ports import (
     AlertStore,
@@ -75,6 +77,7 @@ from batchpilot.alerts.ports import (
 from batchpilot.alerts.registry import ChannelRegistry
 from batchpilot.alerts.render import OnCallFormat, SnsMessage
 from batchpilot.alerts.severity import Decision, decide
+from batchpilot.shared.classification import JobKind
 from batchpilot.shared.clock import Clock
 from batchpilot.shared.errors import is_permanent, is_permanent_code
 from batchpilot.shared.events import CloudWatchAlarmStateChange
@@ -149,6 +152,10 @@ class RecordOutcome:
             to them once more (docs/reliability.md).
         warning: something about the event worth one WARNING line (an alarm whose description
             names no known severity: said once per alarm and function instance).
+        owner_note: ``(owner, reason, channel)`` when a message that should mention the job's
+            owner does not (:class:`~batchpilot.alerts.owners.OwnerProblem` or a channel's lookup
+            reason; owner "" when the job has no owner tag; channel None when no channel could):
+            said once per owner and reason per function instance; the message went all the same.
     """
 
     message_id: str
@@ -163,6 +170,7 @@ class RecordOutcome:
     error: str | None = None
     unrecorded: list[Channel] = field(default_factory=list)
     warning: str | None = None
+    owner_note: tuple[str, str, Channel | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +319,9 @@ class AlertService:
             delivers, none notified directly.
         oncall_format: the on-call topic's message body (plain text, or Amazon Q Developer's
             custom notification JSON).
+        owner_tag_key: the tag naming a job's owner (:mod:`batchpilot.alerts.owners`); empty: no
+            owners. A service job's tags (its events carry none) are looked up in ``directory``
+            only for a fact that mentions its owner.
     """
 
     def __init__(
@@ -327,6 +338,7 @@ class AlertService:
         oncall_format: OnCallFormat = OnCallFormat.TEXT,
         visibility_timeout: float | None = None,
         reserves: bool = False,
+        owner_tag_key: str = "",
     ) -> None:
         self.policy = policy
         self.store = store
@@ -340,6 +352,8 @@ class AlertService:
         self.alarms = alarms or AlarmRouting()
         self.oncall_format = oncall_format
         self._warned: set[str] = set()
+        self.owner_tag_key = owner_tag_key
+        self._owners_said = OnceEach()
 
     # ------------------------------------------------------------------------------ entry point
     def process(self, records: Sequence[tuple[str, str | bytes]], time_left: TimeLeft) -> BatchResult:
@@ -405,6 +419,8 @@ class AlertService:
             event_id = envelope.get("id")
             outcome.event_id = event_id if isinstance(event_id, str) else None
             fact = fact_from_event(decoded, envelope)
+            decision = decide(fact, self.policy)
+            fact = self._with_owner(outcome, fact, decision, None, None)
         elif isinstance(decoded, CloudWatchAlarmStateChange):
             outcome.event_id, outcome.detail_type = decoded.id, decoded.detail_type
             if not self.alarms.ours(decoded.detail.alarmName):
@@ -418,15 +434,52 @@ class AlertService:
                 return None
             fact = fact_from_event(decoded, routing=self.alarms)
             outcome.warning = self._severity_warning(fact)
+            decision = decide(fact, self.policy)
         else:
             outcome.event_id = decoded.id
             fact = fact_from_event(decoded)
+            context: JobContext | None = None
             if self.directory is not None and fact.event_kind in _PREEMPTION_KINDS:
                 context = self.directory.lookup(fact.subject)  # the event names only the ARN
                 fact = with_context(fact, context) if context is not None else fact
-        decision = decide(fact, self.policy)
+            decision = decide(fact, self.policy)
+            fact = self._with_owner(outcome, fact, decision, event_tags(decoded), context)
         outcome.detail_type, outcome.severity = fact.detail_type, decision.severity
         return _Entry(outcome, fact, decision, self._requested(decision, fact))
+
+    def _with_owner(
+        self,
+        outcome: RecordOutcome,
+        fact: AlertFact,
+        decision: Decision,
+        tags: Mapping[str, str] | None,
+        context: JobContext | None,
+    ) -> AlertFact:
+        """``fact`` with its job's owner (:mod:`batchpilot.alerts.owners`), when the deployment
+        names an owner tag: from the event's ``tags`` (None: the event carries none), else a
+        service job's DescribeServiceJob ``tags`` (``context``, or one lookup, only for a fact that
+        mentions its owner). A fact that should mention its owner and cannot notes why."""
+        key = self.owner_tag_key
+        if not key or fact.job_kind is None:
+            return fact
+        mention = decision.notify and mentions_owner(fact, decision.severity, self.policy)
+        if tags is None and context is None and mention and fact.job_kind is JobKind.SERVICE_JOB:
+            context = self.directory.lookup(fact.subject) if self.directory is not None else None
+        owner = owner_from_tags(tags if tags is not None else (context.tags if context else None), key)
+        if owner is None:
+            if mention:
+                self._note_owner(outcome, "", OwnerProblem.NO_OWNER_TAG, None)
+            return fact
+        if mention and owner.email is None:
+            self._note_owner(outcome, owner.value, OwnerProblem.NOT_AN_EMAIL, None)
+        return dataclasses.replace(
+            fact, owner=dataclasses.replace(owner, mention=mention and bool(owner.email))
+        )
+
+    def _note_owner(self, outcome: RecordOutcome, owner: str, reason: str, channel: Channel | None) -> None:
+        """Why ``owner`` was not mentioned, on the record's outcome: once per owner and reason."""
+        if outcome.owner_note is None and self._owners_said.first((owner, reason, channel)):
+            outcome.owner_note = (owner, reason, channel)
 
     def _severity_warning(self, fact: AlertFact) -> str | None:
         """Once per alarm (and function instance): why the alarm got the default severity."""
@@ -688,6 +741,9 @@ class AlertService:
                 threaded = notifier.threads and not notice.digest and not first.fact.starts_thread
                 thread = self._thread_for(channel, first, destination) if threaded else None
                 delivery = self._post(notifier, notice, thread, budget)
+            owner = first.fact.owner
+            if delivery.owner_problem and owner is not None and not notice.digest:
+                self._note_owner(first.outcome, owner.value, delivery.owner_problem, channel)
             if delivery.delivered:
                 result.delivered(channel, first.severity, group)
                 for entry in group:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, ClassVar, TypedDict
 
@@ -23,8 +24,12 @@ class ServiceArgs(TypedDict):
     oncall_format: OnCallFormat
     visibility_timeout: float
     reserves: bool
+    owner_tag_key: str
 
 
+_TAG_KEY = r"^[\w .:/=+@-]{1,128}$"
+"""An AWS tag key: 1-128 Unicode letters, digits, spaces and ``_ . : / = + - @`` (the tagging
+rules AWS Batch and SageMaker share: Tag Editor user guide, "Tag naming limits and requirements")."""
 _ARN_OR_NAME = r"^(arn:aws[a-zA-Z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
 
 
@@ -54,6 +59,13 @@ class AlertsSettings(FunctionSettings):
             SNS topic, or ``*`` for all (``BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY``): chat only.
         oncall_message_format: ``text`` (default) or ``amazon-q`` (``BATCHPILOT_ONCALL_MESSAGE_FORMAT``):
             the on-call topic's message body (:class:`~batchpilot.alerts.render.OnCallFormat`).
+        owner_tag_key: the tag that names a job's owner (``BATCHPILOT_OWNER_TAG_KEY``, template
+            parameter ``OwnerTagKey``; ``owner``, ``owner-email``, ``sagemaker:user-profile-arn``);
+            empty (the default): owners are off (:mod:`batchpilot.alerts.owners`). A key that
+            starts with ``aws:`` is refused: AWS reserves it and puts no owner there.
+        owner_direct_message: also send a mentioned owner the Slack message directly
+            (``BATCHPILOT_OWNER_DIRECT_MESSAGE``, template parameter ``OwnerDirectMessage``,
+            default false); needs ``owner_tag_key`` and the bot token.
         queue_visibility_timeout: seconds, the AlertsQueue's ``VisibilityTimeout``
             (``BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT``, default 360, as template.yaml sets it): a
             claim's lease outlives the redelivery of the record it guards.
@@ -76,6 +88,8 @@ class AlertsSettings(FunctionSettings):
     alarms_notified_directly: str = Field(default="", max_length=8192, pattern=r"^[^\x00-\x1f\x7f]*$")
     oncall_message_format: OnCallFormat = OnCallFormat.TEXT
     queue_visibility_timeout: int = Field(default=360, ge=0, le=43200)  # SQS VisibilityTimeout range
+    owner_tag_key: str = Field(default="")
+    owner_direct_message: bool = False
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -89,6 +103,8 @@ class AlertsSettings(FunctionSettings):
         "alarms_notified_directly": "BATCHPILOT_ALARMS_NOTIFIED_DIRECTLY",
         "oncall_message_format": "BATCHPILOT_ONCALL_MESSAGE_FORMAT",
         "queue_visibility_timeout": "BATCHPILOT_QUEUE_VISIBILITY_TIMEOUT",
+        "owner_tag_key": "BATCHPILOT_OWNER_TAG_KEY",
+        "owner_direct_message": "BATCHPILOT_OWNER_DIRECT_MESSAGE",
     }
 
     @staticmethod
@@ -127,6 +143,27 @@ class AlertsSettings(FunctionSettings):
     def _channel_with_bot_token(cls, value: str | None, info: ValidationInfo) -> str | None:
         if info.data.get("slack_bot_token_secret") and not value:
             raise ValueError("required when BATCHPILOT_SLACK_BOT_TOKEN_SECRET is set")
+        return value
+
+    @field_validator("owner_tag_key")
+    @classmethod
+    def _owner_tag_key(cls, value: str) -> str:
+        key = value.strip()
+        if not key:
+            return ""
+        if not re.match(_TAG_KEY, key):
+            raise ValueError("not a tag key: 1-128 letters, digits, spaces and _ . : / = + - @")
+        if key.lower().startswith("aws:"):
+            raise ValueError("tag keys starting with aws: are reserved by AWS")
+        return key
+
+    @field_validator("owner_direct_message")
+    @classmethod
+    def _direct_message_needs_owners(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and not info.data.get("owner_tag_key"):
+            raise ValueError("direct messages to owners need BATCHPILOT_OWNER_TAG_KEY")
+        if value and not info.data.get("slack_bot_token_secret"):
+            raise ValueError("direct messages to owners need BATCHPILOT_SLACK_BOT_TOKEN_SECRET")
         return value
 
     @field_validator("alert_policy")
@@ -174,4 +211,5 @@ class AlertsSettings(FunctionSettings):
             "oncall_format": self.oncall_message_format,
             "visibility_timeout": float(self.queue_visibility_timeout),
             "reserves": True,
+            "owner_tag_key": self.owner_tag_key,
         }

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from batchpilot.alerts.ports import JobContext
     from batchpilot.capacity.model import CapacityLimit, QueueSnapshot, RunnableJob, ServiceEnvironment
     from batchpilot.ledger.model import JobDetails
-    from batchpilot.ledger.ports import ListedJob, ListedPage, QueueInfo
+    from batchpilot.ledger.ports import ListedJob, ListedPage, QueueInfo, QuotaShareLimit
     from batchpilot.recovery.ports import SubmitError
     from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
     from batchpilot.recovery.settings import CheckpointSource
@@ -401,19 +401,26 @@ class BatchLedgerClient:
         described = BatchCapacityClient(self._client).describe_environments(environments)
         return {name: sum(limit.max_capacity for limit in env.limits) for name, env in described.items()}
 
-    def quota_limits(self, queue: str) -> dict[str, int] | None:
-        """ListQuotaShares (every page) → quota share → summed ``maxCapacity``; ``None`` when the
-        quota shares cannot be read (any error)."""
-        out: dict[str, int] = {}
+    def quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
+        """ListQuotaShares (every page) → quota share → its summed ``maxCapacity`` and whether its
+        ``resourceSharingConfiguration.strategy`` lends (``LEND``, ``LEND_AND_BORROW``; a share
+        without one is taken as lending); ``None`` when the quota shares cannot be read (any
+        error)."""
+        from batchpilot.ledger.ports import QuotaShareLimit
+
+        out: dict[str, QuotaShareLimit] = {}
         try:
             for page in self._client.get_paginator("list_quota_shares").paginate(jobQueue=queue):
                 for share in page.get("quotaShares", []):
                     if isinstance(share, Mapping) and share.get("quotaShareName"):
-                        out[str(share["quotaShareName"])] = sum(
+                        limit = sum(
                             int(limit.get("maxCapacity", 0))
                             for limit in share.get("capacityLimits") or []
                             if isinstance(limit, Mapping)
                         )
+                        sharing = share.get("resourceSharingConfiguration")
+                        strategy = sharing.get("strategy") if isinstance(sharing, Mapping) else None
+                        out[str(share["quotaShareName"])] = QuotaShareLimit(limit, strategy != "RESERVE")
         except (ClientError, BotoCoreError):
             return None
         return out
@@ -453,8 +460,8 @@ class BatchJobDirectory:
         self._client = client
 
     def lookup(self, job_arn: str) -> JobContext | None:
-        """Name, job queue name, share identifier, quota share and scheduling priority of the
-        service job ``job_arn``; None when Batch does not describe it or the call fails."""
+        """Name, job queue name, share identifier, quota share, scheduling priority and tags of
+        the service job ``job_arn``; None when Batch does not describe it or the call fails."""
         from batchpilot.alerts.ports import JobContext
 
         try:
@@ -468,7 +475,15 @@ class BatchJobDirectory:
             share_identifier=job.get("shareIdentifier") or None,
             quota_share=job.get("quotaShareName") or None,
             priority=priority if isinstance(priority, int) else None,
+            tags=_string_tags(job.get("tags")),
         )
+
+
+def _string_tags(value: Any) -> dict[str, str]:
+    """DescribeServiceJob ``tags`` (a map of strings); anything else is no tags."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
 
 def _submit_error(exc: ClientError) -> SubmitError:

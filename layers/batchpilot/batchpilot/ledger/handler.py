@@ -32,9 +32,9 @@ __all__ = ["LedgerProcessor", "run_schedule", "warn_unreadable"]
 def warn_unreadable(source: str, consequence: str) -> None:
     """Log (the service calls it once per Lambda instance and source) that something the ledger
     reads cannot be read, and what that costs: a scheduling policy (its ARN) or a queue's quota
-    shares (those shares' ``Entitlement`` and ``BorrowedInstances`` omitted), a checkpoint bucket
-    (``LostInstanceHours`` measured from the whole attempt). Every other metric is still
-    published."""
+    shares (those shares' ``Entitlement``, ``BorrowedInstances`` and ``LentInstances`` omitted),
+    a checkpoint bucket (``LostInstanceHours`` measured from the whole attempt). Every other
+    metric is still published."""
     fields = {"source": log_field(source), "consequence": log_field(consequence)}
     logger.warning("ledger input cannot be read", extra=fields)
 

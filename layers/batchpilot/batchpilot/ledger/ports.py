@@ -32,6 +32,7 @@ __all__ = [
     "ListedJob",
     "MetricSink",
     "QueueInfo",
+    "QuotaShareLimit",
 ]
 
 
@@ -81,6 +82,20 @@ class QueueInfo:
     service: bool
     environment: str = ""
     scheduling_policy_arn: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaShareLimit:
+    """One quota share of a job queue (ListQuotaShares).
+
+    Attributes:
+        limit: its ``capacityLimits[].maxCapacity`` summed (instances).
+        lends: its ``resourceSharingConfiguration.strategy`` lends idle capacity to the other
+            quota shares (``LEND``, ``LEND_AND_BORROW``; not ``RESERVE``).
+    """
+
+    limit: int
+    lends: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,9 +261,10 @@ class BatchReader(Protocol):
         (DescribeServiceEnvironments); a missing environment is absent."""
         ...
 
-    def quota_limits(self, queue: str) -> dict[str, int] | None:
-        """Quota share name → its summed ``capacityLimits[].maxCapacity`` (instances) for a
-        quota-management queue (ListQuotaShares, every page); ``None`` when they cannot be read."""
+    def quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
+        """Quota share name → its limit (summed ``capacityLimits[].maxCapacity``, instances) and
+        whether it lends, for a quota-management queue (ListQuotaShares, every page); ``None``
+        when they cannot be read."""
         ...
 
     def share_weights(self, policy_arn: str) -> dict[str, float] | None:

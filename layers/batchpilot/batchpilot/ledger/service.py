@@ -57,6 +57,7 @@ from enum import StrEnum
 from typing import Any
 
 from batchpilot.ledger.fleet import FleetInputs, effect_points, fleet_points
+from batchpilot.ledger.idle import idle_points
 from batchpilot.ledger.model import (
     ACTIVE,
     Effects,
@@ -85,6 +86,7 @@ from batchpilot.ledger.ports import (
     ListedJob,
     MetricSink,
     QueueInfo,
+    QuotaShareLimit,
     ReconcileCursor,
     ReconcileState,
 )
@@ -556,11 +558,19 @@ class LedgerService:
             if info.scheduling_policy_arn:
                 weights[name] = self._weights(info.scheduling_policy_arn, now)
         quota_limits: dict[str, dict[str, int] | None] = {}
+        lenders: dict[str, frozenset[str]] = {}
         for name, aggs in aggregates.items():
             if any(agg.quota for agg in aggs):  # only queues with quota shares: one call each
-                quota_limits[name] = self._quota_limits(name)
+                shares = self._quota_shares(name)
+                quota_limits[name] = None if shares is None else {s: q.limit for s, q in shares.items()}
+                if shares is not None:
+                    lenders[name] = frozenset(s for s, q in shares.items() if q.lends)
         inputs = FleetInputs(queues, aggregates, limits, reserved, weights, oldest, quota_limits)
         points = fleet_points(inputs, now, self.settings.metrics_detail)
+        # Reserved instances idle while jobs that fit wait in another environment; quota shares lending.
+        points += idle_points(
+            inputs, now, self.settings.metrics_detail, self.settings.reserved_types, lenders
+        )
         for drift_queue in summary.reconciled + summary.unfinished:
             for kind in Drift:
                 value = summary.drift.get(f"{drift_queue}:{kind.value}", 0)
@@ -637,12 +647,15 @@ class LedgerService:
             self._claimed.clear()  # bounded: a forgotten claim costs one conditional PutItem again
         self._claimed.add((arn, reason))
 
-    def _quota_limits(self, queue: str) -> dict[str, int] | None:
-        limits = self.batch.quota_limits(queue)
+    def _quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
+        limits = self.batch.quota_shares(queue)
         if limits is None and f"quota:{queue}" not in self._unreadable:
             self._unreadable.add(f"quota:{queue}")
             if self._warn is not None:
-                self._warn(f"quota shares of job queue {queue}", "Entitlement and BorrowedInstances omitted")
+                self._warn(
+                    f"quota shares of job queue {queue}",
+                    "Entitlement, BorrowedInstances and LentInstances omitted",
+                )
         return limits
 
     def _weights(self, policy_arn: str, now: datetime) -> dict[str, float] | None:

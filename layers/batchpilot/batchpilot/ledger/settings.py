@@ -13,7 +13,9 @@
 - ``BATCHPILOT_LEDGER_RESERVED_INSTANCES``: JSON ``{"<service environment>": instances}``, what
   each environment has reserved (a training plan, what the team pays for); ``Utilization`` is
   in-use over it. An environment not named uses the capacity policy's ``max``
-  (``BATCHPILOT_CAPACITY_POLICY``), else its capacity limit.
+  (``BATCHPILOT_CAPACITY_POLICY``), else its capacity limit. An environment's value may also be
+  ``{"<instance type>": instances}`` (its reserved instances by type: their sum is what it
+  reserved, and ``IdleWhileQueuedElsewhere`` knows their type even while it runs no job).
 - ``BATCHPILOT_LEDGER_STARVING_PREEMPTIONS``: preemptions after which a job is reported as
   starving (``Job Starving``, default 3; 1-100).
 - ``BATCHPILOT_LEDGER_STARVING_MINUTES``: JSON ``{"<job queue>": minutes}``, with ``"*"`` for
@@ -29,7 +31,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from batchpilot.shared.arns import resource_name
 from batchpilot.shared.settings import ConfigError, FunctionSettings
@@ -51,6 +53,8 @@ class LedgerSettings(FunctionSettings):
             Batch allows an account; AWS re:Post Knowledge Center, "AWS Batch requests error").
             A queue's listing that does not fit resumes from its cursor on the next run.
         reserved: service environment → reserved instances.
+        reserved_types: service environment → the instance types of its reserved instances, for
+            the environments whose reservation was given by type.
         policy_max: service environment → the capacity policy's ``max`` (read from
             ``BATCHPILOT_CAPACITY_POLICY`` when set; an unreadable policy is ignored here, the
             capacity function reports it).
@@ -66,6 +70,7 @@ class LedgerSettings(FunctionSettings):
     describes_per_run: int = Field(default=200, ge=0, le=10_000)
     list_pages_per_run: int = Field(default=100, ge=1, le=10_000)
     reserved: dict[str, int] = Field(default_factory=dict)
+    reserved_types: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     policy_max: dict[str, int] = Field(default_factory=dict)
     starving_preemptions: int = Field(default=3, ge=1, le=100)
     starving_minutes: dict[str, int] = Field(default_factory=lambda: {"*": 60})
@@ -100,16 +105,26 @@ class LedgerSettings(FunctionSettings):
             return tuple(resource_name(part.strip()) or "" for part in value.split(",") if part.strip())
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _reserved_by_type(cls, data: Any) -> Any:
+        """``reserved`` as JSON text, when valid: each environment's instances, or its instances
+        by instance type (summed into ``reserved``, the types into ``reserved_types``). Invalid
+        text is left for the field's own validator, whose error names the variable."""
+        value = data.get("reserved") if isinstance(data, dict) else None
+        split = _split_reserved(value) if isinstance(value, str) else None
+        if split is None:
+            return data
+        return {**data, "reserved": split[0], "reserved_types": split[1]}
+
     @field_validator("reserved", mode="before")
     @classmethod
     def _reserved(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            parsed = json.loads(value) if value.strip() else {}
-            if not isinstance(parsed, dict) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in parsed.values()
-            ):
-                raise ValueError('expected a JSON object {"<service environment>": <instances>}')
-            return parsed
+        if isinstance(value, str):  # not split by _reserved_by_type: invalid
+            raise ValueError(
+                'expected a JSON object {"<service environment>": <instances>} or '
+                '{"<service environment>": {"<instance type>": <instances>}}'
+            )
         return value
 
     @field_validator("starving_minutes", mode="before")
@@ -139,6 +154,35 @@ class LedgerSettings(FunctionSettings):
         except (ValidationError, ValueError) as exc:
             problems = cls._problems(exc) if isinstance(exc, ValidationError) else str(exc)
             raise ConfigError(f"invalid {function} function configuration: {problems}") from None
+
+
+def _split_reserved(text: str) -> tuple[dict[str, int], dict[str, tuple[str, ...]]] | None:
+    """``LedgerReservedInstances`` text → (environment → instances, environment → instance types
+    of the environments given by type); ``None`` when it is not one of the two forms."""
+    try:
+        parsed = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    reserved: dict[str, int] = {}
+    types: dict[str, tuple[str, ...]] = {}
+    for env, count in parsed.items():
+        if isinstance(count, dict) and count and all(isinstance(t, str) and t for t in count):
+            if not all(_instances(n) for n in count.values()):
+                return None
+            reserved[env] = sum(count.values())
+            types[env] = tuple(sorted(count))
+        elif _instances(count):
+            reserved[env] = count
+        else:
+            return None
+    return reserved, types
+
+
+def _instances(value: Any) -> bool:
+    """A count of instances: an int (not a bool) of at least 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _policy_max(text: str) -> dict[str, int]:

@@ -31,6 +31,23 @@ https://api.slack.com/methods/chat.postMessage, https://api.slack.com/apis/rate-
 - every other answer (400 ``invalid_blocks``, 403 ``action_prohibited``, 404 ``no_service`` /
   ``channel_not_found``, 410 ``channel_is_archived``, 5xx, a timeout, a refused connection) fails
   at once, without a retry.
+
+Owner mentions (:mod:`batchpilot.alerts.owners`): a single-fact message whose fact mentions its
+owner (``Owner.mention``, an e-mail address) mentions them as ``<@U123>`` in its ``Owner`` field
+and its top-level ``text``, after ``users.lookupByEmail``
+(https://api.slack.com/methods/users.lookupByEmail: bot token, scope ``users:read.email``; Web API
+Tier 3). Ids are cached per function instance (:class:`SlackUsers`: an hour; an unknown address
+too; a failed lookup a minute), so one lookup serves every message about that owner in the
+container's life. The lookup gets half the time left, at most :data:`LOOKUP_TIMEOUT_SECONDS`, no
+retry; whatever goes wrong (webhook mode has no token, ``users_not_found``, ``ratelimited``,
+``missing_scope``, a timeout), the message goes without the mention and
+:attr:`~batchpilot.alerts.ports.Delivery.owner_problem` says why. With ``direct_message`` (template
+parameter ``OwnerDirectMessage``) the owner also gets the message in the app's direct message
+with them (``chat.postMessage`` to the user id), right after the channel took it: only then, so a
+message the channel refused (and that the service falls back or retries) never reaches the owner
+alone, and a channel message recorded as delivered is never posted again, nor its direct message.
+A direct message that fails is an ``owner_problem`` (``direct_message_failed:<reason>``), not a
+failed delivery.
 """
 
 from __future__ import annotations
@@ -56,6 +73,7 @@ from batchpilot.alerts.channels import (
     secret_field,
 )
 from batchpilot.alerts.facts import AlertFact
+from batchpilot.alerts.owners import OwnerProblem
 from batchpilot.alerts.policy import Channel, Severity
 from batchpilot.alerts.ports import Delivery, Notice, SecretReader, TimeLeft
 from batchpilot.alerts.render import (
@@ -83,12 +101,14 @@ __all__ = [
     "SECTION_TEXT_MAX",
     "SlackMessage",
     "SlackNotifier",
+    "SlackUsers",
     "payload_size",
     "quiet_logger",
     "reason_code",
     "request_timeout",
     "slack_digest",
     "slack_message",
+    "with_mention",
 ]
 
 HEADER_MAX = 150
@@ -102,6 +122,10 @@ MAX_BODY_BYTES = 40_000
 SLACK_REASON_MAX = 2500
 """Characters of a reason shown in one Slack message (below the 3,000 of a section)."""
 _TOKEN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}$")
+"""A Slack user id (``U0123ABCD``; ``W…`` in Enterprise Grid): what ``<@…>`` mentions."""
+LOOKUP_TIMEOUT_SECONDS = 3.0
+"""Longest wait for ``users.lookupByEmail`` (less when the invocation has less time left)."""
 
 
 # ------------------------------------------------------------------------------------- render
@@ -114,6 +138,8 @@ class SlackMessage:
     text: str
     blocks: list[dict[str, Any]]
     channel: str | None = None
+    owner_email: str | None = None
+    """The e-mail address of the owner to mention (looked up when posting), or None."""
 
     def payload(self) -> dict[str, Any]:
         """``{"text", "blocks"}`` as sent to a webhook or ``chat.postMessage``."""
@@ -191,7 +217,33 @@ def slack_message(fact: AlertFact, severity: Severity, why: str) -> SlackMessage
     blocks.append(
         _context(_mrkdwn(f"Why {severity.value}: {why}. {fact.detail_type} at {fact.event_time.isoformat()}"))
     )
-    return SlackMessage(text=_mrkdwn(top_text(severity, title(fact))), blocks=blocks[:MAX_BLOCKS])
+    owner = fact.owner
+    return SlackMessage(
+        text=_mrkdwn(top_text(severity, title(fact))),
+        blocks=blocks[:MAX_BLOCKS],
+        owner_email=owner.email if owner is not None and owner.mention else None,
+    )
+
+
+def with_mention(message: SlackMessage, user_id: str) -> SlackMessage:
+    """``message`` mentioning the Slack user ``user_id`` (``U0123ABCD``): its ``Owner`` field
+    shows ``<@U0123ABCD>`` instead of the address, and its top-level ``text`` ends with it (the
+    notification names them). An id that is not a Slack user id leaves the message as it is."""
+    if message.owner_email is None or not _USER_ID.match(user_id):
+        return message
+    mention = f"<@{user_id}>"
+    shown = f"*Owner*\n{_mrkdwn(plain(message.owner_email))}"
+    blocks = []
+    for block in message.blocks:
+        fields = block.get("fields")
+        if isinstance(fields, list):
+            fields = [
+                {**f, "text": f"*Owner*\n{mention}"} if isinstance(f, dict) and f.get("text") == shown else f
+                for f in fields
+            ]
+            block = {**block, "fields": fields}
+        blocks.append(block)
+    return replace(message, text=f"{message.text} · {mention}", blocks=blocks)
 
 
 def slack_digest(
@@ -322,6 +374,54 @@ def _deadline_retry_handler(
     return DeadlineRateLimitRetryHandler(max_retry_count=MAX_RATE_LIMIT_RETRIES)
 
 
+class SlackUsers:
+    """Slack user ids by e-mail address (``users.lookupByEmail``), cached per function instance.
+
+    Args:
+        ttl: seconds an id, or an address Slack does not know, is kept.
+        failure_ttl: seconds a failed lookup (rate limited, timed out) is kept before trying again.
+        limit: addresses kept at most (then all are forgotten).
+        clock: monotonic seconds (``time.monotonic``).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float = 3600.0,
+        failure_ttl: float = 60.0,
+        limit: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl, self._failure_ttl, self._limit, self._clock = ttl, failure_ttl, limit, clock
+        self._known: dict[str, tuple[float, str | None, str | None]] = {}
+        self.lookups = 0
+        """``users.lookupByEmail`` requests made (for tests and the docs' numbers)."""
+
+    def resolve(
+        self, email: str, lookup: Callable[[str], tuple[str | None, str | None]]
+    ) -> tuple[str | None, str | None]:
+        """``(user id, None)`` or ``(None, problem)`` for ``email``: from the cache, else
+        ``lookup(email)`` (one request, its answer kept)."""
+        key = email.lower()
+        now = self._clock()
+        kept = self._known.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1], kept[2]
+        self.lookups += 1
+        user, problem = lookup(email)
+        ttl = (
+            self._failure_ttl if problem is not None and problem != OwnerProblem.UNKNOWN_EMAIL else self._ttl
+        )
+        if len(self._known) >= self._limit:
+            self._known.clear()
+        self._known[key] = (now + ttl, user, problem)
+        return user, problem
+
+
+def _lookup_failed(reason: str) -> str:
+    return f"{OwnerProblem.LOOKUP_FAILED.value}:{reason}"
+
+
 @register_channel(
     Channel.SLACK,
     limits=RenderLimits(headline=HEADER_MAX, body=MAX_BODY_BYTES),
@@ -342,6 +442,7 @@ class SlackNotifier:
         api_url: Slack Web API base URL (``https://slack.com/api/``; a loopback URL locally).
         sleep: how to wait out a 429 (``time.sleep``).
         timeout: seconds per HTTP request.
+        direct_message: also send a mentioned owner the message directly (bot token mode).
 
     Raises:
         ValueError: neither a webhook nor a bot token with a channel is given.
@@ -357,8 +458,10 @@ class SlackNotifier:
         api_url: str = "https://slack.com/api/",
         sleep: Callable[[float], None] = time.sleep,
         timeout: float = REQUEST_TIMEOUT_SECONDS,
+        direct_message: bool = False,
     ) -> None:
         self._secrets = secrets
+        self.direct_message = direct_message
         self.webhook_secret = webhook_secret or None
         self.bot_token_secret = bot_token_secret or None
         self.channel = channel or None
@@ -368,6 +471,8 @@ class SlackNotifier:
         self._sleep = sleep
         self._timeout = timeout
         self._logger = quiet_logger()
+        self.users = SlackUsers()
+        """Owners' Slack user ids, cached for the function instance's life."""
 
     @classmethod
     def configured(
@@ -385,6 +490,7 @@ class SlackNotifier:
             api_url=settings.slack_api_url,
             sleep=options.sleep,
             timeout=options.timeout,
+            direct_message=settings.owner_direct_message,
         )
 
     @property
@@ -415,7 +521,10 @@ class SlackNotifier:
                 return self._post_bot(message, thread, time_left)
             if message.channel is not None:
                 return Delivery(False, "channel_override_needs_bot_token")
-            return self._post_webhook(message, time_left)
+            delivery = self._post_webhook(message, time_left)
+            if message.owner_email is not None:  # users.lookupByEmail needs a bot token
+                return replace(delivery, owner_problem=OwnerProblem.NO_BOT_TOKEN.value)
+            return delivery
         except Exception as exc:  # connection refused, timeout, TLS: may or may not have posted
             return Delivery(False, _exception_reason(exc))
 
@@ -454,7 +563,6 @@ class SlackNotifier:
 
     def _post_bot(self, message: SlackMessage, thread: str | None, time_left: TimeLeft) -> Delivery:
         from slack_sdk import WebClient
-        from slack_sdk.errors import SlackApiError
 
         assert self.bot_token_secret is not None and self.channel is not None
         token = self._secret(self.bot_token_secret, "token")
@@ -464,6 +572,13 @@ class SlackNotifier:
             return Delivery(False, "api_url_invalid")
         if time_left() < MIN_REQUEST_SECONDS:
             return Delivery(False, "deadline")
+        owner_problem: str | None = None
+        user: str | None = None
+        if message.owner_email is not None:
+            user, owner_problem = self.users.resolve(
+                message.owner_email, lambda email: self._lookup(token, email, time_left)
+            )
+            message = with_mention(message, user) if user is not None else message
         client = WebClient(
             token=token,
             base_url=self.api_url,
@@ -471,6 +586,58 @@ class SlackNotifier:
             logger=self._logger,
             retry_handlers=[_deadline_retry_handler(time_left, self._sleep, lambda: client)],
         )
+        delivery = self._chat_post(client, message, thread)
+        if delivery.delivered and user is not None and self.direct_message:
+            owner_problem = self._direct_message(client, message, user, time_left)
+        return replace(delivery, owner_problem=owner_problem) if owner_problem else delivery
+
+    def _direct_message(
+        self, client: Any, message: SlackMessage, user: str, time_left: TimeLeft
+    ) -> str | None:
+        """The message in the app's direct message with ``user`` (after the channel took it);
+        None when sent, else ``direct_message_failed:<reason>``. Never raises."""
+        if time_left() < MIN_REQUEST_SECONDS:
+            return "direct_message_failed:deadline"
+        client.timeout = request_timeout(time_left, self._timeout)
+        try:
+            sent = self._chat_post(client, replace(message, channel=user), None)
+        except Exception as exc:  # the channel message went: this must not fail it
+            return f"direct_message_failed:{_exception_reason(exc)}"
+        return None if sent.delivered else f"direct_message_failed:{sent.reason}"
+
+    def _lookup(self, token: str, email: str, time_left: TimeLeft) -> tuple[str | None, str | None]:
+        """One ``users.lookupByEmail``: ``(user id, None)`` or ``(None, problem)``; never raises.
+        Half the time left at most (the post needs the rest), never retried."""
+        from slack_sdk import WebClient
+        from slack_sdk.errors import SlackApiError
+
+        room: Any = min(LOOKUP_TIMEOUT_SECONDS, time_left() / 2)  # float seconds: request_timeout
+        if room < MIN_REQUEST_SECONDS:
+            return None, _lookup_failed("deadline")
+        client = WebClient(
+            token=token, base_url=self.api_url, timeout=room, logger=self._logger, retry_handlers=[]
+        )
+        try:
+            response = client.users_lookupByEmail(email=email)
+        except SlackApiError as exc:
+            status = getattr(exc.response, "status_code", None)
+            error = exc.response.get("error") if hasattr(exc.response, "get") else None
+            if error == "users_not_found":
+                return None, OwnerProblem.UNKNOWN_EMAIL.value
+            if status == 429:
+                return None, _lookup_failed("rate_limited")
+            return None, _lookup_failed(reason_code(status, error if isinstance(error, str) else None))
+        except Exception as exc:  # a timeout, a refused connection: the message goes without it
+            return None, _lookup_failed(_exception_reason(exc))
+        user = response.get("user")
+        user_id = user.get("id") if isinstance(user, dict) else None
+        if isinstance(user_id, str) and _USER_ID.match(user_id):
+            return user_id, None
+        return None, _lookup_failed("invalid_answer")
+
+    def _chat_post(self, client: Any, message: SlackMessage, thread: str | None) -> Delivery:
+        from slack_sdk.errors import SlackApiError
+
         try:
             response = client.chat_postMessage(
                 channel=message.channel or self.channel,

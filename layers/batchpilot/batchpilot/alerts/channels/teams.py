@@ -24,7 +24,17 @@ in Teams": https://learn.microsoft.com/microsoftteams/platform/task-modules-and-
 https://learn.microsoft.com/adaptive-cards/schema-explorer/text-run). So every value that comes
 from an event (names, reasons, queues) is a ``TextRun`` of a ``RichTextBlock``, with control
 characters removed and ``{{`` broken (the card's ``{{DATE()}}``/``{{TIME()}}`` functions);
-``TextBlock`` s carry only batchpilot's own words.
+``TextBlock`` s carry only batchpilot's own words, and an owner's mention.
+
+Owner mentions (:mod:`batchpilot.alerts.owners`): a single fact that mentions its owner (an e-mail
+address, which Teams takes as the user's UPN) shows its ``Owner`` line as a ``TextBlock``
+``Owner: <at>address</at>`` with the card's ``msteams.entities`` entry ``{"type": "mention",
+"text": "<at>address</at>", "mentioned": {"id": address, "name": address}}`` ("Format cards in
+Microsoft Teams", mention support within Adaptive Cards:
+https://learn.microsoft.com/microsoftteams/platform/task-modules-and-cards/cards/cards-format#mention-support-within-adaptive-cards).
+Mentions need a ``TextBlock`` (a ``TextRun`` cannot hold one); the address is safe there: an
+owner's e-mail address has no Markdown or tag character (:func:`batchpilot.alerts.owners.is_email`).
+No lookup is needed, so nothing but a non-e-mail tag keeps a Teams card from mentioning its owner.
 
 Delivery rules, the same as Slack's (:mod:`batchpilot.alerts.channels`): the Workflows trigger
 accepts a request with 202 Accepted and runs the flow after answering, so any 2xx counts as
@@ -174,13 +184,25 @@ def _why(severity: Severity, why: str, event: str | None = None) -> dict[str, An
     return _rich(_run(truncate(plain(text), VALUE_MAX), isSubtle=True, size="Small"), separator=True)
 
 
-def _card(text: str, body: list[dict[str, Any]], actions: list[dict[str, Any]]) -> dict[str, Any]:
+def _mention(email: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``Owner`` line mentioning ``email`` and its ``msteams.entities`` entry."""
+    tag = f"<at>{email}</at>"
+    line = {"type": "TextBlock", "text": f"**Owner:** {tag}", "wrap": True, "spacing": "None"}
+    return line, {"type": "mention", "text": tag, "mentioned": {"id": email, "name": email}}
+
+
+def _card(
+    text: str,
+    body: list[dict[str, Any]],
+    actions: list[dict[str, Any]],
+    entities: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     card: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
         "fallbackText": markdown_escaped(card_text(text)),
-        "msteams": {"width": "Full"},
+        "msteams": {"width": "Full", **({"entities": entities} if entities else {})},
         "body": body,
     }
     if actions:
@@ -194,7 +216,15 @@ def _fits(message: TeamsMessage) -> bool:
 
 def _single(fact: AlertFact, severity: Severity, why: str, reason_max: int) -> TeamsMessage:
     body = _header(severity, headline(fact, TITLE_MAX))
+    owner = fact.owner
+    mention = owner.email if owner is not None and owner.mention else None
+    entities: list[dict[str, Any]] = []
     for label, value in facts_table(fact):
+        if label == "Owner" and mention is not None:
+            line, entity = _mention(mention)
+            body.append(line)
+            entities.append(entity)
+            continue
         body.append(_rich(_run(f"{label}: ", weight="Bolder"), _run(truncate(plain(value), VALUE_MAX))))
     if fact.reason and reason_max > 0:
         body.append(_rich(_run("Reason", weight="Bolder"), separator=True))
@@ -203,7 +233,7 @@ def _single(fact: AlertFact, severity: Severity, why: str, reason_max: int) -> T
     body.append(_why(severity, why, event))
     actions = [{"type": "Action.OpenUrl", "title": label, "url": url} for label, url in console_links(fact)]
     text = top_text(severity, title(fact))
-    return TeamsMessage(text=text, card=_card(text, body, actions))
+    return TeamsMessage(text=text, card=_card(text, body, actions, entities))
 
 
 def teams_message(fact: AlertFact, severity: Severity, why: str) -> TeamsMessage:
