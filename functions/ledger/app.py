@@ -1,11 +1,13 @@
-"""Ledger function: job events (``LedgerQueue``) update the job ledger; ``LedgerSchedule`` reconciles
-and publishes. Each trigger has its own entry; ``lambda_handler`` (the template's ``Handler``: one
-per Lambda function) hands each event to its entry. The work: :mod:`batchpilot.ledger.handler`."""
+"""Ledger function: job events (``LedgerQueue``) and ``LedgerSchedule`` (reconcile, gauges, GPU activity),
+one entry per trigger under ``lambda_handler``. The work: :mod:`batchpilot.ledger.handler`."""
 
 import os
 
-from batchpilot.io import batch, emf, eventbridge, s3
-from batchpilot.io.clients import client
+from batchpilot.gpu.service import GpuActivityService
+from batchpilot.gpu.settings import GpuSettings
+from batchpilot.io import batch, cloudwatch, emf, eventbridge, s3
+from batchpilot.io.clients import LazyClient, client
+from batchpilot.io.dynamodb.gpu import GpuEpisodeStore
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
 from batchpilot.ledger.handler import LedgerProcessor, run_schedule, warn_unreadable
 from batchpilot.ledger.service import LedgerService
@@ -15,18 +17,24 @@ from batchpilot.shared.observability import configure
 from batchpilot.shared.processing import by_trigger, queue_entry, schedule_entry
 
 settings = LedgerSettings.from_environ(os.environ, function="ledger")
+gpu_settings = GpuSettings.from_environ(os.environ, function="ledger")
 configure(settings)
+dynamodb, batch_client, table = client("dynamodb"), client("batch"), settings.state_table
+store, sink = LedgerStateStore(dynamodb, table), emf.EmfPublisher(settings.namespace, settings.service)
+publisher = eventbridge.EventBridgePublisher(client("events"), settings.event_bus)
+ledger_batch, checkpoints = batch.BatchLedgerClient(batch_client), s3.S3Checkpoints(client("s3"))
 service = LedgerService(
-    settings=settings,
-    store=LedgerStateStore(client("dynamodb"), settings.state_table),
-    batch=batch.BatchLedgerClient(client("batch")),
-    sink=emf.EmfPublisher(settings.namespace, settings.service),
-    clock=utc_now,
-    warn=warn_unreadable,
-    publisher=eventbridge.EventBridgePublisher(client("events"), settings.event_bus),
-    checkpoints=s3.S3Checkpoints(client("s3")),
-)
+    settings=settings, store=store, batch=ledger_batch, sink=sink, clock=utc_now,
+    warn=warn_unreadable, publisher=publisher, checkpoints=checkpoints,
+)  # fmt: skip
+series = cloudwatch.CloudWatchSeries(LazyClient("cloudwatch"))  # made at the first GetMetricData
+gpu = GpuActivityService(
+    jobs=store, names=batch.ServiceJobAttempts(batch_client), metrics=series, sink=sink,
+    episodes=GpuEpisodeStore(dynamodb, table), publisher=publisher,
+    rules=gpu_settings.rules, prices=gpu_settings.prices,
+)  # fmt: skip
 processor = LedgerProcessor(service)
 queue_handler = queue_entry(processor)  # LedgerQueue batch → {"batchItemFailures": [...]}
-schedule_handler = schedule_entry(lambda event: run_schedule(service, event))  # → the run's summary
+gpu_check = gpu if gpu_settings.enabled else None  # BATCHPILOT_GPU_ACTIVITY
+schedule_handler = schedule_entry(lambda event: run_schedule(service, event, gpu_check))  # → its summary
 lambda_handler = by_trigger(queue=queue_handler, schedule=schedule_handler)

@@ -17,6 +17,12 @@ A world is a JSON object with any of the keys in :data:`WORLD_KEYS` (all lists):
                             resourceSharingConfiguration, preemptionConfiguration, state}] on a
                             QUOTA_MANAGEMENT job queue of the world (ListQuotaShares answers them);
                             sharing defaults to RESERVE, in-share preemption to DISABLED
+    gpu_metrics           [{host, metric, from, to, value}]: one datapoint a minute of ``value``
+                            (percent) from ``from`` (inclusive) to ``to`` (exclusive) for the
+                            training job host ``host`` (``<training job>/algo-<n>``) in SageMaker's
+                            namespace /aws/sagemaker/TrainingJobs (PutMetricData to the embedded
+                            CloudWatch, which GetMetricData then answers); ``metric`` defaults to
+                            GPUUtilization
 
 The first two are checked by pydantic models; the API-shaped ones member by member against
 botocore's own shapes (unknown members, wrong types and bad enum values are errors). Every error is
@@ -37,7 +43,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from batchpilot.shared.correlation import current_record
@@ -76,6 +82,7 @@ WORLD_KEYS: frozenset[str] = frozenset(
         "checkpoints",
         "scheduling_policies",
         "quota_shares",
+        "gpu_metrics",
     }
 )
 """Keys a scenario's ``world`` may have."""
@@ -211,6 +218,27 @@ class CheckpointSpec(_Model):
         return f"{self.prefix}{key}"
 
 
+class GpuSeriesSpec(_Model):
+    """One run of GPU datapoints (``world.gpu_metrics[]``), one a minute in ``[from, to)``."""
+
+    host: str = Field(min_length=1, max_length=255)
+    metric: Literal["GPUUtilization", "GPUMemoryUtilization"] = "GPUUtilization"
+    start: datetime = Field(alias="from")
+    end: datetime = Field(alias="to")
+    value: float = Field(ge=0)
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> datetime:
+        return parse_time(value)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GpuSeriesSpec:
+        if self.end <= self.start:
+            raise ValueError("to must be after from")
+        return self
+
+
 class _WorldModel(_Model):
     service_environments: list[ServiceEnvironmentSpec] = Field(default_factory=list)
     job_queues: list[JobQueueSpec] = Field(default_factory=list)
@@ -221,6 +249,7 @@ class _WorldModel(_Model):
     checkpoints: list[CheckpointSpec] = Field(default_factory=list)
     scheduling_policies: list[dict[str, Any]] = Field(default_factory=list)
     quota_shares: list[dict[str, Any]] = Field(default_factory=list)
+    gpu_metrics: list[GpuSeriesSpec] = Field(default_factory=list)
 
 
 @dataclass
@@ -249,6 +278,7 @@ class World:
     checkpoints: list[CheckpointSpec] = field(default_factory=list)
     scheduling_policies: list[dict[str, Any]] = field(default_factory=list)
     quota_shares: list[dict[str, Any]] = field(default_factory=list)
+    gpu_metrics: list[GpuSeriesSpec] = field(default_factory=list)
 
 
 def _loc(parts: Sequence[Any]) -> str:
@@ -283,6 +313,7 @@ def parse_world(world: object) -> World:
         service_environments=model.service_environments,
         job_queues=model.job_queues,
         checkpoints=model.checkpoints,
+        gpu_metrics=model.gpu_metrics,
     )
     batch = service_model("batch")
     service_job_shape = batch.operation_model("DescribeServiceJob").output_shape
@@ -537,7 +568,35 @@ def seed(aws: SeedTarget, world: Mapping[str, Any], *, replace: bool = False) ->
         training.put_training_job(training_job.detail, training_job.tags)
     for checkpoint in parsed.checkpoints:
         _seed_checkpoint(aws, checkpoint, replace)
+    if parsed.gpu_metrics:
+        _seed_gpu_metrics(aws.client("cloudwatch"), parsed.gpu_metrics)
     return parsed
+
+
+_PUT_DATUMS = 1000  # PutMetricData: at most 1,000 datums a request
+
+
+def _seed_gpu_metrics(client: Any, series: Sequence[GpuSeriesSpec]) -> None:
+    """PutMetricData of every minute of every series (namespace /aws/sagemaker/TrainingJobs).
+    Datapoints are added, never removed (CloudWatch has no delete): a later tick's world adds the
+    minutes it gives, replacing those of the same host, metric and minute."""
+    datums: list[dict[str, Any]] = []
+    for spec in series:
+        at = spec.start
+        while at < spec.end:
+            datums.append(
+                {
+                    "MetricName": spec.metric,
+                    "Dimensions": [{"Name": "Host", "Value": spec.host}],
+                    "Timestamp": at,
+                    "Value": spec.value,
+                    "Unit": "Percent",
+                }
+            )
+            at += timedelta(minutes=1)
+    for first in range(0, len(datums), _PUT_DATUMS):
+        chunk = datums[first : first + _PUT_DATUMS]
+        client.put_metric_data(Namespace="/aws/sagemaker/TrainingJobs", MetricData=chunk)
 
 
 def _register(client: Any, job_def: JobDefinitionSeed) -> None:

@@ -130,6 +130,7 @@ def test_world_keys_are_the_documented_ones() -> None:
         "checkpoints",
         "scheduling_policies",
         "quota_shares",
+        "gpu_metrics",
     } == WORLD_KEYS
     readme = (Path(__file__).resolve().parents[2] / "local/batchpilot_local/README.md").read_text()
     assert all(f"`{key}`" in readme for key in WORLD_KEYS)
@@ -482,3 +483,33 @@ def test_journal_hooks_are_removed_on_close() -> None:
 def test_replayer_seeds_a_scenario_world() -> None:
     reports = Replayer().run([], worlds=[{**SERVICE_WORLD, "service_jobs": [detail("service-job/running")]}])
     assert reports == []
+
+
+def test_gpu_metrics_are_put_in_the_embedded_cloudwatch(aws: EmbeddedAws) -> None:
+    series = {"host": "tj/algo-1", "from": "2026-11-20T22:00:00Z", "to": "2026-11-20T22:03:00Z", "value": 40}
+    aws.seed({"gpu_metrics": [series]})
+    answer = aws.client("cloudwatch").get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "q0",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "/aws/sagemaker/TrainingJobs",
+                        "MetricName": "GPUUtilization",
+                        "Dimensions": [{"Name": "Host", "Value": "tj/algo-1"}],
+                    },
+                    "Period": 60,
+                    "Stat": "Average",
+                },
+            }
+        ],
+        StartTime=datetime(2026, 11, 20, 21, 0, tzinfo=UTC),
+        EndTime=datetime(2026, 11, 20, 23, 0, tzinfo=UTC),
+    )
+    assert answer["MetricDataResults"][0]["Values"] == [40.0, 40.0, 40.0]
+
+
+def test_a_gpu_series_must_end_after_it_starts() -> None:
+    with pytest.raises(WorldError, match="to must be after from"):
+        at = "2026-11-20T22:00:00Z"
+        EmbeddedAws.check_world({"gpu_metrics": [{"host": "h", "from": at, "to": at, "value": 1}]})

@@ -25,6 +25,8 @@ from batchpilot.shared.own_events import (
     CapacityAdjusted,
     CapacityLimited,
     CapacityLimitReason,
+    GpuIdleReason,
+    JobGpuIdle,
     JobResubmitted,
     JobStarving,
     RecoveryFailed,
@@ -136,6 +138,20 @@ def facts(job: str, queue: str, env: str) -> dict[FactKind | str, AlertFact]:
             waiting_seconds=7200,
             message="starving",
         ),
+        FactKind.JOB_GPU_IDLE: JobGpuIdle(
+            **common,
+            job_arn=SERVICE_JOB_ARN,
+            share_identifier="LOWPRI",
+            scheduling_priority=10,
+            reason=GpuIdleReason.STALLED,
+            instance_type="ml.p5.48xlarge",
+            instances=8,
+            gpus=64,
+            idle_since=WHEN,
+            idle_seconds=7200,
+            hourly_cost_usd=1234.5,
+            message="idle",
+        ),
     }
     out: dict[FactKind | str, AlertFact] = {
         "failed": fact_of(failed),
@@ -176,7 +192,7 @@ def test_the_names_are_at_the_limit() -> None:
 @pytest.mark.parametrize("severity", [Severity.CRITICAL, Severity.WARNING, Severity.INFO])
 def test_every_kind_fits_with_128_character_names(severity: Severity) -> None:
     made = facts(LONG_JOB, LONG_QUEUE, LONG_ENV)
-    assert len(made) == 11
+    assert len(made) == 12
     for kind, fact in made.items():
         shown = rendered(fact, severity)
         assert_fits(shown)

@@ -29,6 +29,8 @@ __all__ = ["ApiCall", "CallRecorder", "function_on_stack", "read_calls", "write_
 
 _SHARED_PACKAGES = frozenset({"shared", "io"})
 _FEATURE_MODULE = re.compile(r"^batchpilot\.([a-z_]+)(?:\.|$)")
+_RUNS_IN = {"gpu": "ledger"}
+"""Feature packages that run inside another function (the GPU activity check: the ledger's schedule)."""
 _CONTEXT_KEY = "batchpilot_iam_call"
 
 
@@ -71,7 +73,8 @@ def _plain(value: Any) -> Any:
 def function_on_stack(frame: Any = None) -> str | None:
     """The function whose code is outermost on the stack from ``frame`` (default: the caller's):
     the ``<name>`` of ``functions/<name>/app.py`` or of a ``batchpilot.<name>`` package other than
-    ``shared`` and ``io``; None when no function's code is on the stack."""
+    ``shared`` and ``io`` (``batchpilot.gpu``: the ledger function, whose schedule runs it); None
+    when no function's code is on the stack."""
     current = frame if frame is not None else inspect.currentframe()
     found: str | None = None
     while current is not None:
@@ -81,7 +84,7 @@ def function_on_stack(frame: Any = None) -> str | None:
         else:
             match = _FEATURE_MODULE.match(str(current.f_globals.get("__name__", "")))
             if match and match.group(1) not in _SHARED_PACKAGES:
-                found = match.group(1)
+                found = _RUNS_IN.get(match.group(1), match.group(1))
         current = current.f_back
     return found
 

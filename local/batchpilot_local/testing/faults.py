@@ -55,6 +55,7 @@ _THROTTLING_CODES = {
     "dynamodb": "ThrottlingException",
     "sns": "Throttling",
     "events": "ThrottlingException",
+    "cloudwatch": "Throttling",
 }
 _INVALID_CODES = {"sns": "InvalidParameter"}
 """``INVALID``'s code where a service names it otherwise than ``ValidationException`` (Amazon SNS
@@ -68,7 +69,17 @@ _SERVER_CODES = {
 }
 
 
-_SERVICE_IDS = ("batch", "sagemaker", "dynamodb", "sns", "eventbridge", "s3", "sqs", "secrets-manager")
+_SERVICE_IDS = (
+    "batch",
+    "sagemaker",
+    "dynamodb",
+    "sns",
+    "eventbridge",
+    "s3",
+    "sqs",
+    "secrets-manager",
+    "cloudwatch",
+)
 _SERVICES = {"eventbridge": "events", "secrets-manager": "secretsmanager"}
 
 

@@ -43,6 +43,8 @@ from batchpilot.shared.own_events import (
     CapacityAdjusted,
     CapacityLimited,
     CapacityLimitReason,
+    GpuIdleReason,
+    JobGpuIdle,
     JobResubmitted,
     JobStarving,
     OwnEvent,
@@ -96,6 +98,7 @@ class FactKind(StrEnum):
     CAPACITY_ADJUSTED = "capacity-adjusted"
     CAPACITY_LIMITED = "capacity-limited"
     JOB_STARVING = "job-starving"
+    JOB_GPU_IDLE = "job-gpu-idle"
     ALARM_STATE_CHANGE = "alarm-state-change"
 
     @classmethod
@@ -104,10 +107,10 @@ class FactKind(StrEnum):
         return cls(kind.value)
 
 
-ReasonCode = SkipReason | CapacityLimitReason | StarvationReason | str
+ReasonCode = SkipReason | CapacityLimitReason | StarvationReason | GpuIdleReason | str
 """An own event's code: the ``skip_reason`` of Recovery Skipped, the ``limit_reason`` of Capacity
-Limited, the ``reason`` of Job Starving, or the AWS ``error_code`` of Recovery Failed (an AWS error code, e.g.
-``ResourceLimitExceeded``: open-ended, so a string)."""
+Limited, the ``reason`` of Job Starving or Job GPU Idle, or the AWS ``error_code`` of Recovery
+Failed (an AWS error code, e.g. ``ResourceLimitExceeded``: open-ended, so a string)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -818,6 +821,41 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                 ),
                 **common,
             )
+        case JobGpuIdle():
+            cost = event.hourly_cost_usd
+            training = event.training_job_name
+            return AlertFact(
+                subject=event.job_arn,
+                # One fact per episode: the episode's first idle minute names it.
+                fact_id=f"gpu-idle#{event.reason.value}#{_ms(event.idle_since)}",
+                event_kind=FactKind.JOB_GPU_IDLE,
+                own=OwnFacts(
+                    job_kind=_enum(JobKind, event.job_kind),
+                    job_name=event.job_name or resource_name(event.job_arn),
+                    job_queue=event.job_queue,
+                    share_identifier=event.share_identifier,
+                    quota_share=event.quota_share,
+                    reason=event.message,
+                    reason_code=event.reason,
+                    priority=event.scheduling_priority,
+                ),
+                thread_subject=event.job_arn,
+                job_id=resource_name(event.job_arn) if ":batch:" in event.job_arn else None,
+                training_job_name=training,
+                log_group=TRAINING_LOG_GROUP if training else None,
+                log_stream=f"{training}/" if training else None,
+                extra=_labelled(
+                    [
+                        ("Instances", f"{event.instances} x {event.instance_type or '?'}"),
+                        ("GPUs", str(event.gpus)),
+                        ("GPU activity", f"{event.activity_percent:.0f}%"),
+                        ("Idle for", f"{event.idle_seconds / 3600:.1f} h"),
+                        ("Idle since", _iso(event.idle_since)),
+                        ("Idle capacity", f"${cost:,.2f}/h at list price" if cost is not None else None),
+                    ]
+                ),
+                **common,
+            )
     raise TypeError(f"not an own event: {type(event).__name__}")  # pragma: no cover - exhaustive
 
 
@@ -900,7 +938,13 @@ def fact_from_event(
         return fact_from_alarm_event(event, routing)
     if isinstance(
         event,
-        JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited | JobStarving,
+        JobResubmitted
+        | RecoverySkipped
+        | RecoveryFailed
+        | CapacityAdjusted
+        | CapacityLimited
+        | JobStarving
+        | JobGpuIdle,
     ):
         return fact_from_own_event(event, envelope)
     return fact_from_job_event(event)

@@ -132,6 +132,7 @@ _MENTIONS: dict[FactKind, bool] = {
     FactKind.CAPACITY_ADJUSTED: False,  # a service environment's, no one job's
     FactKind.CAPACITY_LIMITED: False,
     FactKind.JOB_STARVING: True,
+    FactKind.JOB_GPU_IDLE: True,  # the job's owner left it idle or it hung: theirs to stop or restart
     FactKind.ALARM_STATE_CHANGE: False,  # the stack's own alarms
 }
 """Per fact kind, whether its owner hears of it by default (refined by :func:`mentions_owner`).
@@ -147,7 +148,8 @@ def mentions_owner(fact: AlertFact, severity: Severity, policy: RoutingPolicy) -
     resubmit (:func:`~batchpilot.alerts.facts.recovery_will_handle`; a job its user stopped is
     their own doing, and an ``AWSBatch*`` training job's service job speaks for it), a
     resubmission, a skipped or failed recovery (not the dry runs, nor a failure the recovery
-    function retries itself), a starving job. Nothing silent mentions anyone.
+    function retries itself), a starving job, a job whose GPUs are idle or stalled. Nothing
+    silent mentions anyone.
     """
     if severity is Severity.SILENT:
         return False

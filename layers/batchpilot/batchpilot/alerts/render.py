@@ -266,6 +266,16 @@ def title(fact: AlertFact) -> str:
             priority = "unknown" if fact.priority is None else fact.priority
             how = extra.get("Waiting") or f"{extra.get('Preemptions', '?')} preemptions"
             return f"{job} is starving ({fact.reason_code}): share {share}, priority {priority}, {how}{queue}"
+        case FactKind.JOB_GPU_IDLE:
+            extra = dict(fact.extra)
+            share = fact.quota_share or fact.share_identifier or "no share"
+            priority = "unknown" if fact.priority is None else fact.priority
+            what = "GPUs stalled" if fact.reason_code == "STALLED" else "GPUs idle"
+            held = f"{extra.get('Instances', '?')} ({extra.get('GPUs', '?')} GPUs)"
+            return (
+                f"{job} {what} for {extra.get('Idle for', '?')}: share {share}, priority {priority},"
+                f" {held} at {extra.get('GPU activity', '?')}{queue}"
+            )
     status = fact.status or "?"
     if fact.secondary_status and fact.secondary_status != status:
         status = f"{status}/{fact.secondary_status}"
@@ -336,6 +346,8 @@ def _headline_parts(fact: AlertFact) -> tuple[str, str, str]:
             return f"Capacity limited{code}: ", plain(subject_name(fact)), ""
         case FactKind.JOB_STARVING:
             return f"Starving{code}: ", job, queue
+        case FactKind.JOB_GPU_IDLE:
+            return f"GPUs idle{code}: ", job, queue
     if not fact.terminal and fact.category is Category.SPOT_INTERRUPTION:
         return "Attempt lost to spot, Batch retrying: ", job, queue
     status = fact.status or "?"

@@ -39,6 +39,7 @@ Capacity Limited BLOCKED_JOB_EXCEEDS_MAX                                       c
 Capacity Limited AT_MAX, NOT_VALID, UPDATE_FAILED                              warning
 Capacity Limited COOLDOWN                                                      silent
 Job Starving (PREEMPTED_REPEATEDLY, WAITING_BELOW_ENTITLEMENT)                 warning
+Job GPU Idle (IDLE, STALLED)                                                   warning
 =============================================================================  ==========
 
 The stack's CloudWatch alarms (:mod:`batchpilot.alerts.alarms`):
@@ -171,6 +172,8 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
             return Severity.WARNING, f"capacity could not follow demand ({code})"
         case FactKind.JOB_STARVING:
             return Severity.WARNING, f"the job does not get to run ({code})"
+        case FactKind.JOB_GPU_IDLE:
+            return Severity.WARNING, f"the job holds GPUs that do no work ({code})"
         case FactKind.RECOVERY_SKIPPED:
             if code is SkipReason.BUDGET_EXHAUSTED or fact.producer_critical:
                 return Severity.CRITICAL, "the recovery budget is exhausted: the job stays failed"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from batchpilot.recovery.settings import CheckpointSource
     from batchpilot.recovery.snapshot import JobSnapshot
 
-__all__ = ["BatchCapacityClient", "BatchJobDirectory", "BatchJobs", "BatchLedgerClient"]
+__all__ = ["BatchCapacityClient", "BatchJobDirectory", "BatchJobs", "BatchLedgerClient", "ServiceJobAttempts"]
 
 _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
 
@@ -650,4 +650,45 @@ class BatchJobs:
         for summary in response.get("jobSummaryList") or []:
             if summary.get("jobName") == name and summary.get("jobArn"):
                 return str(summary["jobArn"])
+        return None
+
+
+class ServiceJobAttempts:
+    """A service job's training job, for the GPU activity check (implements
+    :class:`batchpilot.gpu.ports.TrainingJobNames`).
+
+    Args:
+        client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def training_job(self, arn: str) -> str | None:
+        """DescribeServiceJob: the ``TrainingJobName`` in the latest attempt's
+        ``serviceResourceId`` (``latestAttempt``, else the last of ``attempts[]``; its ``value`` is
+        the training job's ARN, AWS Batch User Guide, "Service job events"); ``None`` when none is
+        named yet or AWS Batch no longer knows the job (``ClientException``).
+
+        Raises:
+            TrainingJobUnreadable: any other error (throttling already retried, access denied,
+                no time left), its operation and code in the message.
+        """
+        from batchpilot.gpu.ports import TrainingJobUnreadable
+        from batchpilot.shared.deadline import DeadlineExceeded
+        from batchpilot.shared.errors import describe as describe_error
+
+        try:
+            job = self._client.describe_service_job(jobId=(resource_name(arn) or arn))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in _NOT_FOUND:
+                return None
+            raise TrainingJobUnreadable(describe_error(exc, "DescribeServiceJob")) from None
+        except (BotoCoreError, DeadlineExceeded) as exc:
+            raise TrainingJobUnreadable(describe_error(exc, "DescribeServiceJob")) from None
+        for attempt in (job.get("latestAttempt"), *reversed(job.get("attempts") or [])):
+            resource = (attempt or {}).get("serviceResourceId") or {}
+            name = resource_name(resource.get("value"))
+            if name:
+                return name
         return None

@@ -8,7 +8,9 @@ scope) counts its outcome with ``count_outcome`` or raises the error it must be 
 ``_clean`` writes the batch's event metrics once and drops its results. Each record's ``messageId``
 goes to the service with its body, so its metric values and its ``Job Starving`` are under it (the
 correlation id), and its count and log line are in its scope. :func:`run_schedule` runs
-:meth:`~batchpilot.ledger.service.LedgerService.run` at the schedule event's ``time``.
+:meth:`~batchpilot.ledger.service.LedgerService.run` at the schedule event's ``time``, then the GPU
+activity check of the running training jobs (:class:`batchpilot.gpu.service.GpuActivityService`),
+whose gauges are flushed with the ledger's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from batchpilot.gpu.service import GpuActivityService
 from batchpilot.ledger.service import LedgerService, RecordResult
 from batchpilot.shared.errors import describe
 from batchpilot.shared.events import to_datetime_or_none
@@ -36,9 +39,10 @@ def warn_unreadable(source: str, consequence: str) -> None:
     logger.warning("ledger input cannot be read", extra=fields)
 
 
-def run_schedule(service: LedgerService, event: Any) -> dict[str, Any]:
+def run_schedule(service: LedgerService, event: Any, gpu: GpuActivityService | None = None) -> dict[str, Any]:
     """A schedule event (EventBridge Scheduler input shaped as a scheduled event) → one run at its
-    ``time``, logged; returns the run's summary.
+    ``time``, logged; returns the run's summary (with ``gpu``: the GPU activity check's, under
+    ``"gpu"``, logged as ``gpu activity``).
 
     Raises:
         ValueError: the event has no usable ``time``.
@@ -46,11 +50,20 @@ def run_schedule(service: LedgerService, event: Any) -> dict[str, Any]:
     now = to_datetime_or_none(event.get("time")) if isinstance(event, dict) else None
     if now is None:
         raise ValueError("scheduled event without a usable time")
+    gpu_summary: dict[str, Any] | None = None
     try:
         summary = service.run(now).as_dict()
+        if gpu is not None:
+            gpu_summary = gpu.run(now).as_dict()
     finally:
         service.flush()
     logger.info("ledger run", extra=summary)
+    if gpu_summary is not None:
+        if gpu_summary["unread"]:
+            unread = {"unread": gpu_summary["unread"], "errors": gpu_summary["errors"]}
+            logger.warning("gpu series unread", extra=unread)
+        logger.info("gpu activity", extra=gpu_summary)
+        summary["gpu"] = gpu_summary
     return summary
 
 

@@ -2,7 +2,7 @@
 
 The recovery function publishes ``Job Resubmitted``, ``Recovery Skipped`` and ``Recovery Failed``;
 the capacity function ``Capacity Adjusted`` and ``Capacity Limited``; the ledger function ``Job
-Starving``. The alerts function routes all of them. Producers build a model and call
+Starving`` and ``Job GPU Idle``. The alerts function routes all of them. Producers build a model and call
 :func:`put_events_entry`; consumers parse with :func:`parse_own_event`. Unknown fields are
 ignored so producers can add fields without breaking older consumers.
 
@@ -28,6 +28,8 @@ __all__ = [
     "CapacityAdjusted",
     "CapacityLimitReason",
     "CapacityLimited",
+    "GpuIdleReason",
+    "JobGpuIdle",
     "JobResubmitted",
     "JobStarving",
     "OwnEvent",
@@ -78,6 +80,13 @@ class StarvationReason(StrEnum):
 
     PREEMPTED_REPEATEDLY = "PREEMPTED_REPEATEDLY"  # preempted at least N times (default 3)
     WAITING_BELOW_ENTITLEMENT = "WAITING_BELOW_ENTITLEMENT"  # RUNNABLE too long, share below entitlement
+
+
+class GpuIdleReason(StrEnum):
+    """Why the ledger function calls a RUNNING job's GPUs idle (the ``Job GPU Idle`` reason)."""
+
+    IDLE = "IDLE"  # below the threshold (default 10 %) for the window (default 30 min) after warm-up
+    STALLED = "STALLED"  # fell from working to about zero and stayed there: the hang signature
 
 
 class _OwnEvent(BaseModel):
@@ -214,8 +223,40 @@ class JobStarving(_OwnEvent):
     message: str
 
 
+class JobGpuIdle(_OwnEvent):
+    """``Job GPU Idle``: the ledger function found a RUNNING training job whose GPUs do no work
+    (SageMaker's ``GPUUtilization`` per host; published once per job and episode,
+    :mod:`batchpilot.gpu.policy`)."""
+
+    detail_type: Literal["Job GPU Idle"] = Field(default="Job GPU Idle", exclude=True)
+    job_arn: str
+    job_kind: str
+    job_name: str | None = None
+    training_job_name: str | None = None
+    job_queue: str | None = None
+    share_identifier: str | None = None
+    quota_share: str | None = None
+    scheduling_priority: int | None = None
+    reason: GpuIdleReason
+    instance_type: str | None = None
+    instances: int = Field(default=0, ge=0)
+    gpus: int = Field(default=0, ge=0)  # GPUs of all its instances
+    activity_percent: float = Field(default=0, ge=0)  # mean over its GPUs, the latest minute
+    threshold_percent: float = Field(default=0, ge=0)
+    idle_since: Timestamp
+    idle_seconds: float = Field(default=0, ge=0)  # up to the run's time
+    hourly_cost_usd: float | None = Field(default=None, ge=0)  # idle capacity at list price, when known
+    message: str
+
+
 OwnEvent = (
-    JobResubmitted | RecoverySkipped | RecoveryFailed | CapacityAdjusted | CapacityLimited | JobStarving
+    JobResubmitted
+    | RecoverySkipped
+    | RecoveryFailed
+    | CapacityAdjusted
+    | CapacityLimited
+    | JobStarving
+    | JobGpuIdle
 )
 
 OWN_DETAIL_TYPES: dict[str, type[OwnEvent]] = {
@@ -225,6 +266,7 @@ OWN_DETAIL_TYPES: dict[str, type[OwnEvent]] = {
     "Capacity Adjusted": CapacityAdjusted,
     "Capacity Limited": CapacityLimited,
     "Job Starving": JobStarving,
+    "Job GPU Idle": JobGpuIdle,
 }
 
 

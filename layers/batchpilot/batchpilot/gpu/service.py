@@ -1,0 +1,275 @@
+"""The GPU activity check of one scheduled run (the ledger function's ``LedgerSchedule``, each
+minute): read the GPUs of every RUNNING training job the ledger knows, publish the gauges, report
+idle and stalled jobs once per episode.
+
+Orchestrates through :mod:`batchpilot.gpu.ports` only (no boto3, no Powertools, no wall clock).
+
+Which jobs: the ledger's active index of every job queue it has seen and of standalone training
+jobs (``active``), RUNNING service jobs and training jobs only (container jobs publish no GPU
+metric to SageMaker's namespace: not covered), their records (``get_many``) for the instance type
+and count, and for a service job its training job's name (DescribeServiceJob, once per job and
+attempt per Lambda instance, kept in memory).
+
+Calls per run, with ``Q`` job queues the ledger knows, ``R`` RUNNING training jobs and service
+jobs and ``H`` their hosts (instances): ``Q + 1`` Queries of the active index, ``ceil(R / 100)``
+BatchGetItem, one Query of the open episodes, ``ceil(2H / 500)`` GetMetricData (two metrics a
+host, more only if a result is paged), one DescribeServiceJob per service job attempt the Lambda
+instance has not seen yet; per new episode one conditional PutItem, one PutEvents and one
+UpdateItem; per ended episode one DeleteItem. CloudWatch bills GetMetricData per metric
+requested: ``2H`` a minute.
+
+Faults: a GetMetricData request that fails (throttled after botocore's retries, out of time) leaves
+its jobs unread: they get no gauge and no decision this run (missing data is never idle), the
+failure is counted in the summary. A claim whose ``Job GPU Idle`` could not be published is closed
+again (the next run claims it anew); one whose invocation died before publishing is taken over
+after its lease (:data:`batchpilot.io.dynamodb.gpu.EPISODE_LEASE`): at least once, and the alerts
+function's claim makes it one message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from batchpilot.gpu.policy import (
+    GPU_UTILIZATION,
+    SLACK,
+    Assessment,
+    GpuJob,
+    GpuRules,
+    GpuState,
+    activity,
+    assess,
+    gpu_job,
+    gpu_points,
+    idle_event,
+    job_minutes,
+    queries,
+)
+from batchpilot.gpu.ports import (
+    Episode,
+    EpisodeStore,
+    EventPublisher,
+    MetricReader,
+    MetricSink,
+    RunningJobs,
+    TrainingJobNames,
+    TrainingJobUnreadable,
+)
+from batchpilot.ledger.model import JobStatus, LedgerJob
+from batchpilot.shared.classification import JobKind
+from batchpilot.shared.own_events import PublishError
+
+__all__ = ["GpuActivityService", "GpuRunSummary"]
+
+_NAMES_KEPT = 10_000
+"""Training job names a Lambda instance remembers (bounded: a forgotten one costs one describe)."""
+_READ_KINDS = frozenset({JobKind.SERVICE_JOB, JobKind.TRAINING_JOB})
+
+
+@dataclass
+class GpuRunSummary:
+    """What one run did (logged with the ledger's run summary).
+
+    Attributes:
+        running: RUNNING service and training jobs the ledger holds; ``measured``: those with a
+            recent GPU datapoint; ``uncovered``: those that cannot be read (no training job name
+            yet, unknown instance type or count).
+        queries: GetMetricData queries; ``requests``: GetMetricData calls; ``unread``: queries
+            whose request failed; ``errors``: one bounded line per failed request.
+        idle: ``Job GPU Idle`` published; ``unpublished``: those whose PutEvents failed;
+            ``resolved``: episodes ended (activity back, or the job no longer running);
+            ``points``: gauges.
+    """
+
+    running: int = 0
+    measured: int = 0
+    uncovered: int = 0
+    queries: int = 0
+    requests: int = 0
+    unread: int = 0
+    errors: list[str] = field(default_factory=list)
+    idle: int = 0
+    unpublished: int = 0
+    resolved: int = 0
+    points: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "running": self.running,
+            "measured": self.measured,
+            "uncovered": self.uncovered,
+            "queries": self.queries,
+            "requests": self.requests,
+            "unread": self.unread,
+            "errors": self.errors[:5],
+            "idle": self.idle,
+            "unpublished": self.unpublished,
+            "resolved": self.resolved,
+            "points": self.points,
+        }
+
+
+class GpuActivityService:
+    """The GPU activity check.
+
+    Args:
+        jobs: the ledger's items; ``names``: a service job's training job; ``metrics``: the
+            series; ``episodes``: the open idle episodes; ``sink``: where the gauges go (the
+            ledger's, flushed with its run); ``publisher``: where ``Job GPU Idle`` goes (``None``:
+            gauges only).
+        rules: thresholds; ``prices``: instance type → USD per instance-hour (list price).
+    """
+
+    def __init__(
+        self,
+        *,
+        jobs: RunningJobs,
+        names: TrainingJobNames,
+        metrics: MetricReader,
+        episodes: EpisodeStore,
+        sink: MetricSink,
+        publisher: EventPublisher | None = None,
+        rules: GpuRules | None = None,
+        prices: Mapping[str, float] | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.names = names
+        self.metrics = metrics
+        self.episodes = episodes
+        self.sink = sink
+        self.publisher = publisher
+        self.rules = rules or GpuRules()
+        self.prices = dict(prices or {})
+        # (job ARN, attempt start) → its training job's name: one describe per attempt.
+        self._names: dict[tuple[str, datetime | None], str] = {}
+
+    def run(self, now: datetime) -> GpuRunSummary:
+        """One run at ``now`` (the schedule's time, aware UTC).
+
+        Raises:
+            botocore.exceptions.ClientError: DynamoDB failed (the run fails; the next minute's
+                starts over). GetMetricData and DescribeServiceJob failures are counted (``unread``,
+                ``uncovered``, ``errors``), never raised.
+        """
+        summary = GpuRunSummary()
+        running = self._running()
+        summary.running = len(running)
+        episodes = self.episodes.open_episodes()
+        for arn in sorted(set(episodes) - {job.arn for job in running}):
+            self.episodes.close(arn)  # the job stopped: its episode ends
+            summary.resolved += 1
+        readable: list[GpuJob] = []
+        for job in running:
+            try:
+                made = gpu_job(job, self._training_job(job))
+            except TrainingJobUnreadable as exc:
+                summary.errors.append(str(exc))
+                made = None
+            if made is None:
+                summary.uncovered += 1
+            else:
+                readable.append(made)
+        if not readable:
+            return summary
+        wanted, where = queries(readable)
+        summary.queries = len(wanted)
+        read = self.metrics.read(wanted, now - self.rules.span, now)
+        summary.requests, summary.unread = read.requests, len(read.failed)
+        summary.errors.extend(read.errors)
+        failed = {where[qid][0] for qid in read.failed}
+        per_job: dict[int, dict[str, list[tuple[datetime, float]]]] = {}
+        for qid, series in read.values.items():
+            index, host, metric = where[qid]
+            if metric == GPU_UTILIZATION and index not in failed:
+                per_job.setdefault(index, {})[host] = list(series)
+        measured: list[tuple[GpuJob, dict[str, float]]] = []
+        for index, read_job in enumerate(readable):
+            if index in failed:
+                continue  # unread: no gauge, no decision (missing data is never idle)
+            per_host = per_job.get(index, {})
+            latest = _latest(read_job, per_host, now)
+            if latest:
+                measured.append((read_job, latest))
+            assessment = assess(read_job, job_minutes(read_job, per_host), now, self.rules)
+            self._decide(read_job, assessment, now, episodes, summary)
+        summary.measured = len(measured)
+        points = gpu_points(measured, now)
+        self.sink.add(points)
+        summary.points = len(points)
+        return summary
+
+    def _running(self) -> list[LedgerJob]:
+        arns: list[str] = []
+        for queue in ["", *sorted(self.jobs.queues())]:
+            arns.extend(
+                e.arn
+                for e in self.jobs.active(queue)
+                if e.status is JobStatus.RUNNING and e.kind in _READ_KINDS
+            )
+        if not arns:
+            return []
+        records = self.jobs.get_many(sorted(set(arns)))
+        return [
+            job
+            for arn, job in sorted(records.items())
+            if job is not None and job.status is JobStatus.RUNNING and job.kind in _READ_KINDS
+        ]
+
+    def _training_job(self, job: LedgerJob) -> str | None:
+        if job.kind is JobKind.TRAINING_JOB:
+            return job.details.name or None
+        key = (job.arn, job.attempt_started_at)
+        if key not in self._names:
+            name = self.names.training_job(job.arn)
+            if name is None:
+                return None  # AWS Batch names no attempt yet: asked again next run
+            if len(self._names) >= _NAMES_KEPT:
+                self._names.clear()
+            self._names[key] = name
+        return self._names[key]
+
+    def _decide(
+        self,
+        job: GpuJob,
+        assessment: Assessment,
+        now: datetime,
+        episodes: Mapping[str, Episode],
+        summary: GpuRunSummary,
+    ) -> None:
+        arn = job.job.arn
+        open_episode = episodes.get(arn)
+        if assessment.state is GpuState.ACTIVE:
+            if open_episode is not None:
+                self.episodes.close(arn)  # activity is back: the episode is resolved
+                summary.resolved += 1
+            return
+        if assessment.state is GpuState.UNKNOWN or self.publisher is None:
+            return
+        if open_episode is not None and open_episode.published:
+            return  # already reported: one fact per episode
+        event = idle_event(job, assessment, now, self.rules, self.prices)
+        if not self.episodes.claim(arn, event.reason, event.idle_since, now):
+            return
+        try:
+            self.publisher.publish([event])
+        except PublishError:
+            self.episodes.close(arn)
+            summary.unpublished += 1
+            return
+        self.episodes.confirm(arn)
+        summary.idle += 1
+
+
+def _latest(
+    job: GpuJob, per_host: Mapping[str, Sequence[tuple[datetime, float]]], now: datetime
+) -> dict[str, float]:
+    """Host → its latest activity (0-1), for the hosts with a datapoint in the last few minutes."""
+    out: dict[str, float] = {}
+    for host, series in per_host.items():
+        if series and now - series[-1][0] <= SLACK:
+            out[host] = activity(series[-1][1], job.gpus_per_instance)
+    return out
