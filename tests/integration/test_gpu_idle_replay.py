@@ -68,3 +68,20 @@ def test_the_forgotten_job_and_the_hung_one_are_reported_once_each(ticks: list[E
     assert notice["severity"] == "warning"
     (hung,) = [n for n in ticks[3].notifications if "pretrain-hang" in n["title"]]
     assert hung["severity"] == "warning" and "stalled" in hung["title"]
+
+
+def test_ledger_gpu_activity_disabled_reads_no_gpu_series() -> None:
+    # The template's LedgerGpuActivity=disabled: the same scenario, no GetMetricData, no GPU
+    # gauge, no Job GPU Idle (the cost docs/cost.md states is then zero).
+    from batchpilot_local.inputs import read_inputs
+    from batchpilot_local.replay import Replayer
+
+    replay_input = read_inputs([str(SCENARIO)])
+    replayer = Replayer(parameters={"LedgerGpuActivity": "disabled"})
+    reports = replayer.run(replay_input.events, origins=[item.origin for item in replay_input.items])
+    assert len(reports) == 5
+    assert [report.errors for report in reports] == [[]] * 5
+    assert [len(idle_events(report)) for report in reports] == [0] * 5
+    names = {metric.name for report in reports for metric in report.metrics}
+    assert "OldestRunnableAge" in names or "InstancesInUse" in names  # the ledger still ran
+    assert not names & {"GpuActivity", "GpuActivityP10", "IdleGpuHours"}

@@ -172,6 +172,10 @@ def incident_key(fact: AlertFact, severity: Severity) -> IncidentKey | None:
     else:
         return None
     kind = fact.category.value if fact.category else (fact.status or fact.event_kind.value)
+    if fact.category is None and fact.reason_code is not None:
+        # Own facts without a category (Job Starving, Job GPU Idle) differ by reason: an idle
+        # notebook and a hung collective are different incidents with different owners to act.
+        kind = f"{kind}:{fact.reason_code}"
     return IncidentKey(scope, name, f"{fact.event_kind.value}:{kind}", severity)
 
 
