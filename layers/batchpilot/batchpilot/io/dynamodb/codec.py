@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-__all__ = ["MAX_KEY_PART", "decode", "encode", "from_iso", "is_conditional_failure", "iso", "key", "key_part"]
+__all__ = [
+    "MAX_KEY_PART",
+    "claim_unpublished",
+    "decode",
+    "encode",
+    "from_iso",
+    "is_conditional_failure",
+    "iso",
+    "key",
+    "key_part",
+]
 
 
 @cache
@@ -99,3 +109,29 @@ def is_conditional_failure(exc: BaseException) -> bool:
         "ConditionalCheckFailedException",
         "TransactionCanceledException",
     )
+
+
+def claim_unpublished(client: Any, table: str, item: Mapping[str, Any], stale_before: datetime) -> bool:
+    """PutItem of a once-only marker ``item`` (it must hold ``at``, its claim time, as an ISO UTC
+    string), conditioned on no such item, or on a claim made before ``stale_before`` that was
+    never marked ``published`` (its claimer died between the claim and the publish; the lease has
+    passed). Returns whether this caller holds the claim.
+
+    Raises:
+        botocore.exceptions.ClientError: any failure other than the condition (throttling, access).
+    """
+    try:
+        client.put_item(
+            TableName=table,
+            Item=encode(item),
+            # ISO UTC times of one format compare as text.
+            ConditionExpression="attribute_not_exists(pk) OR "
+            "(attribute_not_exists(published) AND #at < :stale)",
+            ExpressionAttributeNames={"#at": "at"},
+            ExpressionAttributeValues=encode({":stale": iso(stale_before)}),
+        )
+    except Exception as exc:
+        if is_conditional_failure(exc):
+            return False
+        raise
+    return True

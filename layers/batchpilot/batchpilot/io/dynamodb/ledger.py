@@ -44,7 +44,16 @@ from botocore.exceptions import ClientError
 
 from batchpilot.capacity.model import NUM_INSTANCES
 from batchpilot.capacity.sampling import QueueSample
-from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
+from batchpilot.io.dynamodb.codec import (
+    claim_unpublished,
+    decode,
+    encode,
+    from_iso,
+    is_conditional_failure,
+    iso,
+    key,
+    key_part,
+)
 from batchpilot.ledger.demand import ledger_sample
 from batchpilot.ledger.model import (
     AggregateKey,
@@ -488,21 +497,7 @@ class LedgerStateStore:
             "at": iso(at),
             "expires_at": int((at + STARVING_TTL).timestamp()),
         }
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=encode(item),
-                # ISO UTC times of one format compare as text.
-                ConditionExpression="attribute_not_exists(pk) OR "
-                "(attribute_not_exists(published) AND #at < :stale)",
-                ExpressionAttributeNames={"#at": "at"},
-                ExpressionAttributeValues=encode({":stale": iso(at - STARVING_LEASE)}),
-            )
-        except ClientError as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return claim_unpublished(self._client, self._table, item, at - STARVING_LEASE)
 
     def confirm_starvation(self, arn: str, reason: StarvationReason) -> None:
         """UpdateItem marking the job's claimed ``Job Starving`` published (kept until its TTL)."""
