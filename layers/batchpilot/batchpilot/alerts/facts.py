@@ -283,6 +283,11 @@ class AlertFact:
         return self.alarm is not None
 
     @property
+    def is_resolution(self) -> bool:
+        """True for an own fact saying a reported condition ended (``Job GPU Idle`` ACTIVE)."""
+        return self.event_kind is FactKind.JOB_GPU_IDLE and self.reason_code is GpuIdleReason.ACTIVE
+
+    @property
     def notified_directly(self) -> bool:
         """An alarm whose own action notifies an SNS topic: chat only, never the on-call topic."""
         return bool(self.alarm and self.alarm.notified_directly)
@@ -849,7 +854,10 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                         ("Instances", f"{event.instances} x {event.instance_type or '?'}"),
                         ("GPUs", str(event.gpus)),
                         ("GPU activity", f"{event.activity_percent:.0f}%"),
-                        ("Idle for", f"{event.idle_seconds / 3600:.1f} h"),
+                        (
+                            "Was idle for" if event.reason is GpuIdleReason.ACTIVE else "Idle for",
+                            f"{event.idle_seconds / 3600:.1f} h",
+                        ),
                         ("Idle since", _iso(event.idle_since)),
                         ("Idle capacity", f"${cost:,.2f}/h at list price" if cost is not None else None),
                     ]
