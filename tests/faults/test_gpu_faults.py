@@ -125,8 +125,9 @@ def test_duplicate_runs_publish_one_resolution() -> None:
     assert len(resolutions) == 1
     (resolution,) = resolutions
     assert resolution.idle_since == STARTED + timedelta(minutes=15)
-    assert resolution.idle_seconds == (back - resolution.idle_since).total_seconds()
-    assert "after 32 min idle" in resolution.message
+    # Idle from the warm-up's end up to the first active minute (IDLE_AT), not up to the run.
+    assert resolution.idle_seconds == (IDLE_AT - resolution.idle_since).total_seconds() == 1800
+    assert "after 30 min idle" in resolution.message
 
 
 def test_a_claimed_resolution_blocks_a_concurrent_run() -> None:

@@ -28,7 +28,21 @@ def gauge(report: EventReport, name: str, **dims: str) -> float:
 
 
 def idle_events(report: EventReport) -> list[dict[str, Any]]:
-    return [e for e in report.own_events if e.get("detail_type") == "Job GPU Idle"]
+    """The report's Job GPU Idle facts (IDLE, STALLED), resolutions left out."""
+    return [
+        e
+        for e in report.own_events
+        if e.get("detail_type") == "Job GPU Idle" and e["detail"]["reason"] != "ACTIVE"
+    ]
+
+
+def resolutions(report: EventReport) -> list[dict[str, Any]]:
+    """The report's Job GPU Idle resolutions (reason ACTIVE)."""
+    return [
+        e
+        for e in report.own_events
+        if e.get("detail_type") == "Job GPU Idle" and e["detail"]["reason"] == "ACTIVE"
+    ]
 
 
 def test_the_ticks_run_without_errors(ticks: list[EventReport]) -> None:
@@ -85,3 +99,20 @@ def test_ledger_gpu_activity_disabled_reads_no_gpu_series() -> None:
     names = {metric.name for report in reports for metric in report.metrics}
     assert "OldestRunnableAge" in names or "InstancesInUse" in names  # the ledger still ran
     assert not names & {"GpuActivity", "GpuActivityP10", "IdleGpuHours"}
+
+
+def test_teamb_returning_to_work_is_resolved_once_as_info(ticks: list[EventReport]) -> None:
+    # notebook-forgotten, reported IDLE at 22:25 (idle since 21:55), is at 75 % from 22:40: the
+    # 22:45 tick sees it and publishes its one resolution (idle 45 minutes, up to 22:40);
+    # pretrain-hang (still stalled) gets none.
+    found = [resolutions(report) for report in ticks]
+    assert [len(events) for events in found] == [0, 0, 0, 0, 1]
+    detail = found[4][0]["detail"]
+    (idle,) = idle_events(ticks[2])
+    assert (detail["job_name"], detail["share_identifier"]) == ("notebook-forgotten", "TEAMB")
+    assert detail["idle_since"] == idle["detail"]["idle_since"]
+    assert detail["idle_seconds"] == 45 * 60 and detail["activity_percent"] == pytest.approx(75)
+    assert "after 45 min idle" in detail["message"]
+    (notice,) = [n for n in ticks[4].notifications if "notebook-forgotten" in n["title"]]
+    assert notice["severity"] == "info"
+    assert "GPUs active again after 0.8 h idle" in notice["title"]

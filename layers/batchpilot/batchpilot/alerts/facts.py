@@ -854,10 +854,7 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                         ("Instances", f"{event.instances} x {event.instance_type or '?'}"),
                         ("GPUs", str(event.gpus)),
                         ("GPU activity", f"{event.activity_percent:.0f}%"),
-                        (
-                            "Was idle for" if event.reason is GpuIdleReason.ACTIVE else "Idle for",
-                            f"{event.idle_seconds / 3600:.1f} h",
-                        ),
+                        ("Idle for", f"{event.idle_seconds / 3600:.1f} h"),
                         ("Idle since", _iso(event.idle_since)),
                         ("Idle capacity", f"${cost:,.2f}/h at list price" if cost is not None else None),
                     ]

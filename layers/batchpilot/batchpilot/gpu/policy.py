@@ -194,7 +194,8 @@ def job_minutes(
 @dataclass(frozen=True, slots=True)
 class Assessment:
     """A job's state and, when idle or stalled, since when (the first minute of the idle run,
-    aware UTC) and its latest activity (0-1; ``None``: no datapoint)."""
+    aware UTC; when active, the first minute of the active run) and its latest activity (0-1;
+    ``None``: no datapoint)."""
 
     state: GpuState
     since: datetime | None = None
@@ -228,7 +229,12 @@ def assess(
         return Assessment(GpuState.UNKNOWN)
     latest = minutes[-1][1]
     if latest >= rules.threshold:
-        return Assessment(GpuState.ACTIVE, latest=latest)
+        back = minutes[-1][0]  # the first minute of the trailing active run: when work resumed
+        for stamp, value in reversed(minutes):
+            if value < rules.threshold:
+                break
+            back = stamp
+        return Assessment(GpuState.ACTIVE, back, latest)
     stopped = _trailing(minutes, rules.near_zero)
     if _covered(stopped, rules.window, now):
         before = minutes[: len(minutes) - len(stopped)]
@@ -364,10 +370,11 @@ def resolved_event(
 ) -> JobGpuIdle:
     """The resolution of a reported episode (``Job GPU Idle`` with reason ``ACTIVE``) at ``now``:
     ``assessment`` is ACTIVE, ``idle_reason`` (IDLE or STALLED) and ``since`` (aware UTC, its first
-    idle minute) are the episode's; ``idle_seconds`` is how long it lasted, up to ``now``."""
+    idle minute) are the episode's; ``idle_seconds`` is how long it lasted, up to the first minute
+    of the active run (``assessment.since``; ``now`` when unknown)."""
     record = job.job
     d = record.details
-    idle_seconds = max((now - since).total_seconds(), 0.0)
+    idle_seconds = max(((assessment.since or now) - since).total_seconds(), 0.0)
     latest = assessment.latest or 0.0
     name = d.name or resource_name(record.arn) or record.arn
     was = "stalled" if idle_reason is GpuIdleReason.STALLED else "idle"
