@@ -121,7 +121,9 @@ def test_duplicate_runs_publish_one_resolution() -> None:
         back = IDLE_AT + timedelta(minutes=2)
         runs = [check(store, publisher, at) for at in (back, back, back + timedelta(minutes=1))]
     assert [r.announced for r in runs] == [1, 0, 0] and runs[0].resolved == 1
-    resolutions = [e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE]
+    resolutions = [
+        e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+    ]
     assert len(resolutions) == 1
     (resolution,) = resolutions
     assert resolution.idle_since == STARTED + timedelta(minutes=15)
@@ -165,12 +167,16 @@ def test_a_kill_around_the_resolution_publishes_it_under_one_key(
             check(store, publisher, back)
         assert faults.injected == [(f"dynamodb:{operation}", kind)]
         check(store, publisher, back + timedelta(minutes=1))  # the next run, within the lease
-        resolutions = [e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE]
+        resolutions = [
+            e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+        ]
         assert len(resolutions) == published_before_the_lease
         later = back + EPISODE_LEASE + timedelta(minutes=1)
         assert check(store, publisher, later).resolved == 1  # taken over after the lease
         assert check(store, publisher, later).resolved == 0  # and ended
-    resolutions = [e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE]
+    resolutions = [
+        e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+    ]
     assert len(resolutions) == 1 + published_before_the_lease
     keys = {fact_of(own_envelope(event)).key for event in resolutions}
     assert len(keys) == 1  # every copy names the one episode: one message from the alerts function
