@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from batchpilot.alerts.channels.slack import slack_digest
 from batchpilot.alerts.channels.teams import teams_digest
+from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.incidents import (
     MAX_DELAY_SECONDS,
     IncidentKey,
@@ -23,7 +24,6 @@ from batchpilot.alerts.incidents import (
 from batchpilot.alerts.oncall import sns_digest
 from batchpilot.alerts.policy import Severity
 from batchpilot.alerts.settings import AlertsSettings
-from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.severity import default_severity
 from batchpilot.shared.own_events import CapacityLimited, CapacityLimitReason, GpuIdleReason, JobGpuIdle
 from batchpilot.shared.settings import ConfigError
