@@ -6,10 +6,14 @@ forgotten job (IDLE) and the hung one (STALLED) once each, as warnings."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from batchpilot.shared.own_events import GpuIdleReason, JobGpuIdle
 from batchpilot_local.report import EventReport
+from batchpilot_local.testing.alerts import Rig, open_rig, own_envelope
 from batchpilot_local.testing.harness import replay_file, report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
 
@@ -116,3 +120,54 @@ def test_teamb_returning_to_work_is_resolved_once_as_info(ticks: list[EventRepor
     (notice,) = [n for n in ticks[4].notifications if "notebook-forgotten" in n["title"]]
     assert notice["severity"] == "info"
     assert "GPUs active again after 0.8 h idle" in notice["title"]
+
+
+@pytest.fixture
+def bot_rig() -> Iterator[Rig]:
+    yield from open_rig(bot=True)
+
+
+def test_in_bot_mode_the_resolution_replies_in_the_idle_facts_thread_on_its_own(bot_rig: Rig) -> None:
+    # The real alerts service and Slack adapter against the local chat endpoint: two jobs of one
+    # job queue reported idle, then both resolved. Each resolution replies in its own job's
+    # thread, as its own message (never a digest of the other job's).
+    since = datetime(2026, 11, 20, 21, 55, tzinfo=UTC)
+
+    def event(job: str, reason: GpuIdleReason, at: datetime) -> dict[str, Any]:
+        return own_envelope(
+            JobGpuIdle(
+                time=at,
+                job_arn=f"arn:aws:batch:us-east-1:111122223333:service-job/{job}",
+                job_kind="service-job",
+                job_name=job,
+                job_queue="research-q",
+                share_identifier="TEAMB",
+                reason=reason,
+                instance_type="ml.p4d.24xlarge",
+                instances=2,
+                gpus=16,
+                idle_since=since,
+                idle_seconds=(at - since).total_seconds(),
+                message=f"job {job}",
+            )
+        )
+
+    reported, back = since + timedelta(minutes=30), since + timedelta(minutes=45)
+    rig = bot_rig
+    rig.run(event("nb-1", GpuIdleReason.IDLE, reported), event("nb-2", GpuIdleReason.IDLE, reported))
+    rig.run(event("nb-1", GpuIdleReason.ACTIVE, back))
+    rig.run(event("nb-2", GpuIdleReason.ACTIVE, back))
+    rig.run(event("nb-1", GpuIdleReason.ACTIVE, back))  # a copy (the ledger's retake): nothing more
+    posts = [p for p in rig.slack.delivered() if p.kind == "chat.postMessage"]
+    texts = [str(p.payload.get("text", "")) for p in posts]
+    firsts = {
+        job: posts[i]
+        for i, t in enumerate(texts)
+        for job in ("nb-1", "nb-2")
+        if "GPUs idle" in t and job in t
+    }
+    replies = [(p, t) for p, t in zip(posts, texts, strict=True) if "GPUs active again" in t]
+    assert sorted(firsts) == ["nb-1", "nb-2"] and len(replies) == 2
+    for job, (post, text) in zip(("nb-1", "nb-2"), replies, strict=True):
+        assert job in text and text.startswith("Info")
+        assert post.payload.get("thread_ts") == firsts[job].ts
