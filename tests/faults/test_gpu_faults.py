@@ -21,7 +21,7 @@ from batchpilot.io.cloudwatch import MAX_QUERIES, CloudWatchSeries
 from batchpilot.io.dynamodb.gpu import EPISODE_LEASE, GpuEpisodeStore
 from batchpilot.ledger.model import JobDetails, JobStatus, LedgerJob
 from batchpilot.shared.classification import JobKind
-from batchpilot.shared.own_events import JobGpuIdle
+from batchpilot.shared.own_events import GpuIdleReason, JobGpuIdle
 from batchpilot_local.testing.alerts import fact_of, own_envelope
 from batchpilot_local.testing.faults import FaultKind, HttpFaults, Killed
 from batchpilot_local.testing.ledger import ListPublisher, ListSink, MemoryLedgerStore
@@ -103,8 +103,108 @@ def test_activity_back_ends_the_episode_and_a_new_idle_spell_is_a_new_fact() -> 
         h.aws.seed(series(IDLE_AT + timedelta(minutes=2), 40, 0.0))  # then idle again
         assert check(store, publisher, IDLE_AT + timedelta(minutes=20)).idle == 0  # 18 minutes
         assert check(store, publisher, IDLE_AT + timedelta(minutes=32)).idle == 1  # 30: a new episode
+    assert [e.reason for e in publisher.events if isinstance(e, JobGpuIdle)] == [
+        GpuIdleReason.IDLE,
+        GpuIdleReason.ACTIVE,  # the first episode's resolution
+        GpuIdleReason.IDLE,
+    ]
     keys = [fact_of(own_envelope(e)).key for e in publisher.events]
-    assert len(keys) == 2 and len(set(keys)) == 2  # two episodes, two messages
+    assert len(keys) == 3 and len(set(keys)) == 3  # two episodes and a resolution: three messages
+
+
+def test_duplicate_runs_publish_one_resolution() -> None:
+    publisher = ListPublisher()
+    with harness(world()) as h:
+        store = ledger()
+        assert check(store, publisher, IDLE_AT).idle == 1
+        h.aws.seed(series(IDLE_AT, 10, 600.0))  # 75 % again
+        back = IDLE_AT + timedelta(minutes=2)
+        runs = [check(store, publisher, at) for at in (back, back, back + timedelta(minutes=1))]
+    assert [r.announced for r in runs] == [1, 0, 0] and runs[0].resolved == 1
+    resolutions = [
+        e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+    ]
+    assert len(resolutions) == 1
+    (resolution,) = resolutions
+    assert resolution.idle_since == STARTED + timedelta(minutes=15)
+    # Idle from the warm-up's end up to the first active minute (IDLE_AT), not up to the run.
+    assert resolution.idle_seconds == (IDLE_AT - resolution.idle_since).total_seconds() == 1800
+    assert "after 30 min idle" in resolution.message
+
+
+def test_a_claimed_resolution_blocks_a_concurrent_run() -> None:
+    # Another run claimed the resolution a minute ago (it is publishing): this run publishes none.
+    publisher = ListPublisher()
+    with harness(world()) as h:
+        store = ledger()
+        check(store, publisher, IDLE_AT)
+        h.aws.seed(series(IDLE_AT, 10, 600.0))
+        back = IDLE_AT + timedelta(minutes=2)
+        assert GpuEpisodeStore(client("dynamodb"), TABLE).claim_resolution(ARN, back)
+        summary = check(store, publisher, back + timedelta(minutes=1))
+    assert summary.announced == 0 and summary.resolved == 0
+    assert [e.reason for e in publisher.events if isinstance(e, JobGpuIdle)] == [GpuIdleReason.IDLE]
+
+
+@pytest.mark.parametrize(
+    ("operation", "kind", "published_before_the_lease"),
+    [
+        ("UpdateItem", FaultKind.KILL_AFTER, 0),  # resolution claimed, killed before PutEvents
+        ("DeleteItem", FaultKind.KILL_BEFORE, 1),  # published, killed before the episode's delete
+    ],
+)
+def test_a_kill_around_the_resolution_publishes_it_under_one_key(
+    operation: str, kind: FaultKind, published_before_the_lease: int
+) -> None:
+    publisher = ListPublisher()
+    with harness(world()) as h, HttpFaults() as faults:
+        store = ledger()
+        check(store, publisher, IDLE_AT)
+        h.aws.seed(series(IDLE_AT, 40, 600.0))  # 75 % from then on
+        faults.add("dynamodb", operation, kind, times=1)
+        back = IDLE_AT + timedelta(minutes=2)
+        with contextlib.suppress(Killed):
+            check(store, publisher, back)
+        assert faults.injected == [(f"dynamodb:{operation}", kind)]
+        check(store, publisher, back + timedelta(minutes=1))  # the next run, within the lease
+        resolutions = [
+            e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+        ]
+        assert len(resolutions) == published_before_the_lease
+        later = back + EPISODE_LEASE + timedelta(minutes=1)
+        assert check(store, publisher, later).resolved == 1  # taken over after the lease
+        assert check(store, publisher, later).resolved == 0  # and ended
+    resolutions = [
+        e for e in publisher.events if isinstance(e, JobGpuIdle) and e.reason is GpuIdleReason.ACTIVE
+    ]
+    assert len(resolutions) == 1 + published_before_the_lease
+    keys = {fact_of(own_envelope(event)).key for event in resolutions}
+    assert len(keys) == 1  # every copy names the one episode: one message from the alerts function
+
+
+def test_a_failed_resolution_publish_gives_the_claim_back() -> None:
+    publisher = ListPublisher()
+    with harness(world()) as h:
+        store = ledger()
+        check(store, publisher, IDLE_AT)
+        h.aws.seed(series(IDLE_AT, 10, 600.0))
+        publisher.fail_next = 1
+        back = IDLE_AT + timedelta(minutes=2)
+        assert check(store, publisher, back).unpublished == 1
+        assert check(store, publisher, back + timedelta(minutes=1)).announced == 1
+
+
+def test_a_job_that_stops_while_idle_gets_no_resolution() -> None:
+    publisher = ListPublisher()
+    with harness(world()):
+        store = ledger()
+        check(store, publisher, IDLE_AT)
+        job = store.jobs[ARN]
+        store.jobs[ARN] = LedgerJob(
+            ARN, job.kind, job.details, JobStatus.SUCCEEDED, STARTED, attempt_started_at=STARTED
+        )
+        assert check(store, publisher, IDLE_AT + timedelta(minutes=1)).resolved == 1
+    assert [e.reason for e in publisher.events if isinstance(e, JobGpuIdle)] == [GpuIdleReason.IDLE]
 
 
 @pytest.mark.parametrize("times", [1, None])

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from batchpilot.alerts.channels.slack import slack_digest
 from batchpilot.alerts.channels.teams import teams_digest
+from batchpilot.alerts.facts import AlertFact
 from batchpilot.alerts.incidents import (
     MAX_DELAY_SECONDS,
     IncidentKey,
@@ -23,7 +24,8 @@ from batchpilot.alerts.incidents import (
 from batchpilot.alerts.oncall import sns_digest
 from batchpilot.alerts.policy import Severity
 from batchpilot.alerts.settings import AlertsSettings
-from batchpilot.shared.own_events import CapacityLimited, CapacityLimitReason
+from batchpilot.alerts.severity import default_severity
+from batchpilot.shared.own_events import CapacityLimited, CapacityLimitReason, GpuIdleReason, JobGpuIdle
 from batchpilot.shared.settings import ConfigError
 from batchpilot_local.testing.alerts import fact_of, failed_fleet, own_envelope
 from batchpilot_local.testing.samples import sample
@@ -129,3 +131,30 @@ def test_the_window_is_validated_at_cold_start_and_needs_the_queue() -> None:
     # Longer than SQS's 900 s DelaySeconds: refused, naming the variable.
     with pytest.raises(ConfigError, match="BATCHPILOT_INCIDENT_WINDOW_MINUTES"):
         AlertsSettings.from_environ({**ENV, "BATCHPILOT_INCIDENT_WINDOW_MINUTES": "16"}, function="alerts")
+
+
+def test_a_gpu_resolution_is_never_an_incident_its_idle_fact_is() -> None:
+    # A resolution (Job GPU Idle ACTIVE, info) replies in its own job's thread: never a digest
+    # of other jobs' resolutions on the same job queue.
+    def gpu(reason: GpuIdleReason, job: str) -> AlertFact:
+        event = JobGpuIdle(
+            time=OPENED,
+            job_arn=f"arn:aws:batch:us-east-1:111122223333:service-job/{job}",
+            job_kind="service-job",
+            job_queue="research-q",
+            reason=reason,
+            idle_since=OPENED - timedelta(hours=1),
+            message="m",
+        )
+        return fact_of(own_envelope(event))
+
+    idle, back = gpu(GpuIdleReason.IDLE, "a"), gpu(GpuIdleReason.ACTIVE, "a")
+    severity, _ = default_severity(back)
+    assert severity is Severity.INFO and back.is_resolution and not idle.is_resolution
+    assert default_severity(idle)[0] is Severity.WARNING
+    assert incident_key(idle, Severity.WARNING) is not None
+    assert (
+        incident_key(back, severity) is None
+        and incident_key(gpu(GpuIdleReason.ACTIVE, "b"), severity) is None
+    )
+    assert back.thread_subject == idle.thread_subject and back.key != idle.key

@@ -17,6 +17,7 @@ from batchpilot.gpu.policy import (
     idle_event,
     job_minutes,
     queries,
+    resolved_event,
 )
 from batchpilot.ledger.model import JobDetails, JobStatus, LedgerJob
 from batchpilot.shared.classification import JobKind
@@ -164,3 +165,30 @@ def test_the_event_names_job_share_priority_size_duration_and_cost() -> None:
     assert parse_own_event({**delivered, "time": event.time.isoformat()}) == event
     unpriced = idle_event(made, found, since + timedelta(minutes=35), RULES, {})
     assert unpriced.hourly_cost_usd is None and "$" not in unpriced.message
+
+
+def test_activity_back_is_active_since_the_first_minute_of_the_active_run() -> None:
+    made = job()
+    idle = minutes(START + RULES.warmup, 35, 0.03)
+    back = minutes(idle[-1][0] + timedelta(minutes=1), 3, 0.75)
+    now = back[-1][0] + timedelta(minutes=1)
+    found = assess(made, idle + back, now, RULES)
+    assert found.state is GpuState.ACTIVE and found.since == back[0][0]
+    assert found.latest == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("was", [GpuIdleReason.IDLE, GpuIdleReason.STALLED])
+def test_the_resolution_says_how_long_the_episode_lasted(was: GpuIdleReason) -> None:
+    made = job()
+    since = START + RULES.warmup
+    idle = minutes(since, 45, 0.03)
+    back = minutes(idle[-1][0] + timedelta(minutes=1), 5, 0.75)
+    now = back[-1][0] + timedelta(minutes=1)
+    event = resolved_event(made, assess(made, idle + back, now, RULES), was, since, now, RULES)
+    assert event.reason is GpuIdleReason.ACTIVE and event.idle_since == since
+    assert event.idle_seconds == 45 * 60  # up to the first active minute, not to the run
+    assert event.activity_percent == pytest.approx(75) and event.hourly_cost_usd is None
+    assert f"after 45 min {was.value.lower()}" in event.message and "gpu-1" in event.message
+    raw = put_events_entry(event, "bus")
+    delivered = {"source": "batchpilot", "detail-type": raw["DetailType"], "detail": raw["Detail"]}
+    assert parse_own_event({**delivered, "time": event.time.isoformat()}) == event

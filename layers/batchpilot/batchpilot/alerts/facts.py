@@ -283,6 +283,11 @@ class AlertFact:
         return self.alarm is not None
 
     @property
+    def is_resolution(self) -> bool:
+        """True for an own fact saying a reported condition ended (``Job GPU Idle`` ACTIVE)."""
+        return self.event_kind is FactKind.JOB_GPU_IDLE and self.reason_code is GpuIdleReason.ACTIVE
+
+    @property
     def notified_directly(self) -> bool:
         """An alarm whose own action notifies an SNS topic: chat only, never the on-call topic."""
         return bool(self.alarm and self.alarm.notified_directly)

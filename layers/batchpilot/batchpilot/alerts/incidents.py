@@ -162,8 +162,10 @@ class Timer:
 
 def incident_key(fact: AlertFact, severity: Severity) -> IncidentKey | None:
     """The incident ``fact`` belongs to; None for an alarm, a silent fact or a fact that names
-    neither a job queue nor a share identifier (delivered on its own, as before)."""
-    if fact.is_alarm or severity is Severity.SILENT:
+    neither a job queue nor a share identifier (delivered on its own, as before), or for a
+    resolution (``Job GPU Idle`` ACTIVE): it replies in its own job's thread, never in a digest
+    of other jobs."""
+    if fact.is_alarm or severity is Severity.SILENT or fact.is_resolution:
         return None
     if fact.job_queue:
         scope, name = Scope.JOB_QUEUE, fact.job_queue

@@ -272,6 +272,11 @@ def title(fact: AlertFact) -> str:
             priority = "unknown" if fact.priority is None else fact.priority
             what = "GPUs stalled" if fact.reason_code == "STALLED" else "GPUs idle"
             held = f"{extra.get('Instances', '?')} ({extra.get('GPUs', '?')} GPUs)"
+            if fact.is_resolution:  # the episode's end: how long it lasted
+                return (
+                    f"{job} GPUs active again after {extra.get('Idle for', '?')} idle: share {share},"
+                    f" {held} at {extra.get('GPU activity', '?')}{queue}"
+                )
             return (
                 f"{job} {what} for {extra.get('Idle for', '?')}: share {share}, priority {priority},"
                 f" {held} at {extra.get('GPU activity', '?')}{queue}"
@@ -347,6 +352,8 @@ def _headline_parts(fact: AlertFact) -> tuple[str, str, str]:
         case FactKind.JOB_STARVING:
             return f"Starving{code}: ", job, queue
         case FactKind.JOB_GPU_IDLE:
+            if fact.is_resolution:
+                return "GPUs active again: ", job, queue
             return f"GPUs idle{code}: ", job, queue
     if not fact.terminal and fact.category is Category.SPOT_INTERRUPTION:
         return "Attempt lost to spot, Batch retrying: ", job, queue

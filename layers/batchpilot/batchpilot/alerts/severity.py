@@ -40,6 +40,7 @@ Capacity Limited AT_MAX, NOT_VALID, UPDATE_FAILED                              w
 Capacity Limited COOLDOWN                                                      silent
 Job Starving (PREEMPTED_REPEATEDLY, WAITING_BELOW_ENTITLEMENT)                 warning
 Job GPU Idle (IDLE, STALLED)                                                   warning
+Job GPU Idle ACTIVE (the episode's resolution: its GPUs work again)            info
 =============================================================================  ==========
 
 The stack's CloudWatch alarms (:mod:`batchpilot.alerts.alarms`):
@@ -61,7 +62,7 @@ from batchpilot.alerts.facts import AlertFact, FactKind, recovery_will_handle
 from batchpilot.alerts.policy import Channel, RoutingPolicy, Severity
 from batchpilot.shared.classification import Category
 from batchpilot.shared.events import AlarmStateValue
-from batchpilot.shared.own_events import CapacityLimitReason, SkipReason
+from batchpilot.shared.own_events import CapacityLimitReason, GpuIdleReason, SkipReason
 
 __all__ = ["Decision", "decide", "default_severity"]
 
@@ -173,6 +174,8 @@ def _own_default(fact: AlertFact, policy: RoutingPolicy) -> tuple[Severity, str]
         case FactKind.JOB_STARVING:
             return Severity.WARNING, f"the job does not get to run ({code})"
         case FactKind.JOB_GPU_IDLE:
+            if code is GpuIdleReason.ACTIVE:
+                return Severity.INFO, "the job's GPUs work again: the idle episode is resolved"
             return Severity.WARNING, f"the job holds GPUs that do no work ({code})"
         case FactKind.RECOVERY_SKIPPED:
             if code is SkipReason.BUDGET_EXHAUSTED or fact.producer_critical:

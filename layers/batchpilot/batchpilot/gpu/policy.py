@@ -21,7 +21,8 @@ started; SageMaker's ``startedAt``, else the ledger's attempt start):
   (default 30 min) is below :attr:`GpuRules.near_zero` (default 2 %).
 - :attr:`GpuState.IDLE`: every minute of the last ``window`` is below :attr:`GpuRules.threshold`
   (default 10 %).
-- :attr:`GpuState.ACTIVE`: the latest minute is at or above the threshold (an open episode ends).
+- :attr:`GpuState.ACTIVE`: the latest minute is at or above the threshold (an open episode ends;
+  a reported one with its resolution, :func:`resolved_event`).
 - :attr:`GpuState.UNKNOWN`: too few datapoints (warm-up, delayed or missing metrics, a throttled
   read): nothing is decided.
 
@@ -65,6 +66,7 @@ __all__ = [
     "idle_event",
     "job_minutes",
     "queries",
+    "resolved_event",
 ]
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
@@ -192,7 +194,8 @@ def job_minutes(
 @dataclass(frozen=True, slots=True)
 class Assessment:
     """A job's state and, when idle or stalled, since when (the first minute of the idle run,
-    aware UTC) and its latest activity (0-1; ``None``: no datapoint)."""
+    aware UTC; when active, the first minute of the active run) and its latest activity (0-1;
+    ``None``: no datapoint)."""
 
     state: GpuState
     since: datetime | None = None
@@ -226,7 +229,12 @@ def assess(
         return Assessment(GpuState.UNKNOWN)
     latest = minutes[-1][1]
     if latest >= rules.threshold:
-        return Assessment(GpuState.ACTIVE, latest=latest)
+        back = minutes[-1][0]  # the first minute of the trailing active run: when work resumed
+        for stamp, value in reversed(minutes):
+            if value < rules.threshold:
+                break
+            back = stamp
+        return Assessment(GpuState.ACTIVE, back, latest)
     stopped = _trailing(minutes, rules.near_zero)
     if _covered(stopped, rules.window, now):
         before = minutes[: len(minutes) - len(stopped)]
@@ -348,6 +356,51 @@ def idle_event(
         idle_since=since,
         idle_seconds=idle_seconds,
         hourly_cost_usd=cost,
+        message=message,
+    )
+
+
+def resolved_event(
+    job: GpuJob,
+    assessment: Assessment,
+    idle_reason: GpuIdleReason,
+    since: datetime,
+    now: datetime,
+    rules: GpuRules,
+) -> JobGpuIdle:
+    """The resolution of a reported episode (``Job GPU Idle`` with reason ``ACTIVE``) at ``now``:
+    ``assessment`` is ACTIVE, ``idle_reason`` (IDLE or STALLED) and ``since`` (aware UTC, its first
+    idle minute) are the episode's; ``idle_seconds`` is how long it lasted, up to the first minute
+    of the active run (``assessment.since``; ``now`` when unknown)."""
+    record = job.job
+    d = record.details
+    idle_seconds = max(((assessment.since or now) - since).total_seconds(), 0.0)
+    latest = assessment.latest or 0.0
+    name = d.name or resource_name(record.arn) or record.arn
+    was = "stalled" if idle_reason is GpuIdleReason.STALLED else "idle"
+    message = (
+        f"job {name} ({job.instances} x {job.instance_type}, {job.gpus} GPUs): GPUs active again"
+        f" at {100 * latest:.0f}% after {_duration(idle_seconds)} {was}"
+        f" on {d.queue or 'no job queue'}"
+    )
+    return JobGpuIdle(
+        time=now,
+        job_arn=record.arn,
+        job_kind=record.kind.value,
+        job_name=name,
+        training_job_name=job.training_job,
+        job_queue=d.queue or None,
+        share_identifier=d.share_identifier,
+        quota_share=d.quota_share,
+        scheduling_priority=d.priority,
+        reason=GpuIdleReason.ACTIVE,
+        instance_type=job.instance_type,
+        instances=job.instances,
+        gpus=job.gpus,
+        activity_percent=100.0 * latest,
+        threshold_percent=100.0 * rules.threshold,
+        idle_since=since,
+        idle_seconds=idle_seconds,
         message=message,
     )
 

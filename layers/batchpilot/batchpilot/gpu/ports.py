@@ -113,13 +113,15 @@ class TrainingJobNames(Protocol):
 @dataclass(frozen=True, slots=True)
 class Episode:
     """A job's open idle episode (its claim): ``reason``, ``since`` when the GPUs went idle,
-    ``at`` when it was claimed, ``published`` its event was accepted."""
+    ``at`` when it was claimed, ``published`` its event was accepted, ``resolving`` when its
+    resolution was claimed (``None``: not yet)."""
 
     arn: str
     reason: GpuIdleReason
     since: datetime
     at: datetime
     published: bool
+    resolving: datetime | None = None
 
 
 class EpisodeStore(Protocol):
@@ -138,6 +140,15 @@ class EpisodeStore(Protocol):
 
     def confirm(self, arn: str) -> None:
         """Mark the claimed episode published (after PutEvents answered)."""
+        ...
+
+    def claim_resolution(self, arn: str, at: datetime) -> bool:
+        """Claim the published episode's resolution (a conditional update): ``False`` when the
+        episode is gone, unpublished, or its resolution was claimed less than a lease ago."""
+        ...
+
+    def release_resolution(self, arn: str) -> None:
+        """Give the resolution's claim back (its event could not be published)."""
         ...
 
     def close(self, arn: str) -> None:

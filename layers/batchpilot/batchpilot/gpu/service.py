@@ -15,15 +15,20 @@ jobs and ``H`` their hosts (instances): ``Q + 1`` Queries of the active index, `
 BatchGetItem, one Query of the open episodes, ``ceil(2H / 500)`` GetMetricData (two metrics a
 host, more only if a result is paged), one DescribeServiceJob per service job attempt the Lambda
 instance has not seen yet; per new episode one conditional PutItem, one PutEvents and one
-UpdateItem; per ended episode one DeleteItem. CloudWatch bills GetMetricData per metric
-requested: ``2H`` a minute.
+UpdateItem; per ended episode one DeleteItem, and for a reported one whose activity returned
+first one conditional UpdateItem (the resolution's claim) and one PutEvents. CloudWatch bills
+GetMetricData per metric requested: ``2H`` a minute.
 
 Faults: a GetMetricData request that fails (throttled after botocore's retries, out of time) leaves
 its jobs unread: they get no gauge and no decision this run (missing data is never idle), the
 failure is counted in the summary. A claim whose ``Job GPU Idle`` could not be published is closed
 again (the next run claims it anew); one whose invocation died before publishing is taken over
 after its lease (:data:`batchpilot.io.dynamodb.gpu.EPISODE_LEASE`): at least once, and the alerts
-function's claim makes it one message.
+function's claim makes it one message. A resolution is claimed the same way (a conditional
+UpdateItem on the episode): a duplicate run publishes none, a run killed between PutEvents and the
+DeleteItem is taken over after the lease with the same episode (the same fact id), a failed
+PutEvents gives the claim back. A job that stops while idle gets no resolution: its state change
+says it.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from batchpilot.gpu.policy import (
     idle_event,
     job_minutes,
     queries,
+    resolved_event,
 )
 from batchpilot.gpu.ports import (
     Episode,
@@ -79,8 +85,9 @@ class GpuRunSummary:
             yet, unknown instance type or count).
         queries: GetMetricData queries; ``requests``: GetMetricData calls; ``unread``: queries
             whose request failed; ``errors``: one bounded line per failed request.
-        idle: ``Job GPU Idle`` published; ``unpublished``: those whose PutEvents failed;
-            ``resolved``: episodes ended (activity back, or the job no longer running);
+        idle: ``Job GPU Idle`` published; ``unpublished``: those (and resolutions) whose
+            PutEvents failed; ``resolved``: episodes ended (activity back, or the job no longer
+            running); ``announced``: resolutions published (``Job GPU Idle`` reason ``ACTIVE``);
             ``points``: gauges.
     """
 
@@ -94,6 +101,7 @@ class GpuRunSummary:
     idle: int = 0
     unpublished: int = 0
     resolved: int = 0
+    announced: int = 0
     points: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -109,6 +117,7 @@ class GpuRunSummary:
             "idle": self.idle,
             "unpublished": self.unpublished,
             "resolved": self.resolved,
+            "announced": self.announced,
             "points": self.points,
         }
 
@@ -244,8 +253,7 @@ class GpuActivityService:
         open_episode = episodes.get(arn)
         if assessment.state is GpuState.ACTIVE:
             if open_episode is not None:
-                self.episodes.close(arn)  # activity is back: the episode is resolved
-                summary.resolved += 1
+                self._resolve(job, assessment, open_episode, now, summary)
             return
         if assessment.state is GpuState.UNKNOWN or self.publisher is None:
             return
@@ -262,6 +270,27 @@ class GpuActivityService:
             return
         self.episodes.confirm(arn)
         summary.idle += 1
+
+    def _resolve(
+        self, job: GpuJob, assessment: Assessment, episode: Episode, now: datetime, summary: GpuRunSummary
+    ) -> None:
+        """Activity is back: a reported episode's resolution is published once (claimed first, so
+        a duplicate run publishes none; a run killed before the delete is taken over after the
+        lease, with the same fact identity for the alerts function's claim), then it ends."""
+        arn = job.job.arn
+        if episode.published and self.publisher is not None:
+            if not self.episodes.claim_resolution(arn, now):
+                return  # another run resolves it (or did and is deleting it)
+            event = resolved_event(job, assessment, episode.reason, episode.since, now, self.rules)
+            try:
+                self.publisher.publish([event])
+            except PublishError:
+                self.episodes.release_resolution(arn)  # the next run tries again
+                summary.unpublished += 1
+                return
+            summary.announced += 1
+        self.episodes.close(arn)
+        summary.resolved += 1
 
 
 def _latest(

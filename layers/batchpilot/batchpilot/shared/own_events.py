@@ -87,6 +87,7 @@ class GpuIdleReason(StrEnum):
 
     IDLE = "IDLE"  # below the threshold (default 10 %) for the window (default 30 min) after warm-up
     STALLED = "STALLED"  # fell from working to about zero and stayed there: the hang signature
+    ACTIVE = "ACTIVE"  # the resolution: a reported IDLE or STALLED episode's GPUs work again
 
 
 class _OwnEvent(BaseModel):
@@ -226,7 +227,8 @@ class JobStarving(_OwnEvent):
 class JobGpuIdle(_OwnEvent):
     """``Job GPU Idle``: the ledger function found a RUNNING training job whose GPUs do no work
     (SageMaker's ``GPUUtilization`` per host; published once per job and episode,
-    :mod:`batchpilot.gpu.policy`)."""
+    :mod:`batchpilot.gpu.policy`). Reason ``ACTIVE`` is the episode's resolution (once, when a
+    reported episode's activity returns): ``idle_since`` and ``idle_seconds`` are the episode's."""
 
     detail_type: Literal["Job GPU Idle"] = Field(default="Job GPU Idle", exclude=True)
     job_arn: str

@@ -3,11 +3,13 @@
 
 - ``pk = ledger#gpu-idle``, ``sk = <job ARN>`` (``key_part``): the job's open idle episode (``arn``,
   ``reason``, ``since`` its first idle minute, ``at`` when claimed, ``published`` once its ``Job
-  GPU Idle`` was accepted), deleted when the episode ends; ``expires_at`` (TTL) drops one left by a
+  GPU Idle`` was accepted, ``resolving`` when its resolution was claimed), deleted when the
+  episode ends; ``expires_at`` (TTL) drops one left by a
   job that ended while the function was not running. One partition: the open episodes are few
   (jobs idle right now), and one Query a run reads them all.
 
-API: DynamoDB ``Query``, ``PutItem`` (conditional), ``UpdateItem``, ``DeleteItem``.
+API: DynamoDB ``Query``, ``PutItem`` (conditional), ``UpdateItem`` (conditional for a
+resolution's claim), ``DeleteItem``.
 """
 
 from __future__ import annotations
@@ -60,7 +62,14 @@ class GpuEpisodeStore:
                 if since is None or at is None or reason not in GpuIdleReason.__members__:
                     continue  # not written by this version: the next claim replaces it
                 arn = str(item.get("arn", item["sk"]))
-                out[arn] = Episode(arn, GpuIdleReason(reason), since, at, bool(item.get("published")))
+                out[arn] = Episode(
+                    arn,
+                    GpuIdleReason(reason),
+                    since,
+                    at,
+                    bool(item.get("published")),
+                    from_iso(item.get("resolving")),
+                )
         return out
 
     def claim(self, arn: str, reason: GpuIdleReason, since: datetime, at: datetime) -> bool:
@@ -98,6 +107,35 @@ class GpuEpisodeStore:
             Key=key(_PK, key_part(arn)),
             UpdateExpression="SET published = :true",
             ExpressionAttributeValues=encode({":true": True}),
+        )
+
+    def claim_resolution(self, arn: str, at: datetime) -> bool:
+        """UpdateItem setting ``resolving``, conditioned on a published episode whose resolution
+        is unclaimed or claimed more than :data:`EPISODE_LEASE` before ``at`` (its invocation
+        died before deleting the episode)."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=key(_PK, key_part(arn)),
+                UpdateExpression="SET resolving = :at",
+                ConditionExpression="published = :true AND "
+                "(attribute_not_exists(resolving) OR resolving < :stale)",
+                ExpressionAttributeValues=encode(
+                    {":at": iso(at), ":true": True, ":stale": iso(at - EPISODE_LEASE)}
+                ),
+            )
+        except ClientError as exc:
+            if is_conditional_failure(exc):
+                return False
+            raise
+        return True
+
+    def release_resolution(self, arn: str) -> None:
+        """UpdateItem removing ``resolving`` (its resolution could not be published)."""
+        self._client.update_item(
+            TableName=self._table,
+            Key=key(_PK, key_part(arn)),
+            UpdateExpression="REMOVE resolving",
         )
 
     def close(self, arn: str) -> None:
