@@ -101,7 +101,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="PATTERN",
         action="append",
         default=[],
-        help="only jobs of this owner (needs owner tags)",
+        help="only jobs of this owner: not available yet (the ledger keeps no owner tags; exits 2)",
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for a person (default), or JSON"
@@ -451,6 +451,12 @@ def _once(args: argparse.Namespace, scenario: str | None, stdout: TextIO, stderr
     rows = [row for row in snapshot.rows if _keep(row, args)]
     for notice in snapshot.notices:
         stderr.write(f"batchpilot queue: {notice}\n")
+    if len(rows) < len(snapshot.rows):
+        # Said on stderr so that a filtered view that shows nothing is not read as an empty fleet.
+        stderr.write(
+            f"batchpilot queue: the filters show {len(rows)} of {len(snapshot.rows)} "
+            "running and waiting jobs\n"
+        )
     if args.format == "json":
         stdout.write(json.dumps(snapshot_json(snapshot, rows), ensure_ascii=False) + "\n")
     else:

@@ -80,7 +80,7 @@ def test_the_sample_world_shows_each_share_with_positions_and_expected_starts(
 
 def test_the_text_view_and_its_filters() -> None:
     code, out, err = _run("queue", "--sample", "--share", "MID*", "--samples", "3")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "batchpilot queue: the filters show 2 of 5 running and waiting jobs\n")
     assert "job queue article-q (service environment article-env, FAIR_SHARE): 1 running, 1 waiting" in out
     assert "mid-2" in out
     assert "hi-1" not in out
@@ -89,6 +89,13 @@ def test_the_text_view_and_its_filters() -> None:
     assert len(lines) == 1
     assert lines[0].split()[:5] == ["MIDPRI", "1", "mid-2", "RUNNABLE", "50"]
     assert "11-20 21:40 (30m ago)" in lines[0]
+
+
+def test_a_filter_that_hides_every_job_says_so() -> None:
+    code, out, err = _run("queue", "--sample", "--share", "NOPE", "--samples", "3")
+    assert code == 0
+    assert "no running or waiting jobs" in out
+    assert err == "batchpilot queue: the filters show 0 of 5 running and waiting jobs\n"
 
 
 def test_owner_needs_tags_and_watch_needs_an_account() -> None:

@@ -20,7 +20,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from batchpilot.gpu.ports import Episode
-from batchpilot.io.dynamodb.codec import decode, encode, from_iso, is_conditional_failure, iso, key, key_part
+from batchpilot.io.dynamodb.codec import (
+    claim_unpublished,
+    decode,
+    encode,
+    from_iso,
+    is_conditional_failure,
+    iso,
+    key,
+    key_part,
+)
 from batchpilot.shared.own_events import GpuIdleReason
 
 __all__ = ["EPISODE_LEASE", "EPISODE_TTL", "GpuEpisodeStore"]
@@ -84,21 +93,7 @@ class GpuEpisodeStore:
             "at": iso(at),
             "expires_at": int((at + EPISODE_TTL).timestamp()),
         }
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=encode(item),
-                # ISO UTC times of one format compare as text.
-                ConditionExpression="attribute_not_exists(pk) OR "
-                "(attribute_not_exists(published) AND #at < :stale)",
-                ExpressionAttributeNames={"#at": "at"},
-                ExpressionAttributeValues=encode({":stale": iso(at - EPISODE_LEASE)}),
-            )
-        except ClientError as exc:
-            if is_conditional_failure(exc):
-                return False
-            raise
-        return True
+        return claim_unpublished(self._client, self._table, item, at - EPISODE_LEASE)
 
     def confirm(self, arn: str) -> None:
         """UpdateItem marking the episode published."""
