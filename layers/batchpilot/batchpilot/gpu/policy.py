@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from batchpilot.gpu.ports import MetricQuery
 from batchpilot.ledger.model import LedgerJob
@@ -302,6 +303,27 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
+def _job_fields(job: GpuJob, name: str, now: datetime) -> dict[str, Any]:
+    """The fields every ``Job GPU Idle`` of ``job`` carries (idle, stalled or active again): who
+    and where the job is, and what it holds (instances, GPUs), from the ledger's record."""
+    record = job.job
+    d = record.details
+    return {
+        "time": now,
+        "job_arn": record.arn,
+        "job_kind": record.kind.value,
+        "job_name": name,
+        "training_job_name": job.training_job,
+        "job_queue": d.queue or None,
+        "share_identifier": d.share_identifier,
+        "quota_share": d.quota_share,
+        "scheduling_priority": d.priority,
+        "instance_type": job.instance_type,
+        "instances": job.instances,
+        "gpus": job.gpus,
+    }
+
+
 def idle_event(
     job: GpuJob,
     assessment: Assessment,
@@ -338,19 +360,8 @@ def idle_event(
         f" on {d.queue or 'no job queue'}"
     )
     return JobGpuIdle(
-        time=now,
-        job_arn=record.arn,
-        job_kind=record.kind.value,
-        job_name=name,
-        training_job_name=job.training_job,
-        job_queue=d.queue or None,
-        share_identifier=d.share_identifier,
-        quota_share=d.quota_share,
-        scheduling_priority=d.priority,
+        **_job_fields(job, name, now),
         reason=reason,
-        instance_type=job.instance_type,
-        instances=job.instances,
-        gpus=job.gpus,
         activity_percent=100.0 * latest,
         threshold_percent=100.0 * (rules.near_zero if reason is GpuIdleReason.STALLED else rules.threshold),
         idle_since=since,
@@ -384,19 +395,8 @@ def resolved_event(
         f" on {d.queue or 'no job queue'}"
     )
     return JobGpuIdle(
-        time=now,
-        job_arn=record.arn,
-        job_kind=record.kind.value,
-        job_name=name,
-        training_job_name=job.training_job,
-        job_queue=d.queue or None,
-        share_identifier=d.share_identifier,
-        quota_share=d.quota_share,
-        scheduling_priority=d.priority,
+        **_job_fields(job, name, now),
         reason=GpuIdleReason.ACTIVE,
-        instance_type=job.instance_type,
-        instances=job.instances,
-        gpus=job.gpus,
         activity_percent=100.0 * latest,
         threshold_percent=100.0 * rules.threshold,
         idle_since=since,
