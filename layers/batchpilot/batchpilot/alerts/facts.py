@@ -805,16 +805,7 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                 subject=event.job_arn,
                 fact_id=f"starving#{event.reason.value}",
                 event_kind=FactKind.JOB_STARVING,
-                own=OwnFacts(
-                    job_kind=_enum(JobKind, event.job_kind),
-                    job_name=event.job_name or resource_name(event.job_arn),
-                    job_queue=event.job_queue,
-                    share_identifier=event.share_identifier,
-                    quota_share=event.quota_share,
-                    reason=event.message,
-                    reason_code=event.reason,
-                    priority=event.scheduling_priority,
-                ),
+                own=_job_own_facts(event),
                 thread_subject=event.job_arn,
                 extra=_labelled(
                     [
@@ -834,16 +825,7 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                 # One fact per episode: the episode's first idle minute names it.
                 fact_id=f"gpu-idle#{event.reason.value}#{_ms(event.idle_since)}",
                 event_kind=FactKind.JOB_GPU_IDLE,
-                own=OwnFacts(
-                    job_kind=_enum(JobKind, event.job_kind),
-                    job_name=event.job_name or resource_name(event.job_arn),
-                    job_queue=event.job_queue,
-                    share_identifier=event.share_identifier,
-                    quota_share=event.quota_share,
-                    reason=event.message,
-                    reason_code=event.reason,
-                    priority=event.scheduling_priority,
-                ),
+                own=_job_own_facts(event),
                 thread_subject=event.job_arn,
                 job_id=resource_name(event.job_arn) if ":batch:" in event.job_arn else None,
                 training_job_name=training,
@@ -862,6 +844,21 @@ def fact_from_own_event(event: OwnEvent, envelope: Mapping[str, Any] | None = No
                 **common,
             )
     raise TypeError(f"not an own event: {type(event).__name__}")  # pragma: no cover - exhaustive
+
+
+def _job_own_facts(event: JobStarving | JobGpuIdle) -> OwnFacts:
+    """What the ledger's own job events (Job Starving, Job GPU Idle) say of their job: kind, name,
+    job queue, share or quota share, scheduling priority, and the reason."""
+    return OwnFacts(
+        job_kind=_enum(JobKind, event.job_kind),
+        job_name=event.job_name or resource_name(event.job_arn),
+        job_queue=event.job_queue,
+        share_identifier=event.share_identifier,
+        quota_share=event.quota_share,
+        reason=event.message,
+        reason_code=event.reason,
+        priority=event.scheduling_priority,
+    )
 
 
 def _alarm_metrics(event: CloudWatchAlarmStateChange) -> tuple[str, ...]:
