@@ -548,6 +548,9 @@ def _summary_tables(page: Page, summary: Summary) -> None:
     if summary.pages:
         page.paragraph(f"On-call pages ({len(summary.pages)}):")
         page.bullets(summary.pages[:50])
+    if summary.warnings:
+        page.paragraph(f"Warnings to the on-call topic ({len(summary.warnings)}):")
+        page.bullets(summary.warnings[:50])
     if summary.resubmissions:
         page.table(
             ["job", "new job", "queue", "category", "checkpoint age", "lost instance-hours", "resumes from"],

@@ -200,6 +200,7 @@ class Summary:
     with_errors: int = 0
     notifications: Counter[tuple[str, str]] = field(default_factory=Counter)
     pages: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     resubmissions: list[Resubmission] = field(default_factory=list)
     skips: Counter[str] = field(default_factory=Counter)
     capacity_changes: list[CapacityChange] = field(default_factory=list)
@@ -437,6 +438,8 @@ def add_report(
             summary.notifications[(channel, severity)] += 1
             if channel == "sns" and severity == "critical":
                 summary.pages.append(str(note.get("title")))
+            elif channel == "sns" and severity == "warning":
+                summary.warnings.append(str(note.get("title")))
         _own_events(summary, outputs.own_events, report.job.stopped_at if report.job else None)
         _share_metrics(summary, outputs.metrics, report.job if outputs is report else None)
         _fleet_metrics(summary, outputs.metrics)
@@ -518,6 +521,10 @@ def render_overview(summary: Summary) -> str:
         lines.append(f"On-call pages ({len(summary.pages)})")
         lines.extend(f"  - {title}" for title in summary.pages[:_MAX_ROWS])
         _more(lines, len(summary.pages))
+    if summary.warnings:
+        lines.append(f"Warnings to the on-call topic ({len(summary.warnings)})")
+        lines.extend(f"  - {title}" for title in summary.warnings[:_MAX_ROWS])
+        _more(lines, len(summary.warnings))
     if summary.resubmissions:
         lost = summary.lost_instance_hours
         lines.append(

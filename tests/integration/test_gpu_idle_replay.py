@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from batchpilot.shared.own_events import GpuIdleReason, JobGpuIdle
 from batchpilot_local.report import EventReport
+from batchpilot_local.replay_summary import render_overview, summarise
 from batchpilot_local.testing.alerts import Rig, open_rig, own_envelope
 from batchpilot_local.testing.harness import replay_file, report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
@@ -171,3 +172,14 @@ def test_in_bot_mode_the_resolution_replies_in_the_idle_facts_thread_on_its_own(
     for job, (post, text) in zip(("nb-1", "nb-2"), replies, strict=True):
         assert job in text and text.startswith("Info")
         assert post.payload.get("thread_ts") == firsts[job].ts
+
+
+def test_the_first_screen_lists_the_idle_and_stalled_warnings(ticks: list[EventReport]) -> None:
+    # `make run`'s summary: warnings are listed beside the pages, not only in the per-event part.
+    screen = render_overview(summarise(ticks))
+    start = screen.splitlines().index("Warnings to the on-call topic (2)")
+    listed = screen.splitlines()[start + 1 : start + 3]
+    assert [("notebook-forgotten" in line, "pretrain-hang" in line) for line in listed] == [
+        (True, False),
+        (False, True),
+    ]
