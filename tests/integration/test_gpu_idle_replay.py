@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from batchpilot.shared.own_events import GpuIdleReason, JobGpuIdle
-from batchpilot_local.report import EventReport
 from batchpilot_local.replay_summary import render_overview, summarise
+from batchpilot_local.report import EventReport
 from batchpilot_local.testing.alerts import Rig, open_rig, own_envelope
 from batchpilot_local.testing.harness import replay_file, report_gauge
 from batchpilot_local.testing.paths import EVENTS_DIR
