@@ -30,13 +30,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from batchpilot.alerts.channels import (
+from batchpilot.io.secrets import protect_secret_logs
+from batchpilot.shared.http_budget import (
     MAX_RATE_LIMIT_RETRIES,
     MIN_REQUEST_SECONDS,
     REQUEST_TIMEOUT_SECONDS,
     request_timeout,
 )
-from batchpilot.io.secrets import protect_secret_logs
 
 if TYPE_CHECKING:
     from urllib3 import Timeout

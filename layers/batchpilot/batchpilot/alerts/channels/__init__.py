@@ -35,9 +35,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from batchpilot.shared.http_budget import (
+    MAX_RATE_LIMIT_RETRIES,
+    MIN_REQUEST_SECONDS,
+    REQUEST_TIMEOUT_SECONDS,
+    request_timeout,
+)
+
 if TYPE_CHECKING:
     from batchpilot.alerts.policy import Channel
-    from batchpilot.alerts.ports import Notifier, SecretReader, TimeLeft
+    from batchpilot.alerts.ports import Notifier, SecretReader
     from batchpilot.alerts.settings import AlertsSettings
 
 __all__ = [
@@ -55,14 +62,6 @@ __all__ = [
     "safe_url",
     "secret_field",
 ]
-
-MAX_RATE_LIMIT_RETRIES = 3
-"""429 answers waited out per post, at most."""
-REQUEST_TIMEOUT_SECONDS = 10.0
-"""Longest wait for one HTTP request (less when the invocation has less time left)."""
-MIN_REQUEST_SECONDS = 0.5
-"""A request is not started (nor a 429 waited out) with less time left than this: it could not
-finish, and the on-call fallback needs the time."""
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -116,13 +115,6 @@ def retry_after_seconds(value: str | None, default: float = 1.0) -> float:
         return max(0.0, parsedate_to_datetime(text).timestamp() - time.time())
     except (TypeError, ValueError):
         return default
-
-
-def request_timeout(time_left: TimeLeft, cap: float = REQUEST_TIMEOUT_SECONDS) -> Any:
-    """Seconds one request may take: the time left, at most ``cap``, at least 0.1 (never rounded up:
-    a request must not outlive the time left; urllib3 refuses 0). Typed ``Any``: slack-sdk annotates
-    its ``timeout`` as ``int`` but hands it to ``urllib.request.urlopen``, which takes float seconds."""
-    return max(0.1, min(cap, time_left()))
 
 
 # ------------------------------------------------------------------------------- registration
