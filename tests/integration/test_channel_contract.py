@@ -34,8 +34,10 @@ from batchpilot_local.testing.alerts import ENV, Rig, StaticSecrets, fact_of, fa
 from batchpilot_local.testing.samples import batch_job, sample
 
 REGISTRATIONS = registered()
-TIMEOUT = 0.5
-"""Seconds one request may take in these cases (the notifier's ``timeout``)."""
+TIMEOUT = 2.0
+"""Seconds one request may take in these cases (the notifier's ``timeout``): long enough that a
+loopback answer on a loaded 2-core CI machine never times out (0.5 s once turned a 429 into
+``timeout``), short enough that the hang cases stay quick."""
 HOSTILE = "<!channel> <@U0123> [x](https://evil.example) a&b *bold* _it_ {{DATE(2017-02-14T06:08:39Z)}}"
 """A job name made of the markup chat services interpret: mentions, links, emphasis, card functions."""
 
