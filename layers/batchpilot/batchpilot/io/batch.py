@@ -335,11 +335,11 @@ class BatchLedgerClient:
                 by_id = {(resource_name(arn) or arn): arn for arn in chunk}
                 response = self._client.describe_jobs(jobs=list(by_id))
                 for job in response.get("jobs") or []:
-                    arn = by_id.get(str(job.get("jobId"))) or (
-                        job.get("jobArn") if job.get("jobArn") in found else None
-                    )
-                    if arn is not None:
-                        found[arn] = _ledger_status(job.get("status"))
+                    known = by_id.get(str(job.get("jobId")))
+                    if known is None and str(job.get("jobArn")) in found:
+                        known = str(job.get("jobArn"))
+                    if known is not None:
+                        found[known] = _ledger_status(job.get("status"))
         except ClientError as exc:
             raise DescribeError(f"describe failed: {exc.response.get('Error', {}).get('Code')}") from exc
         return found

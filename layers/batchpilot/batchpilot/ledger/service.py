@@ -472,7 +472,7 @@ class LedgerService:
             for obs in observations:
                 described, failed = None, False
                 # A finished job is not worth a describe: it no longer counts in any aggregate.
-                needs = (job is None or not job.details.sized) and obs.status in ACTIVE
+                needs = (job is None or not (job.details.sized or job.terminal)) and obs.status in ACTIVE
                 if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
                     if asked is None:
                         asked = self._describe(obs)
@@ -820,7 +820,7 @@ class LedgerService:
         Returns:
             (requests made, ARNs found still active, jobs left unchecked).
         """
-        made, confirmed = 0, []
+        made, confirmed = 0, list[str]()
         kinds = sorted({entry.kind for entry in unseen})
         by_kind = {kind: [e.arn for e in unseen if e.kind is kind] for kind in kinds}
         left = len(unseen)
