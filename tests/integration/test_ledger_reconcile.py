@@ -345,3 +345,29 @@ def test_markers_in_one_batch_get_and_seen_items_written_again_replace(aws: Embe
     store.save_seen("b", started, "check#x", arns[-2:])
     assert store.seen("b", started) == set(arns[:10]) | set(arns[-2:]) | set(arns[SEEN_PER_ITEM:])
     assert store.seen("b", T0) == set()  # another pass sees nothing of this one
+
+
+def test_container_job_statuses_take_one_describe_jobs_per_hundred(aws: EmbeddedAws) -> None:
+    arns = [f"arn:aws:batch:us-east-1:{ACCOUNT}:job/c{i:04d}" for i in range(150)]
+    known = [
+        {
+            "jobArn": arn,
+            "jobId": arn.rsplit("/", 1)[1],
+            "jobName": "c",
+            "jobQueue": "sm-q",
+            "jobDefinition": "jd",
+            "status": status,
+        }
+        for arn, status in zip(arns[:120], ["RUNNING", "SUCCEEDED", "FAILED"] * 40, strict=True)
+    ]
+    aws.set_world({"jobs": known})
+    aws.drain_journal()
+    statuses = BatchLedgerClient(client("batch")).job_statuses(JobKind.CONTAINER_JOB, arns)
+    assert [e.action for e in aws.drain_journal()] == ["batch:DescribeJobs"] * 2
+    assert Counter(statuses.values()) == {
+        JobStatus.RUNNING: 40,
+        JobStatus.SUCCEEDED: 40,
+        JobStatus.FAILED: 40,
+        None: 30,  # AWS Batch no longer knows them
+    }
+    assert statuses[arns[1]] is JobStatus.SUCCEEDED and statuses[arns[149]] is None
