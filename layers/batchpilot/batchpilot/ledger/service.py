@@ -656,6 +656,12 @@ class LedgerService:
             self._claimed.clear()  # bounded: a forgotten claim costs one conditional PutItem again
         self._claimed.add((arn, reason))
 
+    def _warn_once(self, subject: str, consequence: str) -> None:
+        if subject not in self._unreadable:
+            self._unreadable.add(subject)
+            if self._warn is not None:
+                self._warn(subject, consequence)
+
     def _quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
         limits = self.batch.quota_shares(queue)
         if limits is None and f"quota:{queue}" not in self._unreadable:
@@ -758,7 +764,7 @@ class LedgerService:
                     self._size(arn, entry.kind)
         seen = set(listed) if fresh else set(listed) | self.store.seen(queue.name, cursor.started)
         unseen = [entry for arn, entry in sorted(held.items()) if arn not in seen]
-        requests, confirmed, left = self._check_unseen(unseen, now, pages - used, summary, drift)
+        requests, confirmed, left = self._check_unseen(queue.name, unseen, now, pages - used, summary, drift)
         used += requests
         self._count_drift(queue.name, drift, summary)
         if left:
@@ -803,6 +809,7 @@ class LedgerService:
 
     def _check_unseen(
         self,
+        queue: str,
         unseen: Sequence[ActiveEntry],
         now: datetime,
         requests: int,
@@ -812,10 +819,10 @@ class LedgerService:
         """Ask AWS Batch about ``unseen`` (jobs the ledger holds as active that the whole pass did
         not list), in ARN order, for at most ``requests`` requests (DescribeServiceJob: one job;
         DescribeJobs: :data:`~batchpilot.ledger.ports.DESCRIBE_JOBS_MAX` jobs), none with less than
-        :data:`RECONCILE_RESERVE` seconds left, stopping at a failed describe (the next run asks
-        again). A job AWS Batch says ended is closed with that status, one it no longer knows as
-        ``FAILED`` (both ``gone``); one still active takes the status AWS Batch gives
-        (``stale`` when it differs) and is returned as seen.
+        :data:`RECONCILE_RESERVE` seconds left, stopping at a failed describe (this pass then ends
+        without the jobs left: the next pass asks again). A job AWS Batch says ended is closed with
+        that status, one it no longer knows as ``FAILED`` (both ``gone``); one still active takes
+        the status AWS Batch gives (``stale`` when it differs) and is returned as seen.
 
         Returns:
             (requests made, ARNs found still active, jobs left unchecked).
@@ -832,9 +839,12 @@ class LedgerService:
                 chunk = arns[start : start + size]
                 try:
                     statuses = self.batch.job_statuses(kind, chunk)
-                except DescribeError:
+                except DescribeError as exc:
+                    # Retried by botocore already: this pass ends without them (the next pass asks
+                    # again), so a describe that keeps failing never holds the queue's listings.
                     summary.checks += 1
-                    return made + 1, confirmed, left
+                    self._warn_once(f"checks of job queue {queue}", f"{exc}: unlisted jobs left active")
+                    return made + 1, confirmed, 0
                 made += 1
                 summary.checks += 1
                 records = self.store.get_many(chunk)
