@@ -828,6 +828,7 @@ class LedgerService:
             (requests made, ARNs found still active, jobs left unchecked).
         """
         made, confirmed = 0, list[str]()
+        records: dict[str, LedgerJob | None] = {}
         kinds = sorted({entry.kind for entry in unseen})
         by_kind = {kind: [e.arn for e in unseen if e.kind is kind] for kind in kinds}
         left = len(unseen)
@@ -847,7 +848,12 @@ class LedgerService:
                     return made + 1, confirmed, 0
                 made += 1
                 summary.checks += 1
-                records = self.store.get_many(chunk)
+                if chunk[0] not in records:
+                    # One BatchGetItem for the records of the jobs this run can still check (not
+                    # one per DescribeServiceJob); a record changed meanwhile is read again by the
+                    # fold's conditional write.
+                    ahead = max(size, min(DESCRIBE_JOBS_MAX, requests - made + 1))
+                    records = self.store.get_many(arns[start : start + ahead])
                 for arn in chunk:
                     status = statuses.get(arn) or JobStatus.FAILED  # unknown to AWS Batch: gone
                     obs = Observation(arn=arn, kind=kind, status=status, at=now, source=Source.RECONCILE)
