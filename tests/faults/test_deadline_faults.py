@@ -1,6 +1,7 @@
 """Alerts under a state table that is down or slow (issue 25): every AWS call is bounded by the
 invocation's deadline (batchpilot.io.deadline), so no invocation runs past its timeout, what could
-not finish is reported failed and redelivered, and each fact reaches each channel at most once.
+not finish is reported failed and redelivered, and each fact reaches each channel (the on-call
+topic, Slack and Microsoft Teams at the local chat endpoint) at most once.
 
 Time is a fake clock: botocore's backoff sleeps and each slow call advance it, and the deadline's
 time left is ``TIMEOUT`` minus it, so nothing sleeps for real.
@@ -31,6 +32,7 @@ from batchpilot_local.testing.samples import sample
 TIMEOUT = 60.0  # the alerts function's Timeout (template.yaml)
 DYNAMODB_OPERATIONS = ("UpdateItem", "PutItem", "GetItem")
 CRITICAL = "service-job/failed-validation"  # critical: on-call topic + chat
+ONE_EACH = {"sns": 1, "slack": 1, "teams": 1}  # the most copies of a fact any channel may hold
 
 
 def jobs(count: int) -> list[str]:
@@ -49,10 +51,11 @@ def jobs(count: int) -> list[str]:
 
 
 def copies_per_fact(rig: Rig, count: int = 5) -> dict[str, Counter[str]]:
-    """Channel (``sns``, ``slack``) → job name → messages naming it (read once per test)."""
+    """Channel (``sns``, ``slack``, ``teams``) → job name → messages naming it (read once per test)."""
     texts = {
         "sns": [m["Subject"] + "\n" + m["Message"] for m in rig.sns()],
         "slack": [json.dumps(r.payload) for r in rig.slack.delivered()],
+        "teams": [json.dumps(r.payload) for r in rig.teams.delivered()],
     }
     out: dict[str, Counter[str]] = {}
     for channel, messages in texts.items():
@@ -81,7 +84,7 @@ class FakeTime:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    yield from open_rig()
+    yield from open_rig(teams=True)  # Slack and Teams, each at the local chat endpoint
 
 
 @pytest.fixture
@@ -134,8 +137,8 @@ def test_table_down_longer_than_the_timeout_then_back(rig: Rig, fake: FakeTime) 
             pending = invoke(rig, fake, pending)
     assert pending == []
     copies = copies_per_fact(rig)
-    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5}, copies
-    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5, "teams": 5}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == ONE_EACH, copies
 
 
 def test_table_slow_each_call_near_the_read_timeout(rig: Rig, fake: FakeTime) -> None:
@@ -156,8 +159,8 @@ def test_table_slow_each_call_near_the_read_timeout(rig: Rig, fake: FakeTime) ->
     assert longest <= TIMEOUT, f"an invocation ran {longest:.1f} s"
     assert pending == []
     copies = copies_per_fact(rig)
-    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5}, copies
-    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 5, "slack": 5, "teams": 5}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == ONE_EACH, copies
 
 
 @dataclass
@@ -191,8 +194,8 @@ def test_table_throttled_at_half_of_its_requests(rig: Rig, fake: FakeTime) -> No
     assert longest <= TIMEOUT, f"an invocation ran {longest:.1f} s"
     assert pending == []
     copies = copies_per_fact(rig, 50)
-    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 50, "slack": 50}, copies
-    assert {channel: max(c.values()) for channel, c in copies.items()} == {"sns": 1, "slack": 1}, copies
+    assert {channel: len(c) for channel, c in copies.items()} == {"sns": 50, "slack": 50, "teams": 50}, copies
+    assert {channel: max(c.values()) for channel, c in copies.items()} == ONE_EACH, copies
 
 
 def test_a_claim_outlives_the_redelivery_of_a_killed_invocation(rig: Rig, fake: FakeTime) -> None:
@@ -207,4 +210,5 @@ def test_a_claim_outlives_the_redelivery_of_a_killed_invocation(rig: Rig, fake: 
     assert {channel: dict(c) for channel, c in copies.items()} == {
         "sns": {"deadline-job-0-": 1},  # posted once, before the kill
         "slack": {},  # the kill came first: Slack waits for the lease to run out (390 s)
+        "teams": {},  # and so does Teams
     }

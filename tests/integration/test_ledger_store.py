@@ -201,7 +201,9 @@ def test_reconciliation_repairs_drift_both_ways(aws: EmbeddedAws) -> None:
     calls = [e.action for e in aws.drain_journal()]
     assert summary.drift == {"sm-q:missing": runnable, "sm-q:gone": 1}
     assert calls.count("batch:ListServiceJobs") >= runnable // 100  # every page of RUNNABLE
-    assert calls.count("batch:DescribeServiceJob") == 50  # the describe budget, no more
+    # The describe budget, no more, and the ghost's check (AWS Batch no longer knows it: FAILED).
+    assert calls.count("batch:DescribeServiceJob") == 50 + 1
+    assert summary.checks == 1
     assert sum(sink.values("RunnableJobs", JobQueue="sm-q")) == runnable
     # 50 sized jobs of 2 instances: the 150 others count at that mean, not at 1.
     assert sum(sink.values("RunnableInstances", JobQueue="sm-q")) == 2 * runnable

@@ -545,3 +545,29 @@ def test_scheduling_policies_are_read_once_per_ttl() -> None:
         ledger.run(T0 + timedelta(minutes=minute))
     reads = [arn for op, arn in batch.calls if op == "share_weights"]
     assert reads == [policy, policy]  # at minute 0 and once POLICY_TTL (15 minutes) passed
+
+
+def test_a_check_that_keeps_failing_ends_the_pass_and_the_next_one_closes_the_job() -> None:
+    store = MemoryLedgerStore()
+    warned: list[str] = []
+    gone = f"{ARN}gone"
+    queue = QueueInfo("q", service=True, environment="env")
+    batch = FakeBatch(queues=[queue], listed={"q": []}, failing=[gone], statuses={})
+    ledger = LedgerService(
+        LedgerSettings.from_environ({"BATCHPILOT_STATE_TABLE": "t"}),
+        store,
+        batch,
+        ListSink(),
+        lambda: T0,
+        warn=lambda subject, consequence: warned.append(subject),
+    )
+    ledger.apply(obs(gone, JobStatus.RUNNING, 0, details=SIZED), describe=False)
+    first = ledger.run(T0 + timedelta(minutes=1))  # DescribeServiceJob fails (after botocore's retries)
+    assert first.reconciled == ["q"] and first.checks == 1 and first.pending == 0
+    assert not store.jobs[gone].terminal and store.cursors == {}  # no pass left holding the queue
+    assert warned == ["checks of job queue q"]
+    batch.failing.clear()  # answered again: AWS Batch no longer knows the job
+    assert ledger.run(T0 + timedelta(minutes=20)).drift == {"q:gone": 1}
+    assert store.jobs[gone].status is JobStatus.FAILED
+    assert [c for c in batch.calls if c[0] == "job_statuses"] == [("job_statuses", (gone,))] * 2
+    assert store.aggregate_map() == recount(store.jobs.values())

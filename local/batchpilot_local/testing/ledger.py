@@ -15,7 +15,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from batchpilot.io.dynamodb.ledger import STARVING_LEASE
-from batchpilot.ledger.model import AggregateKey, Delta, JobDetails, LedgerJob, Transition, contribution
+from batchpilot.ledger.model import (
+    AggregateKey,
+    Delta,
+    JobDetails,
+    JobStatus,
+    LedgerJob,
+    Transition,
+    contribution,
+)
 from batchpilot.ledger.ports import (
     ActiveEntry,
     Aggregate,
@@ -93,6 +101,7 @@ class MemoryLedgerStore:
         self.quota: dict[AggregateKey, bool] = {}
         self.marks: dict[str, datetime] = {}
         self.cursors: dict[str, ReconcileCursor] = {}
+        self.seen_parts: dict[tuple[str, datetime, str], frozenset[str]] = {}
         self.registry: dict[str, str] = {}
         self.lose_next = 0
         self.writes = 0
@@ -158,6 +167,18 @@ class MemoryLedgerStore:
     def reconcile_state(self, queue: str) -> ReconcileState:
         return ReconcileState(self.marks.get(queue), self.cursors.get(queue))
 
+    def reconcile_states(self, queues: Sequence[str]) -> dict[str, ReconcileState]:
+        self.batch_reads += 1
+        return {queue: self.reconcile_state(queue) for queue in queues}
+
+    def seen(self, queue: str, started: datetime) -> set[str]:
+        return {
+            arn for (q, s, _), arns in self.seen_parts.items() if (q, s) == (queue, started) for arn in arns
+        }
+
+    def save_seen(self, queue: str, started: datetime, part: str, arns: Sequence[str]) -> None:
+        self.seen_parts[(queue, started, part)] = frozenset(arns)
+
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         self.marks[queue] = at
         self.cursors.pop(queue, None)
@@ -191,7 +212,8 @@ class FakeBatch:
         failing: ARNs whose describe raises :class:`DescribeError`.
         queues: the job queues; ``listed``: queue → its active jobs; ``limits``: environments'
             capacity limits; ``weights``: policy ARN → share weights (missing: unreadable);
-            ``quotas``: queue → quota share limits (missing: unreadable).
+            ``quotas``: queue → quota share limits (missing: unreadable); ``statuses``: job ARN →
+            its status now (what ``job_statuses`` returns; missing: ``None``).
     """
 
     def __init__(
@@ -205,8 +227,10 @@ class FakeBatch:
         weights: Mapping[str, Mapping[str, float]] | None = None,
         quotas: Mapping[str, Mapping[str, int]] | None = None,
         reserve: Iterable[str] = (),
+        statuses: Mapping[str, JobStatus] | None = None,
     ) -> None:
         self.details = dict(details or {})
+        self.statuses = dict(statuses or {})
         self.failing = set(failing)
         self.queues = list(queues)
         self.listed = dict(listed or {})
@@ -215,6 +239,13 @@ class FakeBatch:
         self.quotas = dict(quotas or {})
         self.reserve = set(reserve)
         self.calls: list[tuple[str, Any]] = []
+
+    def job_statuses(self, kind: JobKind, arns: Sequence[str]) -> dict[str, JobStatus | None]:
+        """``statuses``' entry per ARN (missing: ``None``, AWS no longer knows the job)."""
+        self.calls.append(("job_statuses", tuple(arns)))
+        if self.failing.intersection(arns):
+            raise DescribeError("describe failed: ThrottlingException")
+        return {arn: self.statuses.get(arn) for arn in arns}
 
     def describe(self, arn: str, kind: JobKind) -> JobDetails | None:
         self.calls.append(("describe", arn))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from batchpilot.alerts.ports import JobContext
     from batchpilot.capacity.model import CapacityLimit, QueueSnapshot, RunnableJob, ServiceEnvironment
     from batchpilot.ledger.model import JobDetails
+    from batchpilot.ledger.model import JobStatus as LedgerStatus
     from batchpilot.ledger.ports import ListedJob, ListedPage, QueueInfo, QuotaShareLimit
     from batchpilot.recovery.ports import SubmitError
     from batchpilot.recovery.requests import Operation, RebuiltRequest, Shape
@@ -189,6 +190,16 @@ def _statuses(queue: QueueInfo) -> tuple[str, ...]:
     return _LEDGER_SERVICE_STATUSES if queue.service else _LEDGER_CONTAINER_STATUSES
 
 
+def _ledger_status(value: Any) -> LedgerStatus | None:
+    """A describe's ``status`` as the ledger's status; ``None`` for one it does not know."""
+    from batchpilot.ledger.model import JobStatus
+
+    try:
+        return JobStatus(str(value))
+    except ValueError:
+        return None
+
+
 def _requirements(entries: Any) -> tuple[float, int]:
     """``resourceRequirements`` (``[{type: VCPU|GPU|MEMORY, value}]``) → (vCPUs, GPUs)."""
     vcpus, gpus = 0.0, 0
@@ -297,6 +308,41 @@ class BatchLedgerClient:
             gpus=gpus or None,
             sized=True,
         )
+
+    def job_statuses(self, kind: JobKind, arns: Sequence[str]) -> dict[str, LedgerStatus | None]:
+        """Each job's status now: one DescribeServiceJob per service job, one DescribeJobs per 100
+        container jobs (the API's maximum). ``None``: AWS Batch no longer knows the job
+        (DescribeServiceJob's ``ClientException``, or absent from DescribeJobs' ``jobs``).
+
+        Raises:
+            DescribeError: any other error (throttling already retried by botocore).
+        """
+        from batchpilot.ledger.ports import DESCRIBE_JOBS_MAX, DescribeError
+
+        found: dict[str, LedgerStatus | None] = dict.fromkeys(arns)
+        try:
+            if kind is JobKind.SERVICE_JOB:
+                for arn in arns:
+                    try:
+                        job = self._client.describe_service_job(jobId=(resource_name(arn) or arn))
+                    except ClientError as exc:
+                        if exc.response.get("Error", {}).get("Code") not in _NOT_FOUND:
+                            raise
+                        continue
+                    found[arn] = _ledger_status(job.get("status"))
+                return found
+            for chunk in _chunks(list(arns), DESCRIBE_JOBS_MAX):
+                by_id = {(resource_name(arn) or arn): arn for arn in chunk}
+                response = self._client.describe_jobs(jobs=list(by_id))
+                for job in response.get("jobs") or []:
+                    known = by_id.get(str(job.get("jobId")))
+                    if known is None and str(job.get("jobArn")) in found:
+                        known = str(job.get("jobArn"))
+                    if known is not None:
+                        found[known] = _ledger_status(job.get("status"))
+        except ClientError as exc:
+            raise DescribeError(f"describe failed: {exc.response.get('Error', {}).get('Code')}") from exc
+        return found
 
     def _environment(self, queue: str) -> str:
         if queue and queue not in self._queue_environment:

@@ -33,7 +33,13 @@ __all__ = [
     "MetricSink",
     "QueueInfo",
     "QuotaShareLimit",
+    "ReconcileCursor",
+    "ReconcileState",
 ]
+
+DESCRIBE_JOBS_MAX = 100
+"""Job IDs one DescribeJobs request takes (AWS Batch API Reference, DescribeJobs ``jobs``: up to
+100); DescribeServiceJob takes one."""
 
 
 class DescribeError(RuntimeError):
@@ -135,12 +141,16 @@ class ReconcileCursor:
     Attributes:
         status: index of the active status being listed (``0 .. ListedPage.statuses - 1``).
         token: ``nextToken`` of that status's next page (``None``: its first page).
-        started: when the pass began (aware UTC).
+        started: when the pass began (aware UTC); it names the pass's record of the jobs it
+            listed (:meth:`LedgerStore.seen`).
+        checking: the listing is done; the pass is checking the active jobs it did not list
+            (DescribeJobs / DescribeServiceJob) before closing them.
     """
 
     status: int
     token: str | None
     started: datetime
+    checking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +206,22 @@ class LedgerStore(Protocol):
         """``queue``'s reconciliation marker (last finished pass, unfinished pass's cursor)."""
         ...
 
+    def reconcile_states(self, queues: Sequence[str]) -> dict[str, ReconcileState]:
+        """The reconciliation markers of ``queues`` (one BatchGetItem per 100 queues): every name
+        of ``queues`` is a key (``ReconcileState()``: never reconciled)."""
+        ...
+
+    def seen(self, queue: str, started: datetime) -> set[str]:
+        """ARNs of the jobs the pass of ``queue`` that began at ``started`` recorded as listed
+        (or checked and found active) in its earlier runs (one Query, every page)."""
+        ...
+
+    def save_seen(self, queue: str, started: datetime, part: str, arns: Sequence[str]) -> None:
+        """Record ``arns`` as seen by the pass of ``queue`` that began at ``started``, under
+        ``part`` (the same ``part`` written again replaces its ARNs: a run killed and run again
+        writes the same items). The record expires on its own (TTL, days)."""
+        ...
+
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         """Record that ``queue``'s pass finished at ``at`` (its cursor removed)."""
         ...
@@ -235,6 +261,16 @@ class BatchReader(Protocol):
 
         Raises:
             DescribeError: any other failure.
+        """
+        ...
+
+    def job_statuses(self, kind: JobKind, arns: Sequence[str]) -> dict[str, JobStatus | None]:
+        """What AWS Batch says each job's status is now: DescribeServiceJob once per service job,
+        DescribeJobs once per :data:`DESCRIBE_JOBS_MAX` container jobs. Every ARN of ``arns`` is a
+        key; ``None``: AWS Batch no longer knows the job (ended and aged out).
+
+        Raises:
+            DescribeError: a request failed otherwise (throttling already retried by botocore).
         """
         ...
 

@@ -20,8 +20,8 @@ also lists that location once (ListObjectsV2, through the S3 adapter recovery us
 back to the whole attempt: the metric is never lost, the failure is said once per bucket in the
 log and named in the record's log line.
 
-Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one GetItem of each queue's
-reconciliation marker, one Query of aggregates per queue, one ``Limit=1`` Query of the RUNNABLE
+Per scheduled run (:meth:`LedgerService.run`): DescribeJobQueues, one BatchGetItem of every
+queue's reconciliation marker, one Query of aggregates per queue, one ``Limit=1`` Query of the RUNNABLE
 index per (queue, share) with RUNNABLE jobs (the per-minute ``OldestRunnableAge``,
 :mod:`batchpilot.ledger.runnable`), one DescribeServiceEnvironments, one DescribeSchedulingPolicies
 per fair-share policy at most every :data:`POLICY_TTL` per Lambda instance; and, for at most
@@ -32,7 +32,11 @@ directions is corrected through the same transitions as events, and counted in `
 The listings of a run request at most ``list_pages_per_run`` pages and none with less than
 :data:`RECONCILE_RESERVE` seconds left; a listing that stops keeps its cursor (``nextToken``) in
 the queue's marker and the next run resumes it; ``ReconcilePending`` counts the queues still due
-or unfinished.
+or unfinished. A pass that spans runs records the ARNs each run listed (one PutItem per run,
+:meth:`~batchpilot.ledger.ports.LedgerStore.save_seen`); at its end the jobs the ledger holds as
+active that no run of the pass listed are asked about (DescribeServiceJob per job, DescribeJobs per
+100, within the same request budget, resumed next run) and closed with what AWS Batch says
+(``FAILED`` when it no longer knows them).
 
 Starvation (:mod:`batchpilot.ledger.starvation`): a transition that counts the job's ``N``-th
 preemption (or a later one), and, on every scheduled run, the oldest RUNNABLE job of each (queue,
@@ -75,6 +79,7 @@ from batchpilot.ledger.model import (
 )
 from batchpilot.ledger.observe import observe
 from batchpilot.ledger.ports import (
+    DESCRIBE_JOBS_MAX,
     ActiveEntry,
     Aggregate,
     BatchReader,
@@ -133,8 +138,9 @@ class Drift(StrEnum):
     STALE = "stale"
     """The ledger had another status than AWS Batch lists."""
     GONE = "gone"
-    """The ledger held the job as active; AWS Batch no longer lists it as active (its end was
-    missed). It is closed as FAILED: its final status is not read."""
+    """The ledger held the job as active; a whole pass of AWS Batch's listings did not list it
+    (its end was missed). It is closed with the status DescribeJobs / DescribeServiceJob gives, or
+    as FAILED when AWS Batch no longer knows it (ended and aged out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +173,8 @@ class RunSummary:
             continued from a cursor; ``unfinished``: queues whose listing stopped (page budget or
             time) with its cursor kept; ``pending``: queues due or unfinished after the run
             (``ReconcilePending``); ``restarted``: queues whose kept ``nextToken`` AWS Batch
-            refused (their listing started over).
+            refused (their listing started over); ``checks``: DescribeJobs / DescribeServiceJob
+            requests asking about active jobs a whole pass did not list.
     """
 
     queues: int = 0
@@ -182,6 +189,7 @@ class RunSummary:
     unfinished: list[str] = field(default_factory=list)
     pending: int = 0
     restarted: list[str] = field(default_factory=list)
+    checks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -198,6 +206,7 @@ class RunSummary:
             "unfinished": self.unfinished,
             "pending": self.pending,
             "restarted": self.restarted,
+            "checks": self.checks,
         }
 
 
@@ -463,7 +472,7 @@ class LedgerService:
             for obs in observations:
                 described, failed = None, False
                 # A finished job is not worth a describe: it no longer counts in any aggregate.
-                needs = (job is None or not job.details.sized) and obs.status in ACTIVE
+                needs = (job is None or not (job.details.sized or job.terminal)) and obs.status in ACTIVE
                 if describe and needs and not obs.details.sized and obs.kind is not JobKind.TRAINING_JOB:
                     if asked is None:
                         asked = self._describe(obs)
@@ -515,7 +524,7 @@ class LedgerService:
         wanted = set(self.settings.job_queues)
         queues = {q.name: q for q in self.batch.job_queues() if not wanted or q.name in wanted}
         interval = timedelta(minutes=self.settings.reconcile_minutes)
-        states = {name: self.store.reconcile_state(name) for name in queues}
+        states = self.store.reconcile_states(sorted(queues)) if queues else {}
         unfinished = sorted(
             (q for q in queues.values() if states[q.name].cursor is not None),
             key=lambda q: (_started(states[q.name]), q.name),
@@ -647,6 +656,12 @@ class LedgerService:
             self._claimed.clear()  # bounded: a forgotten claim costs one conditional PutItem again
         self._claimed.add((arn, reason))
 
+    def _warn_once(self, subject: str, consequence: str) -> None:
+        if subject not in self._unreadable:
+            self._unreadable.add(subject)
+            if self._warn is not None:
+                self._warn(subject, consequence)
+
     def _quota_shares(self, queue: str) -> dict[str, QuotaShareLimit] | None:
         limits = self.batch.quota_shares(queue)
         if limits is None and f"quota:{queue}" not in self._unreadable:
@@ -681,28 +696,32 @@ class LedgerService:
         oldest: dict[tuple[str, str], datetime],
         oldest_arn: dict[tuple[str, str], str],
     ) -> int:
-        """List ``queue`` from its cursor (or from the start) for at most ``pages`` pages, while
+        """List ``queue`` from its cursor (or from the start) for at most ``pages`` requests, while
         more than :data:`RECONCILE_RESERVE` seconds are left, correcting each page's jobs the ledger
-        lacks or holds with another status. A listing that reaches its end marks the queue
-        reconciled; one that began this run also closes the jobs the ledger holds as active that it
-        did not list (``gone``: only a whole listing made within one run can tell). A listing that
-        stops keeps its cursor (one PutItem) and resumes next run; its pages already applied are
-        applied again harmlessly (a transition to the status the ledger holds changes nothing).
+        lacks or holds with another status; then check the jobs the ledger holds as active that
+        the pass did not list (:meth:`_check_unseen`) and close those AWS Batch says ended or no
+        longer knows (``gone``). A pass that stops (listing or checking) records the ARNs this run
+        listed (:meth:`LedgerStore.save_seen`, keyed by where the run began: a run killed and run
+        again writes the same items), then keeps its cursor (one PutItem), and resumes next run;
+        its pages already applied are applied again harmlessly (a transition to the status the
+        ledger holds changes nothing), and a job closed before a kill is no longer active, so it is
+        neither checked nor closed again.
 
         Returns:
-            Pages requested.
+            AWS Batch requests made (listing pages and checks), counted in ``pages``.
         """
         cursor = state.cursor
-        whole = cursor is None  # the whole listing within this run: "gone" can be told
+        fresh = cursor is None  # no earlier run of this pass: nothing seen is stored
         if cursor is None:
             cursor = ReconcileCursor(0, None, now)
         else:
             summary.resumed.append(queue.name)
+        begun = cursor  # where this run began: names what it records as seen
         held = {entry.arn: entry for entry in self.store.active(queue.name)}
         listed: dict[str, ListedJob] = {}
         drift: Counter[Drift] = Counter()
         used = 0
-        finished = False
+        finished = cursor.checking
         while not finished:
             if used >= pages or DEADLINE.time_left() < RECONCILE_RESERVE:
                 break
@@ -710,7 +729,8 @@ class LedgerService:
                 page = self.batch.list_page(queue, cursor.status, cursor.token)
             except CursorExpired:
                 used += 1  # the refused request counts in the budget
-                cursor, whole = ReconcileCursor(0, None, now), True  # the listing starts over
+                cursor = begun = ReconcileCursor(0, None, now)  # the listing starts over: a new pass
+                fresh = True
                 summary.restarted.append(queue.name)
                 continue
             used += 1
@@ -730,27 +750,28 @@ class LedgerService:
             else:
                 finished = True
         summary.pages += used
-        for kind, count in drift.items():
-            summary.drift[f"{queue.name}:{kind.value}"] += count
         if not finished:
-            self.store.save_cursor(queue.name, state.at, cursor)
+            self._keep(queue.name, state.at, begun, cursor, list(listed))
+            self._count_drift(queue.name, drift, summary)
             summary.unfinished.append(queue.name)
             return used
-        for arn, entry in held.items():
-            if arn in listed:
-                if not entry.sized and budget > 0:
+        if not begun.checking:
+            for arn, entry in held.items():
+                if arn in listed and not entry.sized and budget > 0:
                     # Known but never sized (its describe failed): read it now.
                     budget -= 1
                     summary.describes += 1
                     self._size(arn, entry.kind)
-                continue
-            if not whole:
-                continue
-            obs = Observation(
-                arn=arn, kind=entry.kind, status=JobStatus.FAILED, at=now, source=Source.RECONCILE
-            )
-            if self.apply(obs, describe=False) is not None:
-                summary.drift[f"{queue.name}:{Drift.GONE.value}"] += 1
+        seen = set(listed) if fresh else set(listed) | self.store.seen(queue.name, cursor.started)
+        unseen = [entry for arn, entry in sorted(held.items()) if arn not in seen]
+        requests, confirmed, left = self._check_unseen(queue.name, unseen, now, pages - used, summary, drift)
+        used += requests
+        self._count_drift(queue.name, drift, summary)
+        if left:
+            checking = dataclasses.replace(cursor, status=0, token=None, checking=True)
+            self._keep(queue.name, state.at, begun, checking, list(listed), confirmed)
+            summary.unfinished.append(queue.name)
+            return used
         for entry in self.store.active(queue.name):
             if entry.status is JobStatus.RUNNABLE and entry.runnable_since is not None:
                 share_key = (queue.name, entry.share)
@@ -760,6 +781,91 @@ class LedgerService:
         self.store.mark_reconciled(queue.name, now)
         summary.reconciled.append(queue.name)
         return used
+
+    @staticmethod
+    def _count_drift(queue: str, drift: Counter[Drift], summary: RunSummary) -> None:
+        for kind, count in drift.items():
+            summary.drift[f"{queue}:{kind.value}"] += count
+
+    def _keep(
+        self,
+        queue: str,
+        at: datetime | None,
+        begun: ReconcileCursor,
+        cursor: ReconcileCursor,
+        listed: Sequence[str],
+        confirmed: Sequence[str] = (),
+    ) -> None:
+        """Record what this run of an unfinished pass saw, then its cursor (in that order: killed
+        between the two, the next run lists those pages again and records the same items)."""
+        if listed:
+            token = begun.token or "first"
+            self.store.save_seen(queue, cursor.started, f"list#{begun.status}#{token}", listed)
+        if confirmed:
+            # The first ARN this run checked: the same after a kill (the candidates are sorted and
+            # those checked before are seen or closed), another in every later run.
+            self.store.save_seen(queue, cursor.started, f"check#{min(confirmed)}", confirmed)
+        self.store.save_cursor(queue, at, cursor)
+
+    def _check_unseen(
+        self,
+        queue: str,
+        unseen: Sequence[ActiveEntry],
+        now: datetime,
+        requests: int,
+        summary: RunSummary,
+        drift: Counter[Drift],
+    ) -> tuple[int, list[str], int]:
+        """Ask AWS Batch about ``unseen`` (jobs the ledger holds as active that the whole pass did
+        not list), in ARN order, for at most ``requests`` requests (DescribeServiceJob: one job;
+        DescribeJobs: :data:`~batchpilot.ledger.ports.DESCRIBE_JOBS_MAX` jobs), none with less than
+        :data:`RECONCILE_RESERVE` seconds left, stopping at a failed describe (this pass then ends
+        without the jobs left: the next pass asks again). A job AWS Batch says ended is closed with
+        that status, one it no longer knows as ``FAILED`` (both ``gone``); one still active takes
+        the status AWS Batch gives (``stale`` when it differs) and is returned as seen.
+
+        Returns:
+            (requests made, ARNs found still active, jobs left unchecked).
+        """
+        made, confirmed = 0, list[str]()
+        records: dict[str, LedgerJob | None] = {}
+        kinds = sorted({entry.kind for entry in unseen})
+        by_kind = {kind: [e.arn for e in unseen if e.kind is kind] for kind in kinds}
+        left = len(unseen)
+        for kind, arns in by_kind.items():
+            size = 1 if kind is JobKind.SERVICE_JOB else DESCRIBE_JOBS_MAX
+            for start in range(0, len(arns), size):
+                if made >= requests or DEADLINE.time_left() < RECONCILE_RESERVE:
+                    return made, confirmed, left
+                chunk = arns[start : start + size]
+                try:
+                    statuses = self.batch.job_statuses(kind, chunk)
+                except DescribeError as exc:
+                    # Retried by botocore already: this pass ends without them (the next pass asks
+                    # again), so a describe that keeps failing never holds the queue's listings.
+                    summary.checks += 1
+                    self._warn_once(f"checks of job queue {queue}", f"{exc}: unlisted jobs left active")
+                    return made + 1, confirmed, 0
+                made += 1
+                summary.checks += 1
+                if chunk[0] not in records:
+                    # One BatchGetItem for the records of the jobs this run can still check (not
+                    # one per DescribeServiceJob); a record changed meanwhile is read again by the
+                    # fold's conditional write.
+                    ahead = max(size, min(DESCRIBE_JOBS_MAX, requests - made + 1))
+                    records = self.store.get_many(arns[start : start + ahead])
+                for arn in chunk:
+                    status = statuses.get(arn) or JobStatus.FAILED  # unknown to AWS Batch: gone
+                    obs = Observation(arn=arn, kind=kind, status=status, at=now, source=Source.RECONCILE)
+                    (step,) = self._fold(arn, records.get(arn), [obs], describe=False)
+                    if status in ACTIVE:
+                        confirmed.append(arn)
+                        if step.change is not None:
+                            drift[Drift.STALE] += 1
+                    elif step.change is not None:
+                        drift[Drift.GONE] += 1
+                left -= len(chunk)
+        return made, confirmed, left
 
     def _take_in(
         self,

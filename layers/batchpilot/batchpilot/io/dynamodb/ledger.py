@@ -19,7 +19,12 @@ Items (``pk``/``sk`` strings; ``expires_at`` epoch seconds is the table's TTL at
   share's RUNNABLE jobs by when they last became RUNNABLE (:mod:`batchpilot.ledger.runnable`);
   the first item is the oldest.
 - ``pk = ledger#reconcile#<job queue>``, ``sk = state``: when the queue was last reconciled and,
-  while a pass spans runs, its cursor (``cursor_status``, ``cursor_token``, ``cursor_started``).
+  while a pass spans runs, its cursor (``cursor_status``, ``cursor_token``, ``cursor_started``,
+  ``cursor_checking``). Every queue's marker is read with one ``BatchGetItem`` per run.
+- ``pk = ledger#reconcile-seen#<job queue>#<pass start, epoch ms>``, ``sk = <part>#<n>``: the
+  ARNs (string set ``arns``) a reconciliation pass that spans runs listed in each run, or checked
+  and found active; the pass's jobs held as active and never seen are checked with DescribeJobs /
+  DescribeServiceJob before they are closed. Expires :data:`SEEN_TTL` after the pass began.
 - ``pk = ledger#starving#<job ARN>``, ``sk = <reason>``: the job's ``Job Starving`` for that
   reason was claimed (``at``) and, once PutEvents answered, ``published``; expires after
   :data:`STARVING_TTL`. A claim not marked published within :data:`STARVING_LEASE` (the function
@@ -72,6 +77,8 @@ from batchpilot.shared.clock import epoch_ms
 from batchpilot.shared.own_events import StarvationReason
 
 __all__ = [
+    "SEEN_PER_ITEM",
+    "SEEN_TTL",
     "STARVING_LEASE",
     "STARVING_TTL",
     "TERMINAL_TTL",
@@ -90,6 +97,13 @@ STARVING_TTL = timedelta(days=30)
 STARVING_LEASE = timedelta(minutes=15)
 """How long a claim not yet marked published holds: longer than the ledger function's timeout
 (60 s) and its queue's visibility timeout, so only a claim whose invocation died is taken over."""
+
+SEEN_TTL = timedelta(days=2)
+"""How long a reconciliation pass's record of the jobs it listed is kept (a pass spans minutes to
+hours; the record of a pass that was abandoned goes on its own)."""
+
+SEEN_PER_ITEM = 1_000
+"""ARNs one seen item holds (an ARN is at most about 200 bytes: 200 KB, under DynamoDB's 400 KB)."""
 
 _QUEUES_PK = "ledger#queues"
 _BATCH_GET = 100
@@ -116,6 +130,21 @@ def _active_pk(queue: str) -> str:
 
 def _reconcile_pk(queue: str) -> str:
     return f"ledger#reconcile#{key_part(queue)}"
+
+
+def _seen_pk(queue: str, started: datetime) -> str:
+    return f"ledger#reconcile-seen#{key_part(queue)}#{epoch_ms(started)}"
+
+
+def _reconcile_state(item: dict[str, Any]) -> ReconcileState:
+    started = from_iso(item.get("cursor_started"))
+    status = _int(item.get("cursor_status"))
+    cursor = None
+    if started is not None and status is not None:
+        token = item.get("cursor_token")
+        checking = bool(item.get("cursor_checking", False))
+        cursor = ReconcileCursor(status, str(token) if token else None, started, checking)
+    return ReconcileState(from_iso(item.get("at")), cursor)
 
 
 def _starving_pk(arn: str) -> str:
@@ -448,24 +477,35 @@ class LedgerStateStore:
         return None
 
     def reconcile_state(self, queue: str) -> ReconcileState:
-        """GetItem of the queue's reconciliation marker (its last finished pass and, while a pass
-        is unfinished, its cursor: ``cursor_status``, ``cursor_token``, ``cursor_started``)."""
-        response = self._client.get_item(
-            TableName=self._table,
-            Key=key(_reconcile_pk(queue), "state"),
-            ConsistentRead=True,
-        )
-        raw = response.get("Item")
-        if not raw:
-            return ReconcileState()
-        item = decode(raw)
-        started = from_iso(item.get("cursor_started"))
-        status = _int(item.get("cursor_status"))
-        cursor = None
-        if started is not None and status is not None:
-            token = item.get("cursor_token")
-            cursor = ReconcileCursor(status, str(token) if token else None, started)
-        return ReconcileState(from_iso(item.get("at")), cursor)
+        """The queue's reconciliation marker (:meth:`reconcile_states` of one queue)."""
+        return self.reconcile_states([queue])[queue]
+
+    def reconcile_states(self, queues: Sequence[str]) -> dict[str, ReconcileState]:
+        """The reconciliation markers of ``queues`` (their last finished pass and, while a pass is
+        unfinished, its cursor: ``cursor_status``, ``cursor_token``, ``cursor_started``,
+        ``cursor_checking``) in one strongly consistent BatchGetItem per 100 queues; keys DynamoDB
+        returns unprocessed are read with GetItem (botocore's retries back off)."""
+        unique = list(dict.fromkeys(queues))
+        found = {queue: ReconcileState() for queue in unique}
+        by_pk = {_reconcile_pk(queue): queue for queue in unique}
+        for start in range(0, len(unique), _BATCH_GET):
+            keys = [key(_reconcile_pk(queue), "state") for queue in unique[start : start + _BATCH_GET]]
+            response = self._client.batch_get_item(
+                RequestItems={self._table: {"Keys": keys, "ConsistentRead": True}}
+            )
+            for raw in response.get("Responses", {}).get(self._table, []):
+                queue = by_pk.get(raw.get("pk", {}).get("S", ""))
+                if queue is not None:
+                    found[queue] = _reconcile_state(decode(raw))
+            for unprocessed in response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []):
+                queue = by_pk.get(unprocessed.get("pk", {}).get("S", ""))
+                if queue is None:
+                    continue
+                item = self._client.get_item(
+                    TableName=self._table, Key=key(_reconcile_pk(queue), "state"), ConsistentRead=True
+                ).get("Item")
+                found[queue] = _reconcile_state(decode(item)) if item else ReconcileState()
+        return found
 
     def mark_reconciled(self, queue: str, at: datetime) -> None:
         """PutItem of the queue's reconciliation marker (no cursor: the pass finished)."""
@@ -485,7 +525,29 @@ class LedgerStateStore:
             item["at"] = iso(at)
         if cursor.token:
             item["cursor_token"] = cursor.token
+        if cursor.checking:
+            item["cursor_checking"] = True
         self._client.put_item(TableName=self._table, Item=encode(item))
+
+    def seen(self, queue: str, started: datetime) -> set[str]:
+        """Query of the pass's seen partition, every page: the union of its items' ``arns``."""
+        return {str(arn) for item in self._query(_seen_pk(queue, started)) for arn in item.get("arns", ())}
+
+    def save_seen(self, queue: str, started: datetime, part: str, arns: Sequence[str]) -> None:
+        """PutItem of one seen item (``sk`` = ``part``; ``arns`` a string set, at most
+        :data:`SEEN_PER_ITEM` ARNs an item: a longer list is written as ``part#1``, ``part#2``, ...,
+        each well under DynamoDB's 400 KB item limit); it expires :data:`SEEN_TTL` after the pass
+        began."""
+        unique = sorted(set(arns))
+        expires = int((started + SEEN_TTL).timestamp())
+        for index, start in enumerate(range(0, len(unique), SEEN_PER_ITEM)):
+            item = {
+                "pk": {"S": _seen_pk(queue, started)},
+                "sk": {"S": f"{key_part(part)}#{index}"},
+                "arns": {"SS": unique[start : start + SEEN_PER_ITEM]},
+                "expires_at": {"N": str(expires)},
+            }
+            self._client.put_item(TableName=self._table, Item=item)
 
     def claim_starvation(self, arn: str, reason: StarvationReason, at: datetime) -> bool:
         """PutItem of the job's starvation marker, conditioned on its absence or on a claim older
