@@ -5,7 +5,7 @@ import os
 
 from batchpilot.gpu.service import GpuActivityService
 from batchpilot.gpu.settings import GpuSettings
-from batchpilot.io import batch, cloudwatch, emf, eventbridge, s3
+from batchpilot.io import batch, cloudwatch, ecs, emf, eventbridge, s3
 from batchpilot.io.clients import LazyClient, client
 from batchpilot.io.dynamodb.gpu import GpuEpisodeStore
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
@@ -29,12 +29,12 @@ service = LedgerService(
 )  # fmt: skip
 series = cloudwatch.CloudWatchSeries(LazyClient("cloudwatch"))  # made at the first GetMetricData
 gpu = GpuActivityService(
-    jobs=store, names=batch.ServiceJobAttempts(batch_client), metrics=series, sink=sink,
-    episodes=GpuEpisodeStore(dynamodb, table), publisher=publisher,
-    rules=gpu_settings.rules, prices=gpu_settings.prices,
+    jobs=store, names=batch.ServiceJobAttempts(batch_client), metrics=series, sink=sink, publisher=publisher,
+    episodes=GpuEpisodeStore(dynamodb, table), rules=gpu_settings.rules, prices=gpu_settings.prices,
+    container_source=gpu_settings.container_source, placements=batch.ContainerJobPlacements(batch_client),
+    instances=ecs.EcsContainerInstances(LazyClient("ecs")),  # made at the first container job's describe
 )  # fmt: skip
-processor = LedgerProcessor(service)
-queue_handler = queue_entry(processor)  # LedgerQueue batch → {"batchItemFailures": [...]}
+queue_handler = queue_entry(LedgerProcessor(service))  # LedgerQueue batch → {"batchItemFailures": [...]}
 gpu_check = gpu if gpu_settings.enabled else None  # BATCHPILOT_GPU_ACTIVITY
 schedule_handler = schedule_entry(lambda event: run_schedule(service, event, gpu_check))  # → its summary
 lambda_handler = by_trigger(queue=queue_handler, schedule=schedule_handler)
