@@ -27,14 +27,14 @@ service = LedgerService(
     settings=settings, store=store, batch=ledger_batch, sink=sink, clock=utc_now,
     warn=warn_unreadable, publisher=publisher, checkpoints=checkpoints,
 )  # fmt: skip
-series = cloudwatch.CloudWatchSeries(LazyClient("cloudwatch"))  # made at the first GetMetricData
-gpu = GpuActivityService(
-    jobs=store, names=batch.ServiceJobAttempts(batch_client), metrics=series, sink=sink, publisher=publisher,
-    episodes=GpuEpisodeStore(dynamodb, table), rules=gpu_settings.rules, prices=gpu_settings.prices,
-    container_source=gpu_settings.container_source, placements=batch.ContainerJobPlacements(batch_client),
-    instances=ecs.EcsContainerInstances(LazyClient("ecs")),  # made at the first container job's describe
+gpu = GpuActivityService(  # the cloudwatch and ecs clients are made at their first call (LazyClient)
+    jobs=store, sink=sink, publisher=publisher, instances=ecs.EcsContainerInstances(LazyClient("ecs")),
+    names=batch.ServiceJobAttempts(batch_client), placements=batch.ContainerJobPlacements(batch_client),
+    metrics=cloudwatch.CloudWatchSeries(LazyClient("cloudwatch")), episodes=GpuEpisodeStore(dynamodb, table),
+    rules=gpu_settings.rules, prices=gpu_settings.prices, container_source=gpu_settings.container_source,
 )  # fmt: skip
-queue_handler = queue_entry(LedgerProcessor(service))  # LedgerQueue batch → {"batchItemFailures": [...]}
+processor = LedgerProcessor(service)
+queue_handler = queue_entry(processor)  # LedgerQueue batch → {"batchItemFailures": [...]}
 gpu_check = gpu if gpu_settings.enabled else None  # BATCHPILOT_GPU_ACTIVITY
 schedule_handler = schedule_entry(lambda event: run_schedule(service, event, gpu_check))  # → its summary
 lambda_handler = by_trigger(queue=queue_handler, schedule=schedule_handler)
