@@ -24,7 +24,6 @@ from batchpilot.io.dynamodb.gpu import GpuEpisodeStore
 from batchpilot.io.ecs import EcsContainerInstances
 from batchpilot.ledger.model import JobDetails, JobStatus, LedgerJob
 from batchpilot.shared.classification import JobKind
-from batchpilot.shared.metrics import MetricPoint
 from batchpilot.shared.own_events import GpuIdleReason, JobGpuIdle
 from batchpilot_local.testing.alerts import fact_of, own_envelope
 from batchpilot_local.testing.faults import FaultKind, HttpFaults
@@ -136,13 +135,13 @@ def test_an_idle_container_job_is_reported_once_with_gauges_per_queue_and_share(
     )
     activity = [p for p in sink.pending if p.name == "GpuActivity"]
     assert len(activity) == 3  # one a run
-    assert activity[0] == MetricPoint(
-        "GpuActivity",
+    first = activity[0]
+    assert (first.unit, first.dimensions, first.timestamp) == (
         "Percent",
-        pytest.approx(1.0),
         (("JobQueue", "gpu-q"), ("ShareIdentifier", "teamA")),
         IDLE_AT,
     )
+    assert first.value == pytest.approx(1.0)
     idle_hours = next(p for p in sink.pending if p.name == "IdleGpuHours")
     assert idle_hours.value == pytest.approx(4 * 0.99 / 60)
 
