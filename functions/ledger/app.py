@@ -5,7 +5,7 @@ import os
 
 from batchpilot.gpu.service import GpuActivityService
 from batchpilot.gpu.settings import GpuSettings
-from batchpilot.io import batch, cloudwatch, emf, eventbridge, s3
+from batchpilot.io import batch, cloudwatch, ecs, emf, eventbridge, s3
 from batchpilot.io.clients import LazyClient, client
 from batchpilot.io.dynamodb.gpu import GpuEpisodeStore
 from batchpilot.io.dynamodb.ledger import LedgerStateStore
@@ -27,11 +27,11 @@ service = LedgerService(
     settings=settings, store=store, batch=ledger_batch, sink=sink, clock=utc_now,
     warn=warn_unreadable, publisher=publisher, checkpoints=checkpoints,
 )  # fmt: skip
-series = cloudwatch.CloudWatchSeries(LazyClient("cloudwatch"))  # made at the first GetMetricData
-gpu = GpuActivityService(
-    jobs=store, names=batch.ServiceJobAttempts(batch_client), metrics=series, sink=sink,
-    episodes=GpuEpisodeStore(dynamodb, table), publisher=publisher,
-    rules=gpu_settings.rules, prices=gpu_settings.prices,
+gpu = GpuActivityService(  # the cloudwatch and ecs clients are made at their first call (LazyClient)
+    jobs=store, sink=sink, publisher=publisher, instances=ecs.EcsContainerInstances(LazyClient("ecs")),
+    names=batch.ServiceJobAttempts(batch_client), placements=batch.ContainerJobPlacements(batch_client),
+    metrics=cloudwatch.CloudWatchSeries(LazyClient("cloudwatch")), episodes=GpuEpisodeStore(dynamodb, table),
+    rules=gpu_settings.rules, prices=gpu_settings.prices, container_source=gpu_settings.container_source,
 )  # fmt: skip
 processor = LedgerProcessor(service)
 queue_handler = queue_entry(processor)  # LedgerQueue batch → {"batchItemFailures": [...]}

@@ -11,6 +11,7 @@ faults injected at the HTTP layer (docs/reliability.md); the ledger's records ar
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -289,3 +290,21 @@ def test_a_throttled_describe_of_a_service_job_leaves_it_unread_not_the_run_fail
         summary = check(store, publisher, IDLE_AT)
     assert summary.uncovered == 1 and "DescribeServiceJob" in summary.errors[0]
     assert [e.job_arn for e in publisher.events if isinstance(e, JobGpuIdle)] == [ARN]
+
+
+def test_a_job_the_ledger_believes_running_that_sagemaker_ended_is_not_alerted() -> None:
+    # SageMaker ended the training job 10 minutes ago (its hosts stopped publishing) and the ledger
+    # missed the state change: idle datapoints up to the end, none since. The check decides nothing
+    # (missing data is never idle); the ledger's reconciliation corrects the record
+    # (tests/integration/test_ledger_store.py: a RUNNING job AWS no longer lists), after which the
+    # job leaves the check's running set.
+    publisher, sink = ListPublisher(), ListSink()
+    ended = IDLE_AT + timedelta(minutes=5)
+    with harness(series(STARTED, int((ended - STARTED) / timedelta(minutes=1)), 16.0)):
+        store = ledger()
+        summary = check(store, publisher, ended + timedelta(minutes=10), sink)
+        assert summary.running == 1 and summary.measured == 0 and summary.idle == 0
+        store.jobs[ARN] = replace(store.jobs[ARN], status=JobStatus.SUCCEEDED)  # reconciled
+        after = check(store, publisher, ended + timedelta(minutes=11), sink)
+    assert after.running == 0 and after.queries == 0
+    assert publisher.events == [] and sink.pending == []

@@ -10,9 +10,12 @@ from batchpilot.gpu.policy import (
     GpuJob,
     GpuRules,
     GpuState,
+    MetricSource,
     assess,
+    container_gpu_job,
     gpu_job,
     gpu_points,
+    host_activity,
     hosts,
     idle_event,
     job_minutes,
@@ -192,3 +195,59 @@ def test_the_resolution_says_how_long_the_episode_lasted(was: GpuIdleReason) -> 
     raw = put_events_entry(event, "bus")
     delivered = {"source": "batchpilot", "detail-type": raw["DetailType"], "detail": raw["Detail"]}
     assert parse_own_event({**delivered, "time": event.time.isoformat()}) == event
+
+
+AGENT = MetricSource(
+    "CWAgent", "nvidia_smi_utilization_gpu", "nvidia_smi_utilization_memory", "InstanceId", False
+)
+
+
+def container(gpus: int | None = 8) -> LedgerJob:
+    details = JobDetails(queue="q", share_identifier="TEAMB", gpus=gpus, name="train", sized=True)
+    return LedgerJob(
+        "arn:aws:batch:us-east-1:111122223333:job/c-1",
+        JobKind.CONTAINER_JOB,
+        details,
+        JobStatus.RUNNING,
+        START,
+        attempt_started_at=START,
+    )
+
+
+def test_a_container_job_reads_its_instances_agent_series() -> None:
+    job = container_gpu_job(container(8), ["i-2", "i-1", "i-2"], "g5.48xlarge", AGENT)
+    assert job is not None and (job.instances, job.gpus_per_instance, job.gpus) == (2, 4, 8)
+    assert hosts(job) == ["i-1", "i-2"]
+    wanted, where = queries([job])
+    assert [(q.namespace, q.metric, q.dimensions) for q in wanted[:2]] == [
+        ("CWAgent", "nvidia_smi_utilization_gpu", (("InstanceId", "i-1"),)),
+        ("CWAgent", "nvidia_smi_utilization_memory", (("InstanceId", "i-1"),)),
+    ]
+    assert len(wanted) == 4 and where[wanted[3].id] == (0, "i-2", "nvidia_smi_utilization_memory")
+
+
+def test_the_agents_value_is_already_a_mean_over_the_gpus() -> None:
+    # SageMaker's 400 on 8 GPUs is 50 %; the agent's per-instance aggregate of 50 is 50 % too.
+    agent = container_gpu_job(container(8), ["i-1"], None, AGENT)
+    sagemaker = gpu_job(record(), "tj")
+    assert agent is not None and sagemaker is not None
+    assert host_activity(agent, 50.0) == 0.5 == host_activity(sagemaker, 400.0)
+
+
+def test_the_same_policy_judges_a_container_job_idle() -> None:
+    job = container_gpu_job(container(4), ["i-1"], None, AGENT)
+    assert job is not None
+    now = START + timedelta(minutes=46)
+    minutes = job_minutes(job, {"i-1": [(START + timedelta(minutes=m), 3.0) for m in range(46)]})
+    assessment = assess(job, minutes, now, RULES)
+    assert assessment.state is GpuState.IDLE and assessment.since == START + timedelta(minutes=15)
+    event = idle_event(job, assessment, now, RULES, {"g5.12xlarge": 5.67})
+    assert event.training_job_name is None and event.instance_type is None and event.hourly_cost_usd is None
+    assert "1 x instance (4 GPUs)" in event.message
+
+
+@pytest.mark.parametrize(("gpus", "instances"), [(0, ["i-1"]), (None, ["i-1"]), (4, [])])
+def test_a_container_job_without_gpus_or_instances_is_not_covered(
+    gpus: int | None, instances: list[str]
+) -> None:
+    assert container_gpu_job(container(gpus), instances, "g5.12xlarge", AGENT) is None

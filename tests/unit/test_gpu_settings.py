@@ -48,3 +48,35 @@ def test_the_template_variables_are_read() -> None:
 def test_a_bad_value_names_its_variable(variable: str, value: str) -> None:
     with pytest.raises(ConfigError, match=variable):
         GpuSettings.from_environ({variable: value}, function="ledger")
+
+
+def test_container_jobs_are_not_covered_by_default() -> None:
+    assert GpuSettings.from_environ({}, function="ledger").container_source is None
+    blank = GpuSettings.from_environ({"BATCHPILOT_GPU_CONTAINER_METRICS": " "}, function="ledger")
+    assert blank.container_source is None
+
+
+def test_the_container_metric_source_defaults_to_the_agents_names() -> None:
+    source = GpuSettings.from_environ(
+        {"BATCHPILOT_GPU_CONTAINER_METRICS": "{}"}, function="ledger"
+    ).container_source
+    assert source is not None
+    assert (source.namespace, source.metric, source.memory_metric, source.dimension, source.summed) == (
+        "CWAgent",
+        "nvidia_smi_utilization_gpu",
+        "nvidia_smi_utilization_memory",
+        "InstanceId",
+        False,
+    )
+    own = GpuSettings.from_environ(
+        {"BATCHPILOT_GPU_CONTAINER_METRICS": '{"namespace": "Team/GPU"}'}, function="ledger"
+    ).container_source
+    assert own is not None and (own.namespace, own.metric) == ("Team/GPU", "nvidia_smi_utilization_gpu")
+
+
+@pytest.mark.parametrize(
+    "value", ['{"namespce": "CWAgent"}', '{"namespace": ""}', '["CWAgent"]', "CWAgent", '{"metric": 3}']
+)
+def test_a_bad_container_metric_source_names_its_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="BATCHPILOT_GPU_CONTAINER_METRICS"):
+        GpuSettings.from_environ({"BATCHPILOT_GPU_CONTAINER_METRICS": value}, function="ledger")

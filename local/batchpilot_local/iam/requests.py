@@ -244,6 +244,10 @@ _LOCATORS: dict[tuple[str, str], Callable[[ApiCall], list[str]]] = {
     ("batch", "job-definition-revision"): lambda c: _job_definition(c, revision=True),
     ("batch", "quota-share"): _quota_share,
     ("dynamodb", "table"): _tables,
+    # DescribeContainerInstances names its container instances by ARN (the long format) or ID.
+    ("ecs", "container-instance"): lambda c: [
+        str(a) for a in c.params.get("containerInstances") or [] if str(a).startswith("arn:")
+    ],
     ("events", "event-bus"): _event_buses,
     ("s3", "bucket"): _param("Bucket", "s3", "bucket", "BucketName"),
     ("sagemaker", "training-job"): _param("TrainingJobName", "sagemaker", "training-job", "TrainingJobName"),

@@ -79,6 +79,7 @@ _SERVICE_IDS = (
     "sqs",
     "secrets-manager",
     "cloudwatch",
+    "ecs",
 )
 _SERVICES = {"eventbridge": "events", "secrets-manager": "secretsmanager"}
 

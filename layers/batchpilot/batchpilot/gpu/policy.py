@@ -1,5 +1,5 @@
-"""GPU activity of running training jobs: which series to read, what they say, what to publish.
-Pure, no I/O.
+"""GPU activity of running training jobs and container jobs: which series to read, what they
+say, what to publish. Pure, no I/O.
 
 Source: SageMaker developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch" (training
 job metrics): each host of a training job publishes ``GPUUtilization`` and
@@ -7,6 +7,14 @@ job metrics): each host of a training job publishes ``GPUUtilization`` and
 ``<training job name>/algo-<n>`` (``n`` from 1), each minute, in percent *summed over the host's
 GPUs* (0 to 100 x GPUs). The GPUs per instance come from :mod:`batchpilot.shared.instances`; a
 job of an unknown instance type is not covered (its activity cannot be scaled).
+
+Container jobs (AWS Batch on ECS) publish nothing to SageMaker's namespace: they are read only
+from series the user publishes with the CloudWatch agent (Amazon CloudWatch User Guide, "Collect
+NVIDIA GPU metrics": ``nvidia_smi_utilization_gpu`` and ``nvidia_smi_utilization_memory``, percent
+per GPU, namespace ``CWAgent`` unless the agent's ``namespace`` says otherwise), appended with
+``InstanceId`` and aggregated per ``InstanceId`` (``append_dimensions``, ``aggregation_dimensions``)
+so one series per instance holds the mean over its GPUs (:class:`MetricSource`, ``summed=False``).
+That series is the *instance's*: jobs sharing an instance share its value.
 
 Activity of a host in a minute is ``GPUUtilization / (100 x GPUs per instance)`` (0-1, clamped);
 of a job in a minute the mean over its hosts with a datapoint that minute. A minute without any
@@ -53,16 +61,20 @@ __all__ = [
     "GPU_MEMORY",
     "GPU_UTILIZATION",
     "NAMESPACE",
+    "SAGEMAKER",
     "SLACK",
     "Assessment",
     "GpuJob",
     "GpuRules",
     "GpuState",
+    "MetricSource",
     "activity",
     "assess",
+    "container_gpu_job",
     "episode_id",
     "gpu_job",
     "gpu_points",
+    "host_activity",
     "hosts",
     "idle_event",
     "job_minutes",
@@ -74,6 +86,29 @@ NAMESPACE = "/aws/sagemaker/TrainingJobs"
 """SageMaker's namespace of training job instance metrics."""
 GPU_UTILIZATION = "GPUUtilization"
 GPU_MEMORY = "GPUMemoryUtilization"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSource:
+    """Where a job's GPU series are read from.
+
+    Attributes:
+        namespace, metric, memory_metric: the CloudWatch namespace and metric names.
+        dimension: the dimension naming one host (``Host`` for SageMaker, ``InstanceId`` for the
+            CloudWatch agent's series aggregated per instance).
+        summed: the value is percent summed over the host's GPUs (SageMaker: 0 to 100 x GPUs);
+            ``False``: already the mean over them (the agent's per-instance aggregate, 0-100).
+    """
+
+    namespace: str
+    metric: str
+    memory_metric: str
+    dimension: str
+    summed: bool
+
+
+SAGEMAKER = MetricSource(NAMESPACE, GPU_UTILIZATION, GPU_MEMORY, "Host", summed=True)
+"""SageMaker's training job metrics (the module docstring)."""
 SLACK = timedelta(minutes=5)
 """How old a job's latest datapoint may be for anything to be decided (metrics arrive late)."""
 COVERAGE = 0.8
@@ -128,6 +163,9 @@ class GpuJob:
         instance_type: its one instance type; ``instances``: how many; ``gpus_per_instance``
             from :func:`batchpilot.shared.instances.accelerators`.
         started: when the attempt started (aware UTC), for the warm-up; ``None``: unknown.
+        source: where its series are (SageMaker's, or the CloudWatch agent's for a container job).
+        host_ids: a container job's hosts (EC2 instance IDs, the ``source.dimension`` values);
+            empty for a training job (its hosts are ``<training job>/algo-<n>``).
     """
 
     job: LedgerJob
@@ -136,6 +174,8 @@ class GpuJob:
     instances: int
     gpus_per_instance: int
     started: datetime | None
+    source: MetricSource = SAGEMAKER
+    host_ids: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -153,30 +193,60 @@ def gpu_job(job: LedgerJob, training_job: str | None) -> GpuJob | None:
     return GpuJob(job, training_job, d.instance_type, d.instances, per, job.attempt_started_at)
 
 
+def container_gpu_job(
+    job: LedgerJob, instance_ids: Sequence[str], instance_type: str | None, source: MetricSource
+) -> GpuJob | None:
+    """A RUNNING container job as a :class:`GpuJob` read from ``source`` (the CloudWatch agent's
+    NVIDIA metrics): ``instance_ids`` the EC2 instances its attempt runs on (one per node, the
+    ECS container instances AWS Batch placed it on), ``instance_type`` theirs (the container
+    instance's ``ecs.instance-type`` attribute; ``None``: unknown, then no price). Its GPUs are its
+    ``resourceRequirements`` GPU x nodes (:attr:`JobDetails.gpus`), shared evenly over its
+    instances; ``None`` when it asks for no GPU or runs on no known instance."""
+    gpus = job.details.gpus or 0
+    hosts_of_job = tuple(sorted(set(instance_ids)))
+    if gpus < 1 or not hosts_of_job:
+        return None
+    per = max(gpus // len(hosts_of_job), 1)
+    return GpuJob(
+        job, "", instance_type or "", len(hosts_of_job), per, job.attempt_started_at, source, hosts_of_job
+    )
+
+
 def hosts(job: GpuJob) -> list[str]:
-    """The ``Host`` dimension values of the job's instances: ``<training job>/algo-1`` ... ``-N``."""
+    """The host dimension values of the job's instances: a container job's instance IDs, a
+    training job's ``<training job>/algo-1`` ... ``-N``."""
+    if job.host_ids:
+        return list(job.host_ids)
     return [f"{job.training_job}/algo-{n}" for n in range(1, job.instances + 1)]
 
 
 def queries(jobs: Sequence[GpuJob]) -> tuple[list[MetricQuery], dict[str, tuple[int, str, str]]]:
-    """The GetMetricData queries of ``jobs`` (two per host: GPU and GPU memory utilisation,
-    ``Average`` per minute) and query id → ``(job index, host, metric)``."""
+    """The GetMetricData queries of ``jobs`` (two per host: GPU and GPU memory utilisation of the
+    job's :class:`MetricSource`, ``Average`` per minute) and query id → ``(job index, host,
+    metric)``."""
     out: list[MetricQuery] = []
     where: dict[str, tuple[int, str, str]] = {}
     for index, job in enumerate(jobs):
         for host in hosts(job):
-            for metric in (GPU_UTILIZATION, GPU_MEMORY):
+            source = job.source
+            for metric in (source.metric, source.memory_metric):
                 qid = f"q{len(out)}"
-                out.append(MetricQuery(qid, NAMESPACE, metric, (("Host", host),)))
+                out.append(MetricQuery(qid, source.namespace, metric, ((source.dimension, host),)))
                 where[qid] = (index, host, metric)
     return out, where
 
 
 def activity(value: float, gpus_per_instance: int) -> float:
-    """A host's activity (0-1) from its ``GPUUtilization`` (percent summed over its GPUs)."""
+    """A host's activity (0-1) from its ``GPUUtilization`` (percent summed over its GPUs); a
+    mean over them (the agent's) is read with ``gpus_per_instance`` 1."""
     if not math.isfinite(value):
         return 0.0
     return min(max(value / (100.0 * gpus_per_instance), 0.0), 1.0)
+
+
+def host_activity(job: GpuJob, value: float) -> float:
+    """A host's activity (0-1) from its value in ``job.source`` (summed or mean percent)."""
+    return activity(value, job.gpus_per_instance if job.source.summed else 1)
 
 
 def job_minutes(
@@ -188,7 +258,7 @@ def job_minutes(
     for series in per_host.values():
         for stamp, value in series:
             minute = stamp.replace(second=0, microsecond=0)
-            by_minute.setdefault(minute, []).append(activity(value, job.gpus_per_instance))
+            by_minute.setdefault(minute, []).append(host_activity(job, value))
     return [(minute, sum(v) / len(v)) for minute, v in sorted(by_minute.items())]
 
 
@@ -313,12 +383,12 @@ def _job_fields(job: GpuJob, name: str, now: datetime) -> dict[str, Any]:
         "job_arn": record.arn,
         "job_kind": record.kind.value,
         "job_name": name,
-        "training_job_name": job.training_job,
+        "training_job_name": job.training_job or None,
         "job_queue": d.queue or None,
         "share_identifier": d.share_identifier,
         "quota_share": d.quota_share,
         "scheduling_priority": d.priority,
-        "instance_type": job.instance_type,
+        "instance_type": job.instance_type or None,
         "instances": job.instances,
         "gpus": job.gpus,
     }
@@ -353,9 +423,10 @@ def idle_event(
         if reason is GpuIdleReason.STALLED
         else f"GPUs below {100 * rules.threshold:.0f}% (now {100 * latest:.0f}%)"
     )
+    kind = job.instance_type or "instance"
     costs = f", about ${cost:,.2f}/h of idle capacity at list price" if cost is not None else ""
     message = (
-        f"job {name} (share {share}, priority {priority}) holds {job.instances} x {job.instance_type}"
+        f"job {name} (share {share}, priority {priority}) holds {job.instances} x {kind}"
         f" ({job.gpus} GPUs): {what} for {_duration(idle_seconds)}{costs}"
         f" on {d.queue or 'no job queue'}"
     )
@@ -390,7 +461,8 @@ def resolved_event(
     name = d.name or resource_name(record.arn) or record.arn
     was = "stalled" if idle_reason is GpuIdleReason.STALLED else "idle"
     message = (
-        f"job {name} ({job.instances} x {job.instance_type}, {job.gpus} GPUs): GPUs active again"
+        f"job {name} ({job.instances} x {job.instance_type or 'instance'}, {job.gpus} GPUs):"
+        f" GPUs active again"
         f" at {100 * latest:.0f}% after {_duration(idle_seconds)} {was}"
         f" on {d.queue or 'no job queue'}"
     )

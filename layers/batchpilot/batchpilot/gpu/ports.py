@@ -3,7 +3,9 @@
 Adapters: :class:`batchpilot.io.cloudwatch.CloudWatchSeries` (GetMetricData),
 :class:`batchpilot.io.dynamodb.ledger.LedgerStateStore` (the jobs the ledger holds as active: it is
 a :class:`RunningJobs`), :class:`batchpilot.io.batch.ServiceJobAttempts` (a service job's training
-job, DescribeServiceJob), :class:`batchpilot.io.dynamodb.gpu.GpuEpisodeStore` (one idle episode
+job, DescribeServiceJob), :class:`batchpilot.io.batch.ContainerJobPlacements` (a container job's
+ECS container instances, DescribeJobs), :class:`batchpilot.io.ecs.EcsContainerInstances` (their EC2
+instances, DescribeContainerInstances), :class:`batchpilot.io.dynamodb.gpu.GpuEpisodeStore` (one idle episode
 per job), :class:`batchpilot.io.eventbridge.EventBridgePublisher` (``Job GPU Idle``) and
 :class:`batchpilot.io.emf.EmfPublisher` (the gauges).
 """
@@ -21,9 +23,13 @@ from batchpilot.shared.metrics import MetricPoint
 from batchpilot.shared.own_events import GpuIdleReason, OwnEvent
 
 __all__ = [
+    "ContainerInstance",
+    "ContainerInstances",
+    "ContainerPlacements",
     "Episode",
     "EpisodeStore",
     "EventPublisher",
+    "HostsUnreadable",
     "MetricQuery",
     "MetricReader",
     "MetricSink",
@@ -106,6 +112,48 @@ class TrainingJobNames(Protocol):
 
         Raises:
             TrainingJobUnreadable: any other failure (throttling after retries, access denied).
+        """
+        ...
+
+
+class HostsUnreadable(RuntimeError):
+    """A container job's instances could not be read (DescribeJobs or DescribeContainerInstances
+    throttled after botocore's retries, denied, out of time): the job is left unread this run
+    (counted, never judged), asked again next."""
+
+
+class ContainerPlacements(Protocol):
+    """Where a RUNNING container job runs (:class:`batchpilot.io.batch.ContainerJobPlacements`)."""
+
+    def container_instances(self, arn: str) -> list[str] | None:
+        """The ECS container instance ARNs of the job's attempt (DescribeJobs:
+        ``container.containerInstanceArn``; a multi-node parallel job: each node's), one per
+        node; ``None`` when AWS Batch names none (not placed yet, Fargate, or the job is gone).
+
+        Raises:
+            HostsUnreadable: any other failure.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInstance:
+    """One ECS container instance: its EC2 ``instance_id`` (``ec2InstanceId``) and
+    ``instance_type`` (its ``ecs.instance-type`` attribute; ``None`` when absent)."""
+
+    instance_id: str
+    instance_type: str | None
+
+
+class ContainerInstances(Protocol):
+    """ECS container instances (:class:`batchpilot.io.ecs.EcsContainerInstances`)."""
+
+    def describe(self, arns: Sequence[str]) -> dict[str, ContainerInstance]:
+        """Container instance ARN → its EC2 instance (DescribeContainerInstances, per ECS
+        cluster named in the ARN, 100 a call); ARNs ECS does not know are absent.
+
+        Raises:
+            HostsUnreadable: any failure (throttling after retries, access denied, no time).
         """
         ...
 

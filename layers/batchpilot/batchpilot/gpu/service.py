@@ -5,16 +5,21 @@ idle and stalled jobs once per episode.
 Orchestrates through :mod:`batchpilot.gpu.ports` only (no boto3, no Powertools, no wall clock).
 
 Which jobs: the ledger's active index of every job queue it has seen and of standalone training
-jobs (``active``), RUNNING service jobs and training jobs only (container jobs publish no GPU
-metric to SageMaker's namespace: not covered), their records (``get_many``) for the instance type
-and count, and for a service job its training job's name (DescribeServiceJob, once per job and
-attempt per Lambda instance, kept in memory).
+jobs (``active``), RUNNING service jobs and training jobs, their records (``get_many``) for the
+instance type and count, and for a service job its training job's name (DescribeServiceJob, once
+per job and attempt per Lambda instance, kept in memory). RUNNING container jobs only when a
+``container_source`` is configured (the CloudWatch agent's NVIDIA metrics the user publishes,
+``BATCHPILOT_GPU_CONTAINER_METRICS``; without it they are not covered): their attempt's ECS
+container instances (DescribeJobs) and those instances' EC2 IDs and type
+(DescribeContainerInstances), once per job and attempt per Lambda instance, kept in memory; then
+the same policy, episodes and gauges as training jobs.
 
 Calls per run, with ``Q`` job queues the ledger knows, ``R`` RUNNING training jobs and service
 jobs and ``H`` their hosts (instances): ``Q + 1`` Queries of the active index, ``ceil(R / 100)``
 BatchGetItem, one Query of the open episodes, ``ceil(2H / 500)`` GetMetricData (two metrics a
 host, more only if a result is paged), one DescribeServiceJob per service job attempt the Lambda
-instance has not seen yet; per new episode one conditional PutItem, one PutEvents and one
+instance has not seen yet (a container job's attempt: one DescribeJobs, two for a multi-node
+job, and one DescribeContainerInstances); per new episode one conditional PutItem, one PutEvents and one
 UpdateItem; per ended episode one DeleteItem, and for a reported one whose activity returned
 first one conditional UpdateItem (the resolution's claim) and one PutEvents. CloudWatch bills
 GetMetricData per metric requested: ``2H`` a minute.
@@ -27,8 +32,9 @@ after its lease (:data:`batchpilot.io.dynamodb.gpu.EPISODE_LEASE`): at least onc
 function's claim makes it one message. A resolution is claimed the same way (a conditional
 UpdateItem on the episode): a duplicate run publishes none, a run killed between PutEvents and the
 DeleteItem is taken over after the lease with the same episode (the same fact id), a failed
-PutEvents gives the claim back. A job that stops while idle gets no resolution: its state change
-says it.
+PutEvents gives the claim back. A container job whose instances cannot be read (DescribeJobs or
+DescribeContainerInstances failing) is counted (``uncovered``, ``errors``) and never judged. A job
+that stops while idle gets no resolution: its state change says it.
 """
 
 from __future__ import annotations
@@ -39,25 +45,29 @@ from datetime import datetime
 from typing import Any
 
 from batchpilot.gpu.policy import (
-    GPU_UTILIZATION,
     SLACK,
     Assessment,
     GpuJob,
     GpuRules,
     GpuState,
-    activity,
+    MetricSource,
     assess,
+    container_gpu_job,
     gpu_job,
     gpu_points,
+    host_activity,
     idle_event,
     job_minutes,
     queries,
     resolved_event,
 )
 from batchpilot.gpu.ports import (
+    ContainerInstances,
+    ContainerPlacements,
     Episode,
     EpisodeStore,
     EventPublisher,
+    HostsUnreadable,
     MetricReader,
     MetricSink,
     RunningJobs,
@@ -80,9 +90,10 @@ class GpuRunSummary:
     """What one run did (logged with the ledger's run summary).
 
     Attributes:
-        running: RUNNING service and training jobs the ledger holds; ``measured``: those with a
-            recent GPU datapoint; ``uncovered``: those that cannot be read (no training job name
-            yet, unknown instance type or count).
+        running: RUNNING service and training jobs the ledger holds (and container jobs when a
+            container source is configured); ``measured``: those with a recent GPU datapoint;
+            ``uncovered``: those that cannot be read (no training job name yet, unknown instance
+            type or count; a container job asking for no GPU or whose instances are unread).
         queries: GetMetricData queries; ``requests``: GetMetricData calls; ``unread``: queries
             whose request failed; ``errors``: one bounded line per failed request.
         idle: ``Job GPU Idle`` published; ``unpublished``: those (and resolutions) whose
@@ -131,6 +142,9 @@ class GpuActivityService:
             ledger's, flushed with its run); ``publisher``: where ``Job GPU Idle`` goes (``None``:
             gauges only).
         rules: thresholds; ``prices``: instance type → USD per instance-hour (list price).
+        container_source: where container jobs' GPU series are (the CloudWatch agent's NVIDIA
+            metrics); ``placements`` and ``instances`` map a container job to its EC2
+            instances. Any of the three ``None``: container jobs are not read.
     """
 
     def __init__(
@@ -144,6 +158,9 @@ class GpuActivityService:
         publisher: EventPublisher | None = None,
         rules: GpuRules | None = None,
         prices: Mapping[str, float] | None = None,
+        container_source: MetricSource | None = None,
+        placements: ContainerPlacements | None = None,
+        instances: ContainerInstances | None = None,
     ) -> None:
         self.jobs = jobs
         self.names = names
@@ -153,8 +170,16 @@ class GpuActivityService:
         self.publisher = publisher
         self.rules = rules or GpuRules()
         self.prices = dict(prices or {})
+        self.container_source = container_source
+        self.placements = placements
+        self.instances = instances
+        self._kinds = _READ_KINDS
+        if container_source is not None and placements is not None and instances is not None:
+            self._kinds = _READ_KINDS | {JobKind.CONTAINER_JOB}
         # (job ARN, attempt start) → its training job's name: one describe per attempt.
         self._names: dict[tuple[str, datetime | None], str] = {}
+        # (job ARN, attempt start) → its EC2 instance IDs and instance type: the same, containers.
+        self._hosts: dict[tuple[str, datetime | None], tuple[tuple[str, ...], str | None]] = {}
 
     def run(self, now: datetime) -> GpuRunSummary:
         """One run at ``now`` (the schedule's time, aware UTC).
@@ -174,8 +199,8 @@ class GpuActivityService:
         readable: list[GpuJob] = []
         for job in running:
             try:
-                made = gpu_job(job, self._training_job(job))
-            except TrainingJobUnreadable as exc:
+                made = self._gpu_job(job)
+            except (TrainingJobUnreadable, HostsUnreadable) as exc:
                 summary.errors.append(str(exc))
                 made = None
             if made is None:
@@ -193,7 +218,7 @@ class GpuActivityService:
         per_job: dict[int, dict[str, list[tuple[datetime, float]]]] = {}
         for qid, series in read.values.items():
             index, host, metric = where[qid]
-            if metric == GPU_UTILIZATION and index not in failed:
+            if metric == readable[index].source.metric and index not in failed:
                 per_job.setdefault(index, {})[host] = list(series)
         measured: list[tuple[GpuJob, dict[str, float]]] = []
         for index, read_job in enumerate(readable):
@@ -217,7 +242,7 @@ class GpuActivityService:
             arns.extend(
                 e.arn
                 for e in self.jobs.active(queue)
-                if e.status is JobStatus.RUNNING and e.kind in _READ_KINDS
+                if e.status is JobStatus.RUNNING and e.kind in self._kinds
             )
         if not arns:
             return []
@@ -225,8 +250,42 @@ class GpuActivityService:
         return [
             job
             for arn, job in sorted(records.items())
-            if job is not None and job.status is JobStatus.RUNNING and job.kind in _READ_KINDS
+            if job is not None and job.status is JobStatus.RUNNING and job.kind in self._kinds
         ]
+
+    def _gpu_job(self, job: LedgerJob) -> GpuJob | None:
+        if job.kind is not JobKind.CONTAINER_JOB:
+            return gpu_job(job, self._training_job(job))
+        assert self.container_source is not None  # container jobs are read only with a source
+        found = self._container_hosts(job)
+        if found is None:
+            return None
+        return container_gpu_job(job, found[0], found[1], self.container_source)
+
+    def _container_hosts(self, job: LedgerJob) -> tuple[tuple[str, ...], str | None] | None:
+        """The EC2 instances of the container job's attempt and their instance type, described
+        once per attempt (DescribeJobs, then DescribeContainerInstances); ``None`` when AWS Batch
+        names no container instance yet (asked again next run). Raises HostsUnreadable."""
+        key = (job.arn, job.attempt_started_at)
+        if key not in self._hosts:
+            assert self.placements is not None and self.instances is not None
+            if not (job.details.gpus or 0):
+                return None  # asks for no GPU: nothing to read, nothing described
+            placed = self.placements.container_instances(job.arn)
+            if not placed:
+                return None
+            described = self.instances.describe(placed)
+            found = [described[arn] for arn in placed if arn in described]
+            if not found:
+                return None
+            types = {i.instance_type for i in found if i.instance_type}
+            if len(self._hosts) >= _NAMES_KEPT:
+                self._hosts.clear()
+            self._hosts[key] = (
+                tuple(sorted({i.instance_id for i in found})),
+                types.pop() if len(types) == 1 else None,
+            )
+        return self._hosts[key]
 
     def _training_job(self, job: LedgerJob) -> str | None:
         if job.kind is JobKind.TRAINING_JOB:
@@ -300,5 +359,5 @@ def _latest(
     out: dict[str, float] = {}
     for host, series in per_host.items():
         if series and now - series[-1][0] <= SLACK:
-            out[host] = activity(series[-1][1], job.gpus_per_instance)
+            out[host] = host_activity(job, series[-1][1])
     return out

@@ -10,6 +10,12 @@ cold start (errors name the variable). Every variable is optional:
 - ``BATCHPILOT_GPU_PRICES``: JSON ``{"<instance type>": <USD per instance-hour>}``, the list prices
   an idle job's hourly cost is stated with (default none: the cost is left out). batchpilot ships
   no price table: prices change and differ by region (SageMaker pricing page).
+- ``BATCHPILOT_GPU_CONTAINER_METRICS``: where container jobs' GPU series are: empty (default) means
+  container jobs are not covered; else a JSON object naming the CloudWatch agent's NVIDIA metrics
+  (Amazon CloudWatch User Guide, "Collect NVIDIA GPU metrics"), every key optional:
+  ``{"namespace": "CWAgent", "metric": "nvidia_smi_utilization_gpu", "memory_metric":
+  "nvidia_smi_utilization_memory", "dimension": "InstanceId"}`` (those are the defaults, so ``{}``
+  reads the agent's defaults). The series must be aggregated per ``dimension`` alone.
 - ``BATCHPILOT_EVENT_BUS``: batchpilot's own bus, where ``Job GPU Idle`` is published.
 """
 
@@ -22,10 +28,19 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from batchpilot.gpu.policy import GpuRules
+from batchpilot.gpu.policy import GpuRules, MetricSource
 from batchpilot.shared.settings import FunctionSettings
 
-__all__ = ["GpuActivitySwitch", "GpuSettings"]
+__all__ = ["AGENT_DEFAULTS", "GpuActivitySwitch", "GpuSettings"]
+
+AGENT_DEFAULTS: dict[str, str] = {
+    "namespace": "CWAgent",
+    "metric": "nvidia_smi_utilization_gpu",
+    "memory_metric": "nvidia_smi_utilization_memory",
+    "dimension": "InstanceId",
+}
+"""The CloudWatch agent's defaults: its namespace, its NVIDIA metric names, and the dimension
+``append_dimensions`` adds (``"InstanceId": "${aws:InstanceId}"``)."""
 
 
 class GpuActivitySwitch(StrEnum):
@@ -44,6 +59,7 @@ class GpuSettings(FunctionSettings):
         idle_minutes: idle window, minutes; ``warmup_minutes``: warm-up, minutes.
         prices: instance type → USD per instance-hour.
         event_bus: bus of ``Job GPU Idle``.
+        container_metrics: the container jobs' metric source keys (``None``: not covered).
     """
 
     activity: GpuActivitySwitch = GpuActivitySwitch.ENABLED
@@ -52,6 +68,7 @@ class GpuSettings(FunctionSettings):
     warmup_minutes: int = Field(default=15, ge=0, le=1440)
     prices: dict[str, float] = Field(default_factory=dict)
     event_bus: str = Field(default="default", min_length=1, max_length=1600)
+    container_metrics: dict[str, str] | None = None
 
     _ENV: ClassVar[dict[str, str]] = {
         **FunctionSettings._ENV,
@@ -61,6 +78,7 @@ class GpuSettings(FunctionSettings):
         "warmup_minutes": "BATCHPILOT_GPU_WARMUP_MINUTES",
         "prices": "BATCHPILOT_GPU_PRICES",
         "event_bus": "BATCHPILOT_EVENT_BUS",
+        "container_metrics": "BATCHPILOT_GPU_CONTAINER_METRICS",
     }
 
     @property
@@ -76,6 +94,36 @@ class GpuSettings(FunctionSettings):
             window=timedelta(minutes=self.idle_minutes),
             warmup=timedelta(minutes=self.warmup_minutes),
         )
+
+    @property
+    def container_source(self) -> MetricSource | None:
+        """The container jobs' :class:`~batchpilot.gpu.policy.MetricSource` (the agent's mean
+        over an instance's GPUs), or ``None``: container jobs are not covered."""
+        if self.container_metrics is None:
+            return None
+        keys = {**AGENT_DEFAULTS, **self.container_metrics}
+        return MetricSource(
+            keys["namespace"], keys["metric"], keys["memory_metric"], keys["dimension"], summed=False
+        )
+
+    @field_validator("container_metrics", mode="before")
+    @classmethod
+    def _container_metrics(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        parsed = json.loads(value)
+        if (
+            not isinstance(parsed, dict)
+            or set(parsed) - set(AGENT_DEFAULTS)
+            or not all(isinstance(v, str) and 0 < len(v) <= 255 for v in parsed.values())
+        ):
+            raise ValueError(
+                'expected "" or a JSON object with any of "namespace", "metric", "memory_metric",'
+                ' "dimension" (non-empty strings)'
+            )
+        return parsed
 
     @field_validator("prices", mode="before")
     @classmethod

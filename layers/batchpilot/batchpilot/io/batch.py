@@ -35,7 +35,14 @@ if TYPE_CHECKING:
     from batchpilot.recovery.settings import CheckpointSource
     from batchpilot.recovery.snapshot import JobSnapshot
 
-__all__ = ["BatchCapacityClient", "BatchJobDirectory", "BatchJobs", "BatchLedgerClient", "ServiceJobAttempts"]
+__all__ = [
+    "BatchCapacityClient",
+    "BatchJobDirectory",
+    "BatchJobs",
+    "BatchLedgerClient",
+    "ContainerJobPlacements",
+    "ServiceJobAttempts",
+]
 
 _PAGE = 100  # the API maximum of DescribeServiceEnvironments and ListServiceJobs
 
@@ -738,3 +745,52 @@ class ServiceJobAttempts:
             if name:
                 return name
         return None
+
+
+class ContainerJobPlacements:
+    """Where a RUNNING container job runs, for the GPU activity check (implements
+    :class:`batchpilot.gpu.ports.ContainerPlacements`).
+
+    Args:
+        client: a boto3 ``batch`` client (``batchpilot.io.clients.client("batch")``).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def container_instances(self, arn: str) -> list[str] | None:
+        """DescribeJobs: the ``container.containerInstanceArn`` of the job's attempt (AWS Batch API
+        Reference, ``ContainerDetail``); a multi-node parallel job's node jobs (``<jobId>#<n>``,
+        ``nodeProperties.numNodes``, one more DescribeJobs of up to 100 nodes) give one each.
+        ``None`` when none is named (not placed yet, Fargate) or AWS Batch no longer knows the job.
+
+        Raises:
+            HostsUnreadable: any other error (throttling already retried, access denied, no time
+                left), its operation and code in the message.
+        """
+        job_id = resource_name(arn) or arn
+        jobs = self._describe([job_id])
+        if not jobs:
+            return None
+        job = jobs[0]
+        nodes = (job.get("nodeProperties") or {}).get("numNodes")
+        if isinstance(nodes, int) and nodes > 1 and "#" not in job_id:
+            jobs = self._describe([f"{job_id}#{n}" for n in range(min(nodes, 100))])
+        found = sorted(
+            {str(placed) for j in jobs if (placed := (j.get("container") or {}).get("containerInstanceArn"))}
+        )
+        return found or None
+
+    def _describe(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        from batchpilot.gpu.ports import HostsUnreadable
+        from batchpilot.shared.deadline import DeadlineExceeded
+        from batchpilot.shared.errors import describe as describe_error
+
+        try:
+            return list(self._client.describe_jobs(jobs=list(ids)).get("jobs") or [])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in _NOT_FOUND:
+                return []
+            raise HostsUnreadable(describe_error(exc, "DescribeJobs")) from None
+        except (BotoCoreError, DeadlineExceeded) as exc:
+            raise HostsUnreadable(describe_error(exc, "DescribeJobs")) from None
